@@ -1,0 +1,170 @@
+"""Card codes (DESIGN.md "Card codes", a contract) and the composition of a shoe.
+
+Canonical form: rank ``A 2 3 4 5 6 7 8 9 T J Q K`` then suit ``S H D C``, e.g. ``AS``, ``TH``.
+Parsers also accept ``10`` for ``T``, lower case, suit-first (``H3``) and the suit symbols
+``♠♥♦♣``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+RANKS = "A23456789TJQK"
+SUITS = "SHDC"
+FACE_RANKS = frozenset("JQK")
+SUIT_SYMBOLS = {"♠": "S", "♥": "H", "♦": "D", "♣": "C"}
+DISPLAY_SUIT = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
+CARDS_PER_DECK = 52
+DEFAULT_DECKS = 8
+
+ACCEPTED_FORMS = (
+    "rank then suit (AS, TH, 10h, 7♣) or suit then rank (H3, ♠Q); "
+    "ranks A 2-9 T/10 J Q K, suits S H D C or ♠ ♥ ♦ ♣, any case"
+)
+
+
+class CardCodeError(ValueError):
+    """A card code that is not one of the accepted spellings."""
+
+    def __init__(self, text: object, why: str):
+        self.text = text
+        super().__init__(f"bad card code {text!r}: {why}; accepted: {ACCEPTED_FORMS}")
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Card:
+    rank: str  # one of RANKS
+    suit: str  # one of SUITS
+
+    def __post_init__(self) -> None:
+        if self.rank not in RANKS or len(self.rank) != 1:
+            raise CardCodeError(self.rank + self.suit, f"unknown rank {self.rank!r}")
+        if self.suit not in SUITS or len(self.suit) != 1:
+            raise CardCodeError(self.rank + self.suit, f"unknown suit {self.suit!r}")
+
+    @property
+    def code(self) -> str:
+        return self.rank + self.suit
+
+    @property
+    def points(self) -> int:
+        """Hand points: A = 1, 2-9 face value, 10/J/Q/K = 0."""
+        index = RANKS.index(self.rank)
+        return index + 1 if index < 9 else 0
+
+    @property
+    def burn_value(self) -> int:
+        """How many cards the flip card orders burned: A = 1, 2-9 face value, 10/J/Q/K = 10."""
+        index = RANKS.index(self.rank)
+        return index + 1 if index < 9 else 10
+
+    @property
+    def is_face(self) -> bool:
+        return self.rank in FACE_RANKS
+
+    def display(self) -> str:
+        """For people: ``10♥``, ``A♠``."""
+        rank = "10" if self.rank == "T" else self.rank
+        return rank + DISPLAY_SUIT[self.suit]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+def _split(text: str) -> tuple[str, str] | None:
+    """Return (rank, suit) in canonical letters, or None when the shape is wrong."""
+    cleaned = "".join(SUIT_SYMBOLS.get(ch, ch) for ch in text.strip()).upper()
+    cleaned = cleaned.replace("10", "T")
+    if len(cleaned) != 2:
+        return None
+    first, second = cleaned
+    if first in RANKS and second in SUITS:
+        return first, second
+    if first in SUITS and second in RANKS:
+        return second, first
+    return None
+
+
+def parse_card(text: object) -> Card:
+    """Parse any accepted spelling of a card; raise CardCodeError quoting the bad text."""
+    if isinstance(text, Card):
+        return text
+    if not isinstance(text, str):
+        raise CardCodeError(text, f"expected a string, got {type(text).__name__}")
+    if not text.strip():
+        raise CardCodeError(text, "empty")
+    split = _split(text)
+    if split is None:
+        raise CardCodeError(text, "not a rank and a suit")
+    return Card(*split)
+
+
+def format_card(card: Card | str) -> str:
+    """The canonical code of a card given as a Card or any accepted spelling."""
+    return parse_card(card).code
+
+
+ALL_CARDS: tuple[Card, ...] = tuple(Card(rank, suit) for suit in SUITS for rank in RANKS)
+
+
+class ShoeCompositionError(ValueError):
+    """More copies of a card, or more cards, than the shoe can hold."""
+
+
+class ShoeComposition:
+    """Counts the cards drawn from an N-deck shoe and refuses impossible counts.
+
+    An 8-deck shoe holds 416 cards, 8 of each of the 52 cards.
+    """
+
+    def __init__(self, decks: int = DEFAULT_DECKS):
+        if decks < 1:
+            raise ValueError(f"decks must be at least 1, got {decks}")
+        self.decks = decks
+        self.drawn: Counter[Card] = Counter()
+
+    @property
+    def size(self) -> int:
+        return self.decks * CARDS_PER_DECK
+
+    @property
+    def cards_drawn(self) -> int:
+        return sum(self.drawn.values())
+
+    @property
+    def cards_left(self) -> int:
+        return self.size - self.cards_drawn
+
+    def remaining(self, card: Card) -> int:
+        return self.decks - self.drawn[card]
+
+    def check_draw(self, card: Card) -> None:
+        """Raise ShoeCompositionError if drawing ``card`` is impossible in this shoe."""
+        if self.cards_drawn >= self.size:
+            raise ShoeCompositionError(
+                f"{card.code} would be card {self.cards_drawn + 1} of a {self.size}-card shoe"
+            )
+        if self.drawn[card] >= self.decks:
+            raise ShoeCompositionError(
+                f"{card.code} would be copy {self.drawn[card] + 1} of {card.code} "
+                f"in a {self.decks}-deck shoe"
+            )
+
+    def draw(self, card: Card) -> None:
+        self.check_draw(card)
+        self.drawn[card] += 1
+
+    @classmethod
+    def full_counts(cls, decks: int = DEFAULT_DECKS) -> dict[Card, int]:
+        return {card: decks for card in ALL_CARDS}
+
+
+def new_shoe_cards(decks: int = DEFAULT_DECKS) -> list[Card]:
+    """Every card of an unshuffled N-deck shoe, in a fixed order."""
+    return [card for _ in range(decks) for card in ALL_CARDS]
+
+
+def parse_cards(texts: Iterable[object]) -> list[Card]:
+    return [parse_card(text) for text in texts]

@@ -1,0 +1,1 @@
+"""Subcommands of the pokdeng-table CLI, one module each."""

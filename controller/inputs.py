@@ -1,0 +1,280 @@
+"""Table inputs and the table-script format (DESIGN.md "Table script", a contract).
+
+One input per JSON Lines line; ``at`` is seconds on the table's clock, non-decreasing. Drivers
+produce these, the daemon journals them, the table machine consumes them, and ``replay``,
+the simulators and the tests read and write them. Pure: no I/O beyond parsing text.
+
+Kinds::
+
+    {"at": 0.0, "kind": "button", "name": "new_shoe"}
+    {"at": 1.0, "kind": "card", "card": "7H"}
+    {"at": 9.5, "kind": "cut_card"}
+    {"at": 10.0, "kind": "misread"}                      # optional "code", "reason"
+    {"at": 11.0, "kind": "switch", "name": "pause", "on": true}
+    {"at": 13.0, "kind": "device", "name": "shoe", "connected": false}
+    {"at": 14.0, "kind": "supervisor", "action": "enter_card", "card": "9D"}
+    {"at": 40.0, "kind": "tick"}
+
+``misread`` may carry a fault ``code`` and ``reason`` from the driver (for example an RFID tag
+not in the card registry), so the pause says what the shoe actually saw.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, TextIO, Union
+
+from controller.cards import Card, CardCodeError, parse_card
+
+BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
+SWITCHES = ("pause",)
+DEVICES = ("shoe", "panel")
+SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+
+
+class ScriptError(ValueError):
+    """A table-script line that is not a valid input; names the line and the fault."""
+
+    def __init__(self, message: str, line_number: int | None = None, source: str | None = None):
+        self.line_number = line_number
+        self.source = source
+        self.detail = message
+        where = ""
+        if source is not None and line_number is not None:
+            where = f"{source}:{line_number}: "
+        elif line_number is not None:
+            where = f"line {line_number}: "
+        super().__init__(where + message)
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    at: float
+    name: str
+    kind = "button"
+
+    def data(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class CardScan:
+    at: float
+    card: Card
+    kind = "card"
+
+    def data(self) -> dict[str, Any]:
+        return {"card": self.card.code}
+
+
+@dataclass(frozen=True, slots=True)
+class CutCard:
+    at: float
+    kind = "cut_card"
+
+    def data(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, slots=True)
+class Misread:
+    at: float
+    code: str | None = None
+    reason: str | None = None
+    kind = "misread"
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    at: float
+    name: str
+    on: bool
+    kind = "switch"
+
+    def data(self) -> dict[str, Any]:
+        return {"name": self.name, "on": self.on}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    at: float
+    name: str
+    connected: bool
+    kind = "device"
+
+    def data(self) -> dict[str, Any]:
+        return {"name": self.name, "connected": self.connected}
+
+
+@dataclass(frozen=True, slots=True)
+class Supervisor:
+    at: float
+    action: str
+    card: Card | None = None
+    kind = "supervisor"
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action}
+        if self.card is not None:
+            out["card"] = self.card.code
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    at: float
+    kind = "tick"
+
+    def data(self) -> dict[str, Any]:
+        return {}
+
+
+Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, Tick]
+
+
+def to_dict(inp: Input) -> dict[str, Any]:
+    """The script form of an input: ``{"at": …, "kind": …, …}``."""
+    return {"at": inp.at, "kind": inp.kind, **inp.data()}
+
+
+def to_json(inp: Input) -> str:
+    return json.dumps(to_dict(inp), ensure_ascii=False, separators=(", ", ": "))
+
+
+def with_time(inp: Input, at: float) -> Input:
+    """The same input stamped with another clock reading."""
+    fields = {name: getattr(inp, name) for name in inp.__dataclass_fields__}
+    fields["at"] = at
+    return type(inp)(**fields)
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+_ALLOWED_KEYS = {
+    "button": {"name"},
+    "card": {"card"},
+    "cut_card": set(),
+    "misread": {"code", "reason"},
+    "switch": {"name", "on"},
+    "device": {"name", "connected"},
+    "supervisor": {"action", "card"},
+    "tick": set(),
+}
+
+
+def _require(obj: dict[str, Any], key: str, kind: str) -> Any:
+    if key not in obj:
+        raise ScriptError(f'"{kind}" input needs "{key}"')
+    return obj[key]
+
+
+def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ScriptError(f"unknown {what} {value!r}; expected one of: {', '.join(allowed)}")
+    return value
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ScriptError(f'"{key}" must be true or false, got {json.dumps(value)}')
+    return value
+
+
+def _optional_text(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ScriptError(f'"{key}" must be a string, got {json.dumps(value)}')
+    return value
+
+
+def from_dict(obj: Any) -> Input:
+    """Build an input from its script form; raise ScriptError saying what is wrong."""
+    if not isinstance(obj, dict):
+        raise ScriptError(f"expected a JSON object, got {type(obj).__name__}")
+    at = obj.get("at")
+    if isinstance(at, bool) or not isinstance(at, (int, float)):
+        raise ScriptError(f'"at" must be a number of seconds, got {json.dumps(at)}')
+    if not math.isfinite(at) or at < 0:
+        raise ScriptError(f'"at" must be a finite number >= 0, got {at}')
+    at = float(at)
+    kind = obj.get("kind")
+    if kind not in _ALLOWED_KEYS:
+        raise ScriptError(
+            f"unknown kind {json.dumps(kind)}; expected one of: {', '.join(_ALLOWED_KEYS)}"
+        )
+    extra = set(obj) - {"at", "kind"} - _ALLOWED_KEYS[kind]
+    if extra:
+        raise ScriptError(f'unknown key(s) for a "{kind}" input: {", ".join(sorted(extra))}')
+    try:
+        if kind == "button":
+            return Button(at, _choice(_require(obj, "name", kind), BUTTONS, "button"))
+        if kind == "card":
+            return CardScan(at, parse_card(_require(obj, "card", kind)))
+        if kind == "cut_card":
+            return CutCard(at)
+        if kind == "misread":
+            return Misread(at, _optional_text(obj, "code"), _optional_text(obj, "reason"))
+        if kind == "switch":
+            name = _choice(_require(obj, "name", kind), SWITCHES, "switch")
+            return Switch(at, name, _bool(_require(obj, "on", kind), "on"))
+        if kind == "device":
+            name = _choice(_require(obj, "name", kind), DEVICES, "device")
+            return DeviceStatus(at, name, _bool(_require(obj, "connected", kind), "connected"))
+        if kind == "supervisor":
+            action = _choice(_require(obj, "action", kind), SUPERVISOR_ACTIONS, "supervisor action")
+            card = None
+            if action == "enter_card":
+                card = parse_card(_require(obj, "card", kind))
+            elif "card" in obj:
+                raise ScriptError(f'"card" only goes with "enter_card", not "{action}"')
+            return Supervisor(at, action, card)
+        return Tick(at)
+    except CardCodeError as exc:
+        raise ScriptError(str(exc)) from None
+
+
+def parse_line(text: str, line_number: int | None = None, source: str | None = None) -> Input:
+    """Parse one script line (JSON object)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScriptError(f"not valid JSON: {exc.msg} at column {exc.colno}", line_number, source)
+    try:
+        return from_dict(obj)
+    except ScriptError as exc:
+        raise ScriptError(exc.detail, line_number, source) from None
+
+
+def read_script(lines: Iterable[str], source: str | None = None) -> Iterator[Input]:
+    """Yield the inputs of a script; blank lines and ``#`` comments are skipped.
+
+    Raises ScriptError naming the line on the first malformed line or a clock going backwards;
+    inputs before it have already been yielded (nothing accepted is lost).
+    """
+    previous_at = 0.0
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        inp = parse_line(stripped, number, source)
+        if inp.at < previous_at:
+            raise ScriptError(
+                f'"at" goes backwards: {inp.at} after {previous_at}', number, source
+            )
+        previous_at = inp.at
+        yield inp
+
+
+def write_script(inputs: Iterable[Input], out: TextIO) -> None:
+    for inp in inputs:
+        out.write(to_json(inp) + "\n")

@@ -1,0 +1,1 @@
+"""Device drivers: they turn bytes from the shoe, panel and switch into table inputs."""

@@ -1,0 +1,109 @@
+"""The driver contract: a driver turns a device's bytes into table inputs posted to a sink.
+
+Drivers never touch the table machine. Each runs its own thread(s), owns its reconnects, and
+reports device trouble as ``DeviceStatus`` inputs and log lines, never by dying silently.
+``stop()`` is idempotent and safe from any thread; a driver is also a context manager.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Mapping
+
+from controller.inputs import Input
+
+InputSink = Callable[[Input], None]
+Clock = Callable[[], float]
+
+
+class DriverError(Exception):
+    """Base of driver errors."""
+
+
+class DriverConfigError(DriverError):
+    """A driver's options are wrong; the message names the option."""
+
+
+class DeviceUnavailable(DriverError):
+    """The device could not be opened or went away."""
+
+
+class Driver(ABC):
+    """Base of every device driver.
+
+    Subclasses implement ``_run(stop_event)``: the body of the driver's thread, which loops
+    until ``stop_event`` is set. The base starts and joins the thread, turns an escaping
+    exception into a disconnected ``DeviceStatus`` and a log line, and makes stop idempotent.
+    """
+
+    #: which table device this driver serves: "shoe" or "panel"
+    device: str = ""
+
+    def __init__(self, sink: InputSink, options: Mapping[str, Any] | None = None,
+                 clock: Clock = time.time, name: str | None = None):
+        self.sink = sink
+        self.options = dict(options or {})
+        self.clock = clock
+        self.name = name or self.device or type(self).__name__
+        self._stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._thread_main, name=f"driver-{self.name}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._stop_event.set()
+            thread = self._thread
+        self._wake()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> "Driver":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- for subclasses -----------------------------------------------------------------------
+    def post(self, inp: Input) -> None:
+        """Hand an input to the sink (the daemon's queue)."""
+        self.sink(inp)
+
+    def _wake(self) -> None:
+        """Interrupt a blocking read so the thread sees the stop; override where needed."""
+
+    @abstractmethod
+    def _run(self, stop: threading.Event) -> None:
+        """Thread body; return when ``stop`` is set."""
+
+    def _thread_main(self) -> None:
+        from controller.inputs import DeviceStatus
+        import logging
+
+        log = logging.getLogger(f"pokdeng.drivers.{self.name}")
+        try:
+            self._run(self._stop_event)
+        except Exception:  # the thread must not die silently
+            log.exception("driver %s stopped by an unexpected error", self.name)
+            if self.device:
+                self.post(DeviceStatus(self.clock(), self.device, False))

@@ -1,0 +1,45 @@
+"""Drivers by name, imported lazily; other packages add drivers through entry points.
+
+A built-in name maps to ``"module:Class"``; the module is imported only when that driver is
+created, so a table without a USB panel never imports pyusb. Third-party packages register in
+the ``pokdeng_table.drivers`` entry-point group with the same ``module:Class`` value.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+
+from drivers.base import Driver, DriverConfigError
+
+ENTRY_POINT_GROUP = "pokdeng_table.drivers"
+
+#: built-in drivers: name -> "module:Class" (filled in by the driver modules' authors)
+BUILTIN: dict[str, str] = {}
+
+
+def available() -> dict[str, str]:
+    """Every known driver name with its ``module:Class`` target."""
+    found = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def driver_class(name: str) -> type[Driver]:
+    targets = available()
+    if name not in targets:
+        raise DriverConfigError(
+            f"unknown driver {name!r}; known drivers: {', '.join(sorted(targets)) or 'none'}"
+        )
+    module_name, _, attr = targets[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Driver)):
+        raise DriverConfigError(f"driver {name!r} ({targets[name]}) is not a Driver class")
+    return cls
+
+
+def create(name: str, *args: Any, **kwargs: Any) -> Driver:
+    """Instantiate the driver called ``name`` with the given arguments."""
+    return driver_class(name)(*args, **kwargs)
