@@ -16,6 +16,7 @@ from controller import __version__
 # Modules that contribute subcommands, in the order --help lists them.
 COMMAND_MODULES = (
     "controller.commands.rtp",
+    "controller.commands.journal",
 )
 
 

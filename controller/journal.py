@@ -1,0 +1,433 @@
+"""The journal: every table input and the events it produced, hash-chained, in one SQLite file.
+
+Layout (one row per record, inputs and events alike, in the order they happened)::
+
+    records(n INTEGER PRIMARY KEY,   -- record number, 1, 2, 3 … with no gaps
+            kind TEXT,               -- 'input' or 'event'
+            event_seq INTEGER UNIQUE,-- the event's seq (NULL for inputs), for the outbox
+            written REAL,            -- wall-clock time of the write (unix seconds)
+            body TEXT,               -- canonical JSON of the input (script form) or the event
+            prev_hash TEXT,          -- hash of record n-1 ('0' * 64 for record 1)
+            hash TEXT)               -- sha256(n, kind, event_seq, written, prev_hash, body)
+    head(id=1, records, last_hash)   -- the newest record, written in the same transaction
+    delivery(transport, last_seq)    -- each transport's delivered position (outbox; not chained)
+
+One ``append`` is one transaction: the input and all its events, committed with WAL and
+``synchronous=FULL`` (the commit returns only after the WAL is fsynced). Any edited byte,
+deleted or reordered record breaks the chain and ``verify`` names the first bad record; a
+record cut from the end is caught by ``head``. See docs/durability.md for what this does and
+does not protect against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from controller.inputs import Input, ScriptError, from_dict, to_dict
+
+GENESIS_HASH = "0" * 64
+SCHEMA_VERSION = 1
+_FETCH_CHUNK = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    n INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    event_seq INTEGER UNIQUE,
+    written REAL NOT NULL,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    records INTEGER NOT NULL,
+    last_hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS delivery (
+    transport TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
+    updated REAL NOT NULL
+);
+"""
+
+
+class JournalError(Exception):
+    """The journal cannot be opened or written; the message says which file and why."""
+
+
+class JournalCorrupt(JournalError):
+    """The hash chain does not hold; ``result`` names the first bad record."""
+
+    def __init__(self, path: str, result: "VerifyResult"):
+        self.result = result
+        super().__init__(f"{path}: {result.describe()}")
+
+
+def canonical_json(obj: Any) -> str:
+    """The one text form of a JSON value that the chain hashes: sorted keys, no spaces, UTF-8."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def record_hash(n: int, kind: str, event_seq: int | None, written: float, prev_hash: str,
+                body: str) -> str:
+    """SHA-256 over every column of a record except its own hash, fields separated by \\n."""
+    seq_text = "" if event_seq is None else str(event_seq)
+    material = f"{n}\n{kind}\n{seq_text}\n{written!r}\n{prev_hash}\n{body}"
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    records: int                 # records checked
+    events: int                  # event records among them
+    bad_record: int | None = None  # number of the first bad record (None when ok)
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"chain holds: {self.records} records, {self.events} events"
+        where = f"record {self.bad_record}" if self.bad_record is not None else "journal"
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journaled input with the events it produced."""
+    record: int
+    input: Input
+    events: list[dict[str, Any]]
+
+
+def connect(path: str | Path, *, synchronous: str = "FULL",
+            check_same_thread: bool = True) -> sqlite3.Connection:
+    """Open the journal database in WAL mode; autocommit, explicit transactions."""
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=10.0,
+                               check_same_thread=check_same_thread)
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise JournalError(f"{path}: cannot switch to WAL mode (got {mode!r})")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA busy_timeout=10000")
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"{path}: not a usable journal database: {exc}") from None
+    return conn
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make the directory entry of a newly created file durable too."""
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """The table's journal. Owned and written by one thread (the daemon's loop).
+
+    Opening checks the schema and the head record only; a full check is ``verify()``
+    (recovery runs it before replaying).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        created = not self.path.exists()
+        if not self.path.parent.is_dir():
+            raise JournalError(f"{self.path}: directory {self.path.parent} does not exist")
+        self._conn = connect(self.path)
+        self._lock = threading.Lock()  # guards against accidental use from two threads
+        try:
+            self._conn.executescript(_SCHEMA)
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self._conn.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)",
+                                   (str(SCHEMA_VERSION),))
+            elif row[0] != str(SCHEMA_VERSION):
+                raise JournalError(
+                    f"{self.path}: journal schema {row[0]}, this version reads {SCHEMA_VERSION}")
+            head = self._conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
+            last = self._conn.execute(
+                "SELECT n, hash FROM records ORDER BY n DESC LIMIT 1").fetchone()
+            seq = self._conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise JournalError(f"{self.path}: not a usable journal database: {exc}") from None
+        if created:
+            _fsync_directory(self.path)
+        self._records = 0 if last is None else int(last[0])
+        self._last_hash = GENESIS_HASH if last is None else str(last[1])
+        self._last_seq = 0 if seq is None else int(seq)
+        head_records = 0 if head is None else int(head[0])
+        if head_records != self._records:
+            # Do not write on top of a journal whose end is missing or was added to.
+            self._conn.close()
+            raise JournalCorrupt(str(self.path), VerifyResult(
+                False, self._records, 0, _first_off_head(head_records, self._records),
+                f"head says {head_records} records but the journal holds {self._records}"))
+        self._closed = False
+
+    # -- writing ----------------------------------------------------------------------------
+    def append(self, inp: Input, events: list[dict[str, Any]]) -> int:
+        """Journal one input and the events it produced in one durable transaction.
+
+        Events must carry ``seq`` numbers that continue the journal's by one each.
+        Returns the input's record number. Nothing is written when this raises.
+        """
+        input_body = canonical_json(to_dict(inp))
+        bodies: list[tuple[int, str]] = []
+        expected = self._last_seq + 1
+        for event in events:
+            seq = event.get("seq") if isinstance(event, dict) else None
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise JournalError(f"event without an integer seq: {event!r:.200}")
+            if seq != expected:
+                raise JournalError(f"event seq {seq} does not follow {expected - 1}")
+            try:
+                bodies.append((seq, canonical_json(event)))
+            except (TypeError, ValueError) as exc:
+                raise JournalError(f"event seq {seq} is not JSON: {exc}") from None
+            expected += 1
+        with self._lock:
+            self._check_open()
+            n, prev = self._records, self._last_hash
+            rows = []
+            written = time.time()
+            for kind, seq, body in [("input", None, input_body)] + [
+                    ("event", s, b) for s, b in bodies]:
+                n += 1
+                digest = record_hash(n, kind, seq, written, prev, body)
+                rows.append((n, kind, seq, written, body, prev, digest))
+                prev = digest
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(
+                        "INSERT INTO records(n, kind, event_seq, written, body, prev_hash, hash)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                    self._conn.execute(
+                        "INSERT INTO head(id, records, last_hash) VALUES (1, ?, ?)"
+                        " ON CONFLICT(id) DO UPDATE SET records=excluded.records,"
+                        " last_hash=excluded.last_hash", (n, prev))
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalError(f"{self.path}: write failed: {exc}") from exc
+            first = self._records + 1
+            self._records, self._last_hash = n, prev
+            self._last_seq = expected - 1
+            return first
+
+    # -- reading ----------------------------------------------------------------------------
+    def _rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:
+        self._check_open()
+        cursor = self._conn.execute(sql, params)
+        while True:
+            chunk = cursor.fetchmany(_FETCH_CHUNK)
+            if not chunk:
+                return
+            yield from chunk
+
+    def entries(self) -> Iterator[Entry]:
+        """Every journaled input with its events, in order (recovery compares them)."""
+        current: Entry | None = None
+        for n, kind, body in self._rows("SELECT n, kind, body FROM records ORDER BY n"):
+            if kind == "input":
+                if current is not None:
+                    yield current
+                current = Entry(n, _parse_input(n, body), [])
+            elif kind == "event":
+                if current is None:
+                    raise JournalError(f"{self.path}: record {n}: event before any input")
+                current.events.append(json.loads(body))
+            else:
+                raise JournalError(f"{self.path}: record {n}: unknown kind {kind!r}")
+        if current is not None:
+            yield current
+
+    def inputs(self) -> Iterator[Input]:
+        """Every journaled input, in order."""
+        for n, body in self._rows("SELECT n, body FROM records WHERE kind='input' ORDER BY n"):
+            yield _parse_input(n, body)
+
+    def events_after(self, seq: int, limit: int) -> list[dict[str, Any]]:
+        """Events with seq greater than ``seq``, in seq order, at most ``limit``."""
+        return read_events_after(self._conn, seq, limit)
+
+    def last_event_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def record_count(self) -> int:
+        return self._records
+
+    def verify(self) -> VerifyResult:
+        self._check_open()
+        return verify_connection(self._conn)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._conn.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JournalError(f"{self.path}: journal is closed")
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_off_head(head_records: int, chain_records: int) -> int:
+    """The first record where the chain and the head disagree."""
+    if head_records > chain_records:
+        return chain_records + 1       # records missing from the end
+    if head_records < chain_records:
+        return head_records + 1        # records added behind the journal's back
+    return max(chain_records, 1)       # same count, different last hash
+
+
+def _parse_input(n: int, body: str) -> Input:
+    try:
+        return from_dict(json.loads(body))
+    except (ValueError, ScriptError) as exc:
+        raise JournalError(f"record {n}: stored input is not valid: {exc}") from None
+
+
+def read_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT body FROM records WHERE event_seq > ? ORDER BY event_seq LIMIT ?",
+        (seq, limit)).fetchall()
+    return [json.loads(body) for (body,) in rows]
+
+
+def verify_connection(conn: sqlite3.Connection) -> VerifyResult:
+    """Walk the whole chain; stop at the first record that does not hold."""
+    prev = GENESIS_HASH
+    expected_n = 1
+    expected_seq = 1
+    events = 0
+    checked = 0
+
+    def bad(n: int | None, reason: str) -> VerifyResult:
+        return VerifyResult(False, checked, events, n, reason)
+
+    try:
+        cursor = conn.execute(
+            "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records ORDER BY n")
+        seen_input = False
+        while True:
+            chunk = cursor.fetchmany(_FETCH_CHUNK)
+            if not chunk:
+                break
+            for n, kind, event_seq, written, body, prev_hash, digest in chunk:
+                if n != expected_n:
+                    return bad(expected_n, f"missing: the next record is {n}")
+                if prev_hash != prev:
+                    return bad(n, "prev_hash does not match the hash of the record before it")
+                if not isinstance(body, str) or not isinstance(written, float) \
+                        or kind not in ("input", "event"):
+                    return bad(n, "a column holds a value of the wrong type")
+                if record_hash(n, kind, event_seq, written, prev_hash, body) != digest:
+                    return bad(n, "hash does not match the record's contents")
+                try:
+                    obj = json.loads(body)
+                except ValueError:
+                    return bad(n, "body is not JSON")
+                if kind == "input":
+                    if event_seq is not None:
+                        return bad(n, "input record carries an event seq")
+                    try:
+                        from_dict(obj)
+                    except ScriptError as exc:
+                        return bad(n, f"input is not valid: {exc}")
+                    seen_input = True
+                else:
+                    if not seen_input:
+                        return bad(n, "event before any input")
+                    if event_seq != expected_seq or not isinstance(obj, dict) \
+                            or obj.get("seq") != event_seq:
+                        return bad(n, f"event seq {event_seq} where {expected_seq} was expected")
+                    expected_seq += 1
+                    events += 1
+                prev = digest
+                expected_n += 1
+                checked += 1
+        head = conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
+        head_records, head_hash = (0, GENESIS_HASH) if head is None else head
+        if head_records != checked or head_hash != prev:
+            return bad(_first_off_head(head_records, checked),
+                       f"head says {head_records} records ending in hash {head_hash[:12]}…, "
+                       f"the chain has {checked} ending in {prev[:12]}…: records were cut "
+                       "from the end or added without the journal")
+        for transport, last_seq in conn.execute("SELECT transport, last_seq FROM delivery"):
+            if last_seq > expected_seq - 1:
+                return bad(None, f"transport {transport!r} delivered up to seq {last_seq} but "
+                                 f"the journal ends at seq {expected_seq - 1}")
+    except sqlite3.DatabaseError as exc:
+        return bad(expected_n, f"database unreadable: {exc}")
+    return VerifyResult(True, checked, events)
+
+
+def verify_file(path: str | Path) -> VerifyResult:
+    """Verify a journal file without opening it for writing."""
+    path = Path(path)
+    if not path.is_file():
+        raise JournalError(f"{path}: no such journal file")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open: {exc}") from None
+    try:
+        try:
+            conn.execute("SELECT 1 FROM records LIMIT 1")
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{path}: not a journal: {exc}") from None
+        return verify_connection(conn)
+    finally:
+        conn.close()
+
+
+def export_events(path: str | Path) -> Iterator[str]:
+    """Yield every event's stored canonical JSON text, in seq order."""
+    path = Path(path)
+    if not path.is_file():
+        raise JournalError(f"{path}: no such journal file")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        try:
+            cursor = conn.execute(
+                "SELECT body FROM records WHERE kind='event' ORDER BY event_seq")
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{path}: not a journal: {exc}") from None
+        while True:
+            chunk = cursor.fetchmany(_FETCH_CHUNK)
+            if not chunk:
+                return
+            for (body,) in chunk:
+                yield body
+    finally:
+        conn.close()
