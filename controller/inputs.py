@@ -204,9 +204,12 @@ def from_dict(obj: Any) -> Input:
     at = obj.get("at")
     if isinstance(at, bool) or not isinstance(at, (int, float)):
         raise ScriptError(f'"at" must be a number of seconds, got {json.dumps(at)}')
+    try:
+        at = float(at)
+    except OverflowError:
+        at = math.inf
     if not math.isfinite(at) or at < 0:
-        raise ScriptError(f'"at" must be a finite number >= 0, got {at}')
-    at = float(at)
+        raise ScriptError(f'"at" must be a finite number >= 0, got {obj.get("at")}')
     kind = obj.get("kind")
     if kind not in _ALLOWED_KEYS:
         raise ScriptError(
