@@ -14,7 +14,10 @@ Kinds::
     {"at": 13.0, "kind": "device", "name": "shoe", "connected": false}
     {"at": 14.0, "kind": "supervisor", "action": "enter_card", "card": "9D"}
     {"at": 40.0, "kind": "tick"}
+    {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
 
+``fault`` is raised by the controller itself (not a device): something the table cannot work
+without failed, so the table pauses with that code and reason until the supervisor resumes.
 ``misread`` may carry a fault ``code`` and ``reason`` from the driver (for example an RFID tag
 not in the card registry), so the pause says what the shoe actually saw.
 """
@@ -131,6 +134,17 @@ class Supervisor:
 
 
 @dataclass(frozen=True, slots=True)
+class Fault:
+    at: float
+    code: str
+    reason: str
+    kind = "fault"
+
+    def data(self) -> dict[str, Any]:
+        return {"code": self.code, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     at: float
     kind = "tick"
@@ -139,7 +153,7 @@ class Tick:
         return {}
 
 
-Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, Tick]
+Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, Fault, Tick]
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -168,6 +182,7 @@ _ALLOWED_KEYS = {
     "switch": {"name", "on"},
     "device": {"name", "connected"},
     "supervisor": {"action", "card"},
+    "fault": {"code", "reason"},
     "tick": set(),
 }
 
@@ -241,6 +256,12 @@ def from_dict(obj: Any) -> Input:
             elif "card" in obj:
                 raise ScriptError(f'"card" only goes with "enter_card", not "{action}"')
             return Supervisor(at, action, card)
+        if kind == "fault":
+            code = _optional_text(obj, "code")
+            reason = _optional_text(obj, "reason")
+            if not code or reason is None:
+                raise ScriptError('"fault" input needs a "code" and a "reason"')
+            return Fault(at, code, reason)
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

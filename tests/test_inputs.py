@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from controller.cards import parse_card
 from controller.inputs import (
-    Button, CardScan, CutCard, DeviceStatus, Misread, ScriptError, Supervisor, Switch, Tick,
+    Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError, Supervisor, Switch, Tick,
     from_dict, parse_line, read_script, to_dict, to_json, with_time, write_script,
 )
 
@@ -50,6 +50,14 @@ def test_misread_may_carry_the_driver_fault():
     inp = parse_line('{"at": 2, "kind": "misread", "code": "rfid_unknown_uid", "reason": "tag 04A1 unknown"}')
     assert inp == Misread(2.0, "rfid_unknown_uid", "tag 04A1 unknown")
     assert to_json(inp) == '{"at": 2.0, "kind": "misread", "code": "rfid_unknown_uid", "reason": "tag 04A1 unknown"}'
+
+
+def test_controller_fault_input():
+    inp = parse_line('{"at": 3, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}')
+    assert inp == Fault(3.0, "journal_unwritable", "disk full")
+    assert parse_line(to_json(inp)) == inp
+    with pytest.raises(ScriptError, match='needs a "code" and a "reason"'):
+        parse_line('{"at": 3, "kind": "fault", "code": "x"}')
 
 
 def test_with_time_restamps():
