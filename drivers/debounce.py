@@ -1,0 +1,75 @@
+"""Contact debouncing for panel buttons and the key switch. Pure: the caller passes the time.
+
+Two rules, both in ``debounce_s`` seconds:
+- a new level counts only once it has held for ``debounce_s`` (contact bounce and glitches
+  shorter than that are ignored);
+- a press that comes less than ``debounce_s`` after the previous accepted press of the same
+  button is ignored (``RepeatGuard``; the serial line panel, whose firmware debounces, uses
+  only this rule).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+class Debouncer:
+    """Stable levels of named channels, from raw level samples."""
+
+    def __init__(self, debounce_s: float):
+        if debounce_s < 0:
+            raise ValueError("debounce time must be >= 0")
+        self.debounce_s = debounce_s
+        self._stable: dict[str, bool] = {}
+        self._candidate: dict[str, tuple[bool, float]] = {}  # level, since
+
+    def reset(self, levels: Mapping[str, bool]) -> None:
+        """Adopt ``levels`` as the stable state without reporting them (a fresh connection)."""
+        self._stable = dict(levels)
+        self._candidate.clear()
+
+    def stable(self, name: str) -> bool | None:
+        return self._stable.get(name)
+
+    def feed(self, now: float, levels: Mapping[str, bool]) -> None:
+        """A raw sample of every channel's level at ``now``."""
+        for name, level in levels.items():
+            pending = self._candidate.get(name)
+            if level == self._stable.get(name):
+                self._candidate.pop(name, None)  # a glitch that went back: forget it
+            elif pending is None or pending[0] != level:
+                self._candidate[name] = (level, now)
+
+    def poll(self, now: float) -> list[tuple[str, bool]]:
+        """Level changes that have now held for the debounce time, oldest first."""
+        confirmed = sorted(
+            (since, name, level) for name, (level, since) in self._candidate.items()
+            if now - since >= self.debounce_s
+        )
+        for _, name, level in confirmed:
+            self._stable[name] = level
+            del self._candidate[name]
+        return [(name, level) for _, name, level in confirmed]
+
+    def next_deadline(self) -> float | None:
+        """When the earliest pending change will be confirmed, or None if none is pending."""
+        if not self._candidate:
+            return None
+        return min(since for _, since in self._candidate.values()) + self.debounce_s
+
+
+class RepeatGuard:
+    """Drops a press of a button that follows its previous accepted press too closely."""
+
+    def __init__(self, window_s: float):
+        if window_s < 0:
+            raise ValueError("repeat window must be >= 0")
+        self.window_s = window_s
+        self._last: dict[str, float] = {}
+
+    def accept(self, name: str, now: float) -> bool:
+        last = self._last.get(name)
+        if last is not None and now - last < self.window_s:
+            return False
+        self._last[name] = now
+        return True

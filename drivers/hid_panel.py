@@ -1,0 +1,420 @@
+"""The dealer's USB HID button panel (with the supervisor key switch), over pyusb.
+
+The panel is found by vendor/product id (and serial number, when two panels share an id),
+the kernel's usbhid driver is detached from its interface, the interface is claimed and its
+interrupt-IN reports are read in the driver thread with a short timeout, so ``stop()`` is
+prompt. Bits of the report are mapped to buttons and the key switch by the options::
+
+    vendor_id: 0x16c0            # required (placeholder ids: edit for your panel)
+    product_id: 0x05df           # required
+    serial: PANEL-0001           # optional
+    interface: 0                 # the HID interface number
+    report_id: null              # set when the panel uses numbered reports
+    buttons: {new_shoe: 0, start_round: 1, reveal: 2, cancel_round: 3, end_shoe: 4}
+    pause_switch_bit: 7          # the key switch, a level: bit set = PAUSE
+    pause_switch_active_low: false
+    leds: {start_round: 1, reveal: 2}   # optional: bits of the LED (output) report
+    led_report_length: 1
+    led_report_id: null
+    debounce_ms: 20
+    reconnect_seconds: 2.0
+    read_timeout_ms: 50
+    detach_kernel_driver: true
+
+Posts ``Button`` on a debounced press edge, ``Switch("pause", on)`` on a debounced level
+change and always on (re)connect (read with HID GET_REPORT: the switch is a level, and what
+changed while we were away is not in any report), ``DeviceStatus("panel", …)`` on connect and
+once on loss; an unplugged panel is retried every ``reconnect_seconds``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import usb.core
+import usb.util
+
+from controller.inputs import BUTTONS, Button, DeviceStatus, Switch
+from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
+from drivers.debounce import Debouncer, RepeatGuard
+from drivers.panel_common import OptionReader, RateLimitedLog
+
+log = logging.getLogger("pokdeng.drivers.hid_panel")
+
+#: the debouncer channel of the key switch (buttons use their own names)
+PAUSE_CHANNEL = "switch:pause"
+MAX_REPORT_BYTES = 64  # a full-speed interrupt endpoint's largest packet
+MAX_BIT = 8 * MAX_REPORT_BYTES - 1
+HID_GET_REPORT, HID_SET_REPORT = 0x01, 0x09
+HID_INPUT_REPORT, HID_OUTPUT_REPORT = 0x01, 0x02
+CONTROL_TIMEOUT_MS = 500
+
+
+class ReportError(ValueError):
+    """A report that does not fit the configured layout (wrong id, too short)."""
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """Where the buttons, the key switch and the LEDs sit in the panel's reports. Pure."""
+
+    buttons: Mapping[str, int]
+    pause_bit: int | None = None
+    pause_active_low: bool = False
+    report_id: int | None = None
+    leds: Mapping[str, int] = field(default_factory=dict)
+    led_report_length: int = 1
+    led_report_id: int | None = None
+
+    @property
+    def min_report_bytes(self) -> int:
+        bits = list(self.buttons.values()) + ([self.pause_bit] if self.pause_bit is not None else [])
+        return max(bits, default=0) // 8 + 1
+
+    def decode(self, report: bytes) -> dict[str, bool]:
+        """The level of every channel (button names and ``PAUSE_CHANNEL``) in one input report."""
+        data = bytes(report)
+        if self.report_id is not None:
+            if not data or data[0] != self.report_id:
+                got = data[0] if data else "none"
+                raise ReportError(f"report id {got} is not the panel's report id {self.report_id}")
+            data = data[1:]
+        if len(data) < self.min_report_bytes:
+            raise ReportError(
+                f"report of {len(data)} byte(s) is too short: the layout needs "
+                f"{self.min_report_bytes}"
+            )
+        value = int.from_bytes(data, "little")
+        levels = {name: bool(value >> bit & 1) for name, bit in self.buttons.items()}
+        if self.pause_bit is not None:
+            levels[PAUSE_CHANNEL] = bool(value >> self.pause_bit & 1) != self.pause_active_low
+        return levels
+
+    def encode_leds(self, states: Mapping[str, bool]) -> bytes:
+        """The output report lighting the LEDs whose state is true."""
+        value = 0
+        for name, on in states.items():
+            if on and name in self.leds:
+                value |= 1 << self.leds[name]
+        body = value.to_bytes(self.led_report_length, "little")
+        return body if self.led_report_id is None else bytes([self.led_report_id]) + body
+
+
+@dataclass(frozen=True)
+class HidPanelConfig:
+    vendor_id: int
+    product_id: int
+    serial: str | None
+    interface: int
+    layout: ReportLayout
+    debounce_s: float
+    reconnect_seconds: float
+    read_timeout_ms: int
+    detach_kernel_driver: bool
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], driver: str = "hid_panel") -> "HidPanelConfig":
+        opts = OptionReader(options, driver)
+        vendor_id = opts.integer("vendor_id", minimum=0, maximum=0xFFFF)
+        product_id = opts.integer("product_id", minimum=0, maximum=0xFFFF)
+        serial = opts.text("serial", None)
+        interface = opts.integer("interface", 0, 0, 255)
+        buttons = opts.bit_map("buttons", MAX_BIT, BUTTONS)
+        if not buttons:
+            raise opts.error("buttons", "map at least one button to a bit")
+        pause_bit = opts.integer("pause_switch_bit", None, 0, MAX_BIT)
+        for name, bit in buttons.items():
+            if bit == pause_bit:
+                raise opts.error("pause_switch_bit", f"bit {bit} is already used by {name}")
+        led_report_length = opts.integer("led_report_length", 1, 1, MAX_REPORT_BYTES)
+        leds = opts.bit_map("leds", 8 * led_report_length - 1, None, {})
+        layout = ReportLayout(
+            buttons=buttons,
+            pause_bit=pause_bit,
+            pause_active_low=opts.flag("pause_switch_active_low", False),
+            report_id=opts.integer("report_id", None, 1, 255),
+            leds=leds,
+            led_report_length=led_report_length,
+            led_report_id=opts.integer("led_report_id", None, 1, 255),
+        )
+        config = cls(
+            vendor_id=vendor_id,
+            product_id=product_id,
+            serial=serial,
+            interface=interface,
+            layout=layout,
+            debounce_s=opts.number("debounce_ms", 20, 0, 1000) / 1000.0,
+            reconnect_seconds=opts.number("reconnect_seconds", 2.0, 0.01, 3600),
+            read_timeout_ms=opts.integer("read_timeout_ms", 50, 5, 1000),
+            detach_kernel_driver=opts.flag("detach_kernel_driver", True),
+        )
+        opts.finish()
+        return config
+
+    def describe(self) -> str:
+        serial = f" serial {self.serial}" if self.serial else ""
+        return f"USB panel {self.vendor_id:04x}:{self.product_id:04x}{serial}"
+
+
+class _HidSession:
+    """One connection to the panel: found, detached from usbhid, claimed; closed once."""
+
+    def __init__(self, config: HidPanelConfig, backend: Any):
+        self.config = config
+        self.backend = backend
+        self.device: usb.core.Device | None = None
+        self.ep_in: usb.core.Endpoint | None = None
+        self.ep_out: usb.core.Endpoint | None = None
+        self.detached = False
+
+    def open(self) -> None:
+        cfg = self.config
+        found = usb.core.find(find_all=True, idVendor=cfg.vendor_id, idProduct=cfg.product_id,
+                              backend=self.backend)
+        candidates = [d for d in found if cfg.serial is None or self._serial(d) == cfg.serial]
+        if not candidates:
+            raise DeviceUnavailable(f"{cfg.describe()} not found")
+        dev = self.device = candidates[0]
+        number = cfg.interface
+        if cfg.detach_kernel_driver:
+            try:
+                if dev.is_kernel_driver_active(number):
+                    dev.detach_kernel_driver(number)
+                    self.detached = True
+                    log.info("detached the kernel driver from interface %d of the %s",
+                             number, cfg.describe())
+            except NotImplementedError:  # platforms without kernel drivers to detach
+                pass
+        try:
+            dev.get_active_configuration()
+        except usb.core.USBError:
+            dev.set_configuration()
+        usb.util.claim_interface(dev, number)
+        intf = usb.util.find_descriptor(dev.get_active_configuration(), bInterfaceNumber=number)
+        if intf is None:
+            raise DeviceUnavailable(f"{cfg.describe()} has no interface {number}")
+        self.ep_in = self._endpoint(intf, usb.util.ENDPOINT_IN)
+        self.ep_out = self._endpoint(intf, usb.util.ENDPOINT_OUT)
+        if self.ep_in is None:
+            raise DeviceUnavailable(f"{cfg.describe()} interface {number} has no interrupt-IN endpoint")
+
+    @staticmethod
+    def _serial(dev: usb.core.Device) -> str | None:
+        try:
+            return dev.serial_number
+        except (usb.core.USBError, ValueError) as exc:  # no permission, no strings
+            log.debug("cannot read the serial number of %s: %s", dev._str(), exc)
+            return None
+
+    @staticmethod
+    def _endpoint(intf: usb.core.Interface, direction: int) -> usb.core.Endpoint | None:
+        return usb.util.find_descriptor(
+            intf,
+            custom_match=lambda e: usb.util.endpoint_direction(e.bEndpointAddress) == direction
+            and usb.util.endpoint_type(e.bmAttributes) == usb.util.ENDPOINT_TYPE_INTR,
+        )
+
+    def read(self, timeout_ms: int) -> bytes | None:
+        """One input report, or None when none came within the timeout."""
+        assert self.ep_in is not None
+        try:
+            return bytes(self.ep_in.read(self.ep_in.wMaxPacketSize, timeout_ms))
+        except usb.core.USBTimeoutError:
+            return None
+
+    def input_report(self) -> bytes | None:
+        """The current input level (HID GET_REPORT), or None if the panel does not answer it."""
+        assert self.device is not None and self.ep_in is not None
+        report_id = self.config.layout.report_id or 0
+        try:
+            return bytes(self.device.ctrl_transfer(
+                0xA1, HID_GET_REPORT, (HID_INPUT_REPORT << 8) | report_id, self.config.interface,
+                self.ep_in.wMaxPacketSize, CONTROL_TIMEOUT_MS))
+        except usb.core.USBError as exc:
+            if exc.errno == errno.EPIPE:  # stalled: GET_REPORT not supported
+                return None
+            raise
+
+    def write_leds(self, report: bytes) -> None:
+        assert self.device is not None
+        if self.ep_out is not None:
+            self.ep_out.write(report, CONTROL_TIMEOUT_MS)
+        else:  # panels without an OUT endpoint take output reports on endpoint 0
+            report_id = self.config.layout.led_report_id or 0
+            self.device.ctrl_transfer(0x21, HID_SET_REPORT, (HID_OUTPUT_REPORT << 8) | report_id,
+                                      self.config.interface, report, CONTROL_TIMEOUT_MS)
+
+    def close(self, give_back: bool) -> None:
+        """Release the panel; on a clean stop give it back to the kernel driver. Never raises:
+        the panel may already be gone."""
+        dev = self.device
+        if dev is None:
+            return
+        try:
+            usb.util.release_interface(dev, self.config.interface)
+            if give_back and self.detached:
+                dev.attach_kernel_driver(self.config.interface)
+        except (usb.core.USBError, NotImplementedError) as exc:
+            log.debug("releasing the %s: %s", self.config.describe(), exc)
+        finally:
+            usb.util.dispose_resources(dev)
+            self.device = None
+
+
+class HidPanel(Driver):
+    """The USB HID dealer panel driver (see the module docstring for its options)."""
+
+    device = "panel"
+
+    def __init__(self, sink: InputSink, options: Mapping[str, Any] | None = None,
+                 clock: Clock = time.time, name: str | None = None, *,
+                 backend: Any = None, monotonic: Callable[[], float] = time.monotonic):
+        super().__init__(sink, options, clock, name)
+        self.config = HidPanelConfig.from_options(self.options, self.name if name else "hid_panel")
+        self._backend = backend  # None: pyusb picks libusb; tests pass the emulated backend
+        self._monotonic = monotonic
+        self._debouncer = Debouncer(self.config.debounce_s)
+        self._repeats = RepeatGuard(self.config.debounce_s)
+        self._problems = RateLimitedLog(log)
+        self._led_lock = threading.Lock()
+        self._led_states = {name: False for name in self.config.layout.leds}
+        self._leds_dirty = False
+        self.connected = threading.Event()
+        self.counters = {"reports": 0, "bad_reports": 0, "presses": 0, "ignored_repeats": 0,
+                         "connects": 0}
+
+    # -- called by the daemon (any thread) ---------------------------------------------------
+    def set_leds(self, states: Mapping[str, bool]) -> None:
+        """Set the LEDs named in ``states`` (others keep their state). The driver thread sends
+        the report within ``read_timeout_ms``, and again after every reconnect. A button name
+        with no LED on this panel is ignored; any other unknown name is an error."""
+        leds = self.config.layout.leds
+        unknown = [n for n in states if n not in leds and n not in BUTTONS]
+        if unknown:
+            raise ValueError(f"unknown LED(s) {', '.join(map(repr, unknown))}; this panel has: "
+                             f"{', '.join(leds) or 'no LEDs'}")
+        with self._led_lock:
+            for name, on in states.items():
+                if name in leds:
+                    self._led_states[name] = bool(on)
+            self._leds_dirty = bool(leds)
+
+    # -- the driver thread ---------------------------------------------------------------------
+    def _run(self, stop: threading.Event) -> None:
+        reported_down = False
+        while not stop.is_set():
+            session = _HidSession(self.config, self._backend)
+            try:
+                session.open()
+                levels = self._initial_levels(session)
+            except (usb.core.USBError, usb.core.NoBackendError, DeviceUnavailable) as exc:
+                session.close(give_back=False)
+                if not reported_down:
+                    self.post(DeviceStatus(self.clock(), self.device, False))
+                    reported_down = True
+                log.warning("%s unavailable (%s); retrying in %g s", self.config.describe(),
+                            _plain(exc), self.config.reconnect_seconds)
+                stop.wait(self.config.reconnect_seconds)
+                continue
+            self._on_connected(levels)
+            reported_down = False
+            try:
+                self._serve(session, stop)
+            except usb.core.USBError as exc:
+                log.warning("%s lost (%s)", self.config.describe(), _plain(exc))
+                self.connected.clear()
+                self.post(DeviceStatus(self.clock(), self.device, False))
+                reported_down = True
+            finally:
+                session.close(give_back=stop.is_set())
+        self.connected.clear()
+
+    def _initial_levels(self, session: _HidSession) -> dict[str, bool] | None:
+        report = session.input_report()
+        if report is None:
+            log.warning("%s does not answer GET_REPORT: the key switch position is unknown "
+                        "until the panel sends a report", self.config.describe())
+            return None
+        try:
+            return self.config.layout.decode(report)
+        except ReportError as exc:
+            log.warning("%s: bad input report on connect (%s): %s", self.config.describe(),
+                        exc, report.hex(" "))
+            return None
+
+    def _on_connected(self, levels: dict[str, bool] | None) -> None:
+        layout = self.config.layout
+        if levels is None:  # unknown: buttons count as up, the switch as not yet known
+            levels = {name: False for name in layout.buttons}
+        # a button held down while connecting is not a press: adopt the levels without edges
+        self._debouncer.reset(levels)
+        with self._led_lock:
+            self._leds_dirty = bool(layout.leds)
+        self.counters["connects"] += 1
+        log.info("%s connected", self.config.describe())
+        self.post(DeviceStatus(self.clock(), self.device, True))
+        if PAUSE_CHANNEL in levels:
+            self.post(Switch(self.clock(), "pause", levels[PAUSE_CHANNEL]))
+        self.connected.set()
+
+    def _serve(self, session: _HidSession, stop: threading.Event) -> None:
+        cfg = self.config
+        while not stop.is_set():
+            self._flush_leds(session)
+            timeout_ms = cfg.read_timeout_ms
+            deadline = self._debouncer.next_deadline()
+            if deadline is not None:  # wake up when a pending press is due for confirmation
+                due_ms = int((deadline - self._monotonic()) * 1000) + 1
+                timeout_ms = max(1, min(timeout_ms, due_ms))
+            report = session.read(timeout_ms)
+            now = self._monotonic()
+            if report is not None:
+                self.counters["reports"] += 1
+                try:
+                    self._debouncer.feed(now, cfg.layout.decode(report))
+                except ReportError as exc:
+                    self.counters["bad_reports"] += 1
+                    self._problems.warning("bad_report", "%s: ignored a bad report (%s)",
+                                           cfg.describe(), exc)
+                    log.debug("bad report bytes: %s", report.hex(" "))
+            for channel, level in self._debouncer.poll(now):
+                self._post_change(channel, level, now)
+
+    def _post_change(self, channel: str, level: bool, now: float) -> None:
+        if channel == PAUSE_CHANNEL:
+            self.post(Switch(self.clock(), "pause", level))
+        elif level:
+            if self._repeats.accept(channel, now):
+                self.counters["presses"] += 1
+                self.post(Button(self.clock(), channel))
+            else:
+                self.counters["ignored_repeats"] += 1
+                log.info("ignored a repeated %s press within %g ms", channel,
+                         self.config.debounce_s * 1000)
+
+    def _flush_leds(self, session: _HidSession) -> None:
+        with self._led_lock:
+            if not self._leds_dirty:
+                return
+            report = self.config.layout.encode_leds(self._led_states)
+            self._leds_dirty = False
+        try:
+            session.write_leds(report)
+        except usb.core.USBError:
+            with self._led_lock:
+                self._leds_dirty = True  # send again after the reconnect
+            raise
+
+
+def _plain(exc: BaseException) -> str:
+    """An error in plain words for a log line."""
+    if isinstance(exc, usb.core.NoBackendError):
+        return "no USB library (libusb) available"
+    if isinstance(exc, usb.core.USBError) and exc.errno == errno.EACCES:
+        return f"{exc.strerror}: check the udev rule gives the pokdeng group access"
+    return str(exc.strerror if isinstance(exc, usb.core.USBError) and exc.strerror else exc)
