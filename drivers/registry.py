@@ -16,7 +16,13 @@ from drivers.base import Driver, DriverConfigError
 ENTRY_POINT_GROUP = "pokdeng_table.drivers"
 
 #: built-in drivers: name -> "module:Class" (filled in by the driver modules' authors)
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {
+    # card-reading shoes (drivers/shoe.py): one name per protocol, or "shoe" + protocol option
+    "shoe": "drivers.shoe:SerialShoe",
+    "beetek": "drivers.shoe:BeeTekShoe",
+    "rfid": "drivers.shoe:RfidShoe",
+    "pdt": "drivers.shoe:PdtShoe",
+}
 
 
 def available() -> dict[str, str]:

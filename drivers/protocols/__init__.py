@@ -1,0 +1,1 @@
+"""Shoe protocol parsers: pure, bounded, incremental (``base.ShoeParser``)."""

@@ -1,0 +1,169 @@
+"""RFID shoe: the reader reports the UID of each tagged card that passes, one per line.
+
+A line is the UID in hex (4, 7 or 10 bytes: 8, 14 or 20 hex digits), optionally with ``:``,
+``-`` or space between bytes, ended by CR, LF or CRLF; an STX byte (0x02) some readers send
+first is ignored. A card registry maps each UID to a card code, or to ``CUT`` for the cut card.
+
+Faults, each a ``Misread`` so the table pauses rather than guesses:
+- ``rfid_unknown_uid``: a UID not in the registry (the reason names it);
+- ``rfid_duplicate_uid``: a UID seen before in this shoe — a physical card came back. The
+  driver's ``new_shoe()`` (called by the daemon when the table starts a shoe) forgets the UIDs.
+
+Registry file: CSV ``uid,card`` (a header line ``uid,card`` is allowed, ``#`` starts a comment).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Iterable
+
+from controller.cards import Card, CardCodeError, new_shoe_cards, parse_card
+from controller.inputs import CardScan, CutCard, Misread
+from drivers.protocols.base import (LineBuffer, Output, Problem, ProtocolConfigError,
+                                    ShoeParser, printable)
+
+CUT = "CUT"
+UID_HEX_LENGTHS = (8, 14, 20)
+_HEX = frozenset("0123456789ABCDEF")
+
+Registry = dict[str, "Card | str"]  # UID (upper-case hex, no separators) -> Card or CUT
+
+
+def normalize_uid(text: str) -> str | None:
+    """Canonical UID (upper-case hex, no separators) or None when it is not a UID."""
+    uid = text.strip().replace(":", "").replace("-", "").replace(" ", "").upper()
+    if len(uid) in UID_HEX_LENGTHS and set(uid) <= _HEX:
+        return uid
+    return None
+
+
+def parse_registry(lines: Iterable[str], source: str = "registry") -> Registry:
+    """Read ``uid,card`` rows; raise ProtocolConfigError naming the file and line."""
+    registry: Registry = {}
+    cut_seen_at: int | None = None
+    for number, row in enumerate(csv.reader(lines), start=1):
+        if not row or not "".join(row).strip() or row[0].strip().startswith("#"):
+            continue
+        where = f"{source}:{number}"
+        if len(row) != 2:
+            raise ProtocolConfigError(f"{where}: expected 'uid,card', got {len(row)} field(s)")
+        uid_text, card_text = row[0].strip(), row[1].strip()
+        if number == 1 and uid_text.lower() == "uid":
+            continue  # header
+        uid = normalize_uid(uid_text)
+        if uid is None:
+            raise ProtocolConfigError(
+                f"{where}: {uid_text!r} is not a UID (8, 14 or 20 hex digits)")
+        if uid in registry:
+            raise ProtocolConfigError(f"{where}: UID {uid} is listed twice")
+        if card_text.upper() == CUT:
+            if cut_seen_at is not None:
+                raise ProtocolConfigError(
+                    f"{where}: a second CUT entry (the first is on line {cut_seen_at})")
+            cut_seen_at = number
+            registry[uid] = CUT
+            continue
+        try:
+            registry[uid] = parse_card(card_text)
+        except CardCodeError as exc:
+            raise ProtocolConfigError(f"{where}: {exc}") from None
+    if not registry:
+        raise ProtocolConfigError(f"{source}: no cards in the registry")
+    return registry
+
+
+def load_registry(path: str | Path) -> Registry:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProtocolConfigError(f"rfid registry {path}: {exc.strerror or exc}") from None
+    return parse_registry(io.StringIO(text), str(path))
+
+
+def write_registry(registry: Registry, path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        out.write("uid,card\n")
+        for uid, card in registry.items():
+            out.write(f"{uid},{card if isinstance(card, str) else card.code}\n")
+
+
+def simulated_uid(index: int) -> str:
+    """UID of physical card ``index`` in a simulated shoe (7 bytes, NXP-style prefix 04)."""
+    return f"0450{index:010X}"
+
+
+SIMULATED_CUT_UID = "04CC0000000C07"
+
+
+def simulated_registry(decks: int = 8) -> Registry:
+    """Deterministic registry for the simulator: one UID per physical card, plus the cut card."""
+    registry: Registry = {simulated_uid(i): card for i, card in enumerate(new_shoe_cards(decks))}
+    registry[SIMULATED_CUT_UID] = CUT
+    return registry
+
+
+class RfidParser(ShoeParser):
+    name = "rfid"
+    default_baudrate = 9600
+    max_frame = 64
+
+    def __init__(self, registry: Registry):
+        super().__init__()
+        if not registry:
+            raise ProtocolConfigError("rfid: the card registry is empty")
+        self.registry = dict(registry)
+        self._lines = LineBuffer(self.max_frame, start=b"\x02")
+        self._seen: set[str] = set()
+
+    def new_shoe(self) -> None:
+        self._seen.clear()
+
+    def _discard(self) -> bytes:
+        return self._lines.discard()
+
+    def _feed(self, data: bytes, at: float) -> list[Output]:
+        out: list[Output] = []
+        for what, raw in self._lines.push(data):
+            if what != "line":
+                message = ("over-long rfid line" if what == "frame_too_long"
+                           else "bytes before a frame start")
+                out.append(Problem(what, f"dropped {message} {printable(raw)}", raw))
+                continue
+            text = raw.lstrip(b"\x02").decode("ascii", "replace")
+            uid = normalize_uid(text)
+            if uid is None:
+                out.append(Problem("bad_line", f"not a tag UID: {printable(raw)}", raw))
+                continue
+            out.append(self._tag(uid, at))
+        return out
+
+    def _tag(self, uid: str, at: float) -> Output:
+        entry = self.registry.get(uid)
+        if entry is None:
+            return Misread(at, "rfid_unknown_uid",
+                           f"tag {uid} is not in the card registry")
+        if uid in self._seen:
+            what = "the cut card" if entry == CUT else f"card {entry}"
+            return Misread(at, "rfid_duplicate_uid",
+                           f"tag {uid} ({what}) was already read in this shoe")
+        self._seen.add(uid)
+        return CutCard(at) if entry == CUT else CardScan(at, entry)
+
+
+class RfidEncoder:
+    """Lines as an RFID reader sends them (for the simulator and tests)."""
+
+    UNKNOWN_UID = "04EE0000000BAD"
+
+    def tag(self, uid: str) -> bytes:
+        return f"{uid}\r\n".encode("ascii")
+
+    def misread(self) -> bytes:
+        """An RFID reader has no "not read" message; a tag outside the registry stands in."""
+        return self.tag(self.UNKNOWN_UID)
+
+    def corrupt(self, frame: bytes) -> bytes:
+        """A damaged line that cannot be taken for a UID."""
+        return frame[:4] + b"\xa7Z" + frame[6:]

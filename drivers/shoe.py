@@ -1,0 +1,250 @@
+"""Serial card-reading shoe: bytes from the port -> protocol parser -> table inputs.
+
+Registry names (``drivers/registry.py``): ``beetek``, ``rfid``, ``pdt`` (the protocol fixed),
+or ``shoe`` with a ``protocol`` option. Options (unknown ones are rejected)::
+
+    url: /dev/pokdeng/shoe       # anything serial.serial_for_url takes (socket://, spy://, …)
+    protocol: beetek             # only for the "shoe" name: beetek | rfid | pdt
+    baudrate: 9600               # default per protocol: beetek/rfid 9600, pdt 115200
+    reconnect_seconds: 2.0       # retry period while the shoe is away
+    serial: {parity: N, …}       # extra pyserial settings (bytesize parity stopbits …)
+    cut_card_frames: ["<Card:CUT>"]   # beetek: the frame(s) that mean the cut card
+    registry: /etc/pokdeng/cards.csv  # rfid: the UID -> card registry (required)
+    silence_seconds: 5.0         # pdt: no frame (not even a heartbeat) this long = shoe lost
+
+Posts ``CardScan``, ``CutCard``, ``Misread`` and ``DeviceStatus(name="shoe")`` stamped with
+``clock()``. Everything the parser throws away is counted (``counts``) and logged, rate
+limited per kind, with a hex dump at DEBUG. The daemon calls ``new_shoe()`` when the table
+starts a shoe, so the RFID parser forgets which tags it has seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from typing import Any, Callable, Mapping
+
+from drivers.base import Clock, Driver, DriverConfigError, InputSink
+from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump
+from drivers.serial_link import SerialLink, check_serial_settings
+
+PROTOCOLS = ("beetek", "rfid", "pdt")
+_COMMON_OPTIONS = {"url", "baudrate", "reconnect_seconds", "serial", "read_timeout"}
+_PROTOCOL_OPTIONS = {
+    "beetek": {"cut_card_frames"},
+    "rfid": {"registry"},
+    "pdt": {"silence_seconds"},
+}
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+ProblemSink = Callable[[Problem], None]
+
+
+class RateLimitedLog:
+    """At most one line per problem kind per ``interval`` seconds; the next line says how many
+    of that kind were held back, so nothing is hidden, only summarised."""
+
+    def __init__(self, log: logging.Logger, interval: float = 10.0,
+                 monotonic: Callable[[], float] = time.monotonic):
+        self.log = log
+        self.interval = interval
+        self._monotonic = monotonic
+        self._last: dict[str, float] = {}
+        self._held: Counter[str] = Counter()
+
+    def problem(self, prefix: str, problem: Problem) -> None:
+        level = _LEVELS.get(problem.level, logging.WARNING)
+        if problem.raw and self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug("%s: %s [%s]", prefix, problem.code, hex_dump(problem.raw))
+        if level <= logging.DEBUG:
+            return
+        now = self._monotonic()
+        last = self._last.get(problem.code)
+        if last is not None and now - last < self.interval:
+            self._held[problem.code] += 1
+            return
+        self._last[problem.code] = now
+        held = self._held.pop(problem.code, 0)
+        more = f" (+{held} more of this kind in the last {self.interval:g} s)" if held else ""
+        self.log.log(level, "%s: %s%s", prefix, problem.message, more)
+
+
+def make_parser(protocol: str, options: Mapping[str, Any]) -> ShoeParser:
+    """The parser for ``protocol`` configured from the driver options."""
+    if protocol == "beetek":
+        from drivers.protocols.beetek import DEFAULT_CUT_CARD_FRAMES, BeeTekParser
+        return BeeTekParser(options.get("cut_card_frames", DEFAULT_CUT_CARD_FRAMES))
+    if protocol == "rfid":
+        from drivers.protocols.rfid import RfidParser, load_registry
+        if not options.get("registry"):
+            raise DriverConfigError("rfid shoe: option 'registry' (the UID -> card CSV file) "
+                                    "is required")
+        return RfidParser(load_registry(options["registry"]))
+    if protocol == "pdt":
+        from drivers.protocols.pdt import PdtParser
+        return PdtParser()
+    raise DriverConfigError(f"shoe: unknown protocol {protocol!r}; expected one of: "
+                            f"{', '.join(PROTOCOLS)}")
+
+
+def _number(options: Mapping[str, Any], key: str, default: float, *, minimum: float,
+            allow_zero: bool = False) -> float:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value >= minimum or (allow_zero and value == 0)):
+        bound = f">= {minimum}" + (" or 0" if allow_zero else "")
+        raise DriverConfigError(f"shoe option {key!r}: expected a number {bound}, got {value!r}")
+    return float(value)
+
+
+class SerialShoe(Driver):
+    """A card-reading shoe on a serial port, speaking one of ``PROTOCOLS``."""
+
+    device = "shoe"
+    #: set by the per-protocol subclasses; None means the ``protocol`` option chooses
+    protocol: str | None = None
+
+    def __init__(self, sink: InputSink, options: Mapping[str, Any] | None = None,
+                 clock: Clock = time.time, name: str | None = None,
+                 problem_sink: ProblemSink | None = None):
+        super().__init__(sink, options, clock, name)
+        opts = self.options
+        protocol = self.protocol or opts.get("protocol")
+        if protocol not in PROTOCOLS:
+            raise DriverConfigError(f"shoe option 'protocol': expected one of "
+                                    f"{', '.join(PROTOCOLS)}, got {protocol!r}")
+        self.protocol_name: str = protocol
+        allowed = _COMMON_OPTIONS | _PROTOCOL_OPTIONS[protocol]
+        if self.protocol is None:
+            allowed = allowed | {"protocol"}
+        unknown = sorted(set(opts) - allowed)
+        if unknown:
+            raise DriverConfigError(f"{protocol} shoe: unknown option(s) {', '.join(unknown)}; "
+                                    f"known: {', '.join(sorted(allowed))}")
+        url = opts.get("url")
+        if not isinstance(url, str) or not url:
+            raise DriverConfigError(f"{protocol} shoe: option 'url' (the serial port, e.g. "
+                                    "/dev/pokdeng/shoe or socket://host:port) is required")
+        try:
+            self.parser = make_parser(protocol, opts)
+            serial_settings = check_serial_settings(opts.get("serial"), "shoe option 'serial'")
+        except (ProtocolError, ValueError) as exc:
+            raise DriverConfigError(str(exc)) from None
+        baudrate = opts.get("baudrate", self.parser.default_baudrate)
+        if isinstance(baudrate, bool) or not isinstance(baudrate, int) or baudrate <= 0:
+            raise DriverConfigError(f"shoe option 'baudrate': expected a positive whole "
+                                    f"number, got {baudrate!r}")
+        self.silence_seconds = _number(opts, "silence_seconds",
+                                       5.0 if protocol == "pdt" else 0.0,
+                                       minimum=0.5, allow_zero=True)
+        self.log = logging.getLogger(f"pokdeng.drivers.{self.name}")
+        self._problems = RateLimitedLog(self.log)
+        self._problem_sink = problem_sink
+        self._parser_lock = threading.Lock()
+        self._link_up = False
+        self._silent = False
+        self._reported: bool | None = None
+        self._last_frame_at = time.monotonic()
+        self._frames_seen = 0
+        self.link = SerialLink(
+            url, device=self.device, on_bytes=self._on_bytes, on_lost=self._on_lost,
+            on_open=self._on_open, on_idle=self._on_idle, report_status=self._on_link_status,
+            baudrate=baudrate,
+            read_timeout=_number(opts, "read_timeout", 0.2, minimum=0.01),
+            reconnect_seconds=_number(opts, "reconnect_seconds", 2.0, minimum=0.01),
+            serial_settings=serial_settings, log=self.log)
+
+    # -- public -------------------------------------------------------------------------------
+    def new_shoe(self) -> None:
+        """The table started a new shoe (call from any thread): RFID forgets the tags seen."""
+        with self._parser_lock:
+            self.parser.new_shoe()
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Inputs and problems so far, by kind/code (a copy)."""
+        with self._parser_lock:
+            return Counter(self.parser.counts)
+
+    # -- thread -------------------------------------------------------------------------------
+    def _run(self, stop: threading.Event) -> None:
+        self.link.run(stop)
+
+    def _wake(self) -> None:
+        self.link.wake()
+
+    def _on_open(self, port: Any) -> None:
+        self._last_frame_at = time.monotonic()
+
+    def _on_bytes(self, data: bytes) -> None:
+        with self._parser_lock:
+            try:
+                outputs = self.parser.feed(data, self.clock())
+            except Exception as exc:  # a parser bug must not kill the reader: drop and say so
+                self.log.exception("%s shoe: parser failed on %s", self.protocol_name,
+                                   hex_dump(data))
+                self.parser.connection_lost()
+                outputs = [Problem("parser_error", f"parser error {exc!r}; bytes dropped",
+                                   data)]
+            frames = getattr(self.parser, "frames_ok", None)
+        if frames is not None and frames != self._frames_seen:
+            self._frames_seen = frames
+            self._last_frame_at = time.monotonic()
+            if self._silent:
+                self._silent = False
+                self.log.info("%s shoe: frames again after a silence", self.protocol_name)
+                self._update_status()
+        for out in outputs:
+            if isinstance(out, Problem):
+                self._problem(out)
+            else:
+                self.post(out)
+
+    def _on_lost(self) -> None:
+        with self._parser_lock:
+            problems = self.parser.connection_lost()
+        for problem in problems:
+            self._problem(problem)
+
+    def _on_idle(self) -> None:
+        if (self.silence_seconds and not self._silent and self._link_up
+                and time.monotonic() - self._last_frame_at > self.silence_seconds):
+            self._silent = True
+            self.log.warning("%s shoe: nothing received for %g s (not even a heartbeat); "
+                             "reporting the shoe lost", self.protocol_name, self.silence_seconds)
+            self._update_status()
+
+    def _on_link_status(self, connected: bool) -> None:
+        self._link_up = connected
+        if connected:
+            self._silent = False
+            self._last_frame_at = time.monotonic()
+        self._update_status()
+
+    def _update_status(self) -> None:
+        """Post a DeviceStatus when the shoe's usable state changes (port open and talking)."""
+        from controller.inputs import DeviceStatus
+        usable = self._link_up and not self._silent
+        if usable is not self._reported:
+            self._reported = usable
+            self.post(DeviceStatus(self.clock(), self.device, usable))
+
+    def _problem(self, problem: Problem) -> None:
+        if self._problem_sink is not None:  # e.g. read-shoe prints every one itself
+            self._problem_sink(problem)
+        else:
+            self._problems.problem(f"{self.protocol_name} shoe", problem)
+
+
+class BeeTekShoe(SerialShoe):
+    protocol = "beetek"
+
+
+class RfidShoe(SerialShoe):
+    protocol = "rfid"
+
+
+class PdtShoe(SerialShoe):
+    protocol = "pdt"
