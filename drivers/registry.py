@@ -22,6 +22,10 @@ BUILTIN: dict[str, str] = {
     "beetek": "drivers.shoe:BeeTekShoe",
     "rfid": "drivers.shoe:RfidShoe",
     "pdt": "drivers.shoe:PdtShoe",
+    # dealer panel with the supervisor key switch (docs/panel.md)
+    "hid_panel": "drivers.hid_panel:HidPanel",
+    "line_panel": "drivers.line_panel:LinePanel",
+    "sim_panel": "drivers.sim_panel:SimPanel",
 }
 
 

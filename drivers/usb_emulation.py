@@ -141,10 +141,15 @@ class EmulatedHidPanel:
 
     def press_bit(self, bit: int, hold_s: float = 0.1) -> None:
         """Press and release one input bit, holding it ``hold_s`` seconds."""
+        with self._cond:  # a re-entrant lock: the read and the scheduling are one step
+            base = self._last_scheduled_level()
+            self.queue_inputs([(0.0, base | (1 << bit)), (hold_s, base & ~(1 << bit))])
+
+    def set_bit(self, bit: int, on: bool) -> None:
+        """Set or clear one input bit after whatever is already scheduled."""
         with self._cond:
-            self._advance()
-            base = self._scheduled[-1][1] if self._scheduled else self.level
-        self.queue_inputs([(0.0, base | (1 << bit)), (hold_s, base & ~(1 << bit))])
+            base = self._last_scheduled_level()
+            self.queue_inputs([(0.0, base | (1 << bit) if on else base & ~(1 << bit))])
 
     def idle(self) -> bool:
         """True when every scheduled input has happened."""
@@ -155,8 +160,7 @@ class EmulatedHidPanel:
     def unplug(self) -> None:
         with self._cond:
             self.plugged = False
-            self._claimed_by = None
-            self._scheduled.clear()
+            self._claimed_by = None  # the panel's inputs still change while it is unplugged
             self._deliverable.clear()
             self._cond.notify_all()
 
@@ -206,6 +210,10 @@ class EmulatedHidPanel:
             self.level = bits
             if self._claimed_by is not None and len(self._deliverable) < _MAX_QUEUED_REPORTS:
                 self._deliverable.append(self._report())
+
+    def _last_scheduled_level(self) -> int:
+        self._advance()
+        return self._scheduled[-1][1] if self._scheduled else self.level
 
     def _next_due(self) -> float | None:
         return self._scheduled[0][0] if self._scheduled else None
