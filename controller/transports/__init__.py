@@ -1,0 +1,163 @@
+"""Transports: deliver batches of journaled events to a backend.
+
+A transport implements ``deliver(events)`` and ``close()``; the outbox owns ordering, the
+delivered position, retries and backoff. ``deliver`` either returns (every event in the batch
+is accepted by the backend) or raises:
+
+- ``TransientError``: try the same events again later (network down, 5xx, timeout, 408/429);
+  ``retry_after`` may carry the backend's own hint in seconds.
+- ``PermanentError``: retrying will not help (4xx, bad credentials); the outbox stops this
+  transport with the reason in its status and the log, and delivers nothing past it.
+
+Built-in kinds are named in ``BUILTIN`` and imported lazily (a table without MQTT never
+imports paho); other packages add kinds through the ``pokdeng_table.transports`` entry points.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from abc import ABC, abstractmethod
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Mapping
+
+ENTRY_POINT_GROUP = "pokdeng_table.transports"
+
+#: kind -> ("module:TransportClass", "module:SettingsClass")
+BUILTIN: dict[str, tuple[str, str]] = {
+    "http": ("controller.transports.http:HttpTransport",
+             "controller.transports.http:HttpTransportSettings"),
+    "mqtt": ("controller.transports.mqtt:MqttTransport",
+             "controller.transports.mqtt:MqttTransportSettings"),
+    "file": ("controller.transports.file:FileSink",
+             "controller.transports.file:FileSinkSettings"),
+}
+
+
+class TransportError(Exception):
+    """Base of transport errors."""
+
+
+class TransportConfigError(TransportError):
+    """A transport's settings are wrong; the message names the option."""
+
+
+class TransientError(TransportError):
+    """Delivery failed for now; the same batch will be tried again."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(TransportError):
+    """Delivery cannot succeed without someone changing something; the transport stops."""
+
+
+class Transport(ABC):
+    """Base of every transport. Used by one outbox thread at a time."""
+
+    kind: str = ""
+    #: most events handed to one ``deliver`` call
+    batch_max: int = 100
+    #: retry backoff: capped exponential with full jitter, in seconds
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+    def __init__(self, name: str | None = None):
+        self.name = name or self.kind
+        self._closed = False
+
+    @abstractmethod
+    def deliver(self, events: list[dict[str, Any]]) -> None:
+        """Hand ``events`` (in seq order) to the backend; return only once it has them all."""
+
+    def close(self) -> None:
+        """Release connections; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close()
+
+    def _close(self) -> None:
+        """Subclass hook for ``close``."""
+
+    def __enter__(self) -> "Transport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_secret(option: str, path: str | None = None, credential: str | None = None) -> bytes:
+    """A secret from a file, or from systemd's ``$CREDENTIALS_DIRECTORY/<credential>``.
+
+    The trailing newline is dropped; an empty or unreadable secret is a config error that
+    names the option and the file (never the secret).
+    """
+    if credential:
+        directory = os.environ.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            raise TransportConfigError(
+                f"{option}: credential {credential!r} asked for but $CREDENTIALS_DIRECTORY is "
+                "not set (use LoadCredential= in the unit, or a file path)")
+        source = Path(directory) / credential
+    elif path:
+        source = Path(path)
+    else:
+        raise TransportConfigError(f"{option}: no secret file or credential given")
+    try:
+        secret = source.read_bytes().rstrip(b"\r\n")
+    except OSError as exc:
+        raise TransportConfigError(f"{option}: cannot read {source}: {exc.strerror}") from None
+    if not secret:
+        raise TransportConfigError(f"{option}: {source} is empty")
+    return secret
+
+
+def available() -> dict[str, tuple[str, str]]:
+    found = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        transport, _, settings = ep.value.partition(";")
+        found.setdefault(ep.name, (transport.strip(), settings.strip()))
+    return found
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
+    """Build a kind's settings dataclass from config options; unknown options are errors."""
+    targets = available()
+    if kind not in targets:
+        raise TransportConfigError(
+            f"unknown transport kind {kind!r}; known: {', '.join(sorted(targets))}")
+    cls = _load(targets[kind][1])
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise TransportConfigError(
+            f"{kind} transport: unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(names))}")
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise TransportConfigError(f"{kind} transport: {exc}") from None
+
+
+def create(kind: str, settings: Any, *, table: str, name: str | None = None) -> Transport:
+    """A transport of ``kind`` for ``table``; ``settings`` is its dataclass or a mapping."""
+    targets = available()
+    if kind not in targets:
+        raise TransportConfigError(
+            f"unknown transport kind {kind!r}; known: {', '.join(sorted(targets))}")
+    if isinstance(settings, Mapping):
+        settings = settings_from_mapping(kind, settings)
+    cls = _load(targets[kind][0])
+    if not (isinstance(cls, type) and issubclass(cls, Transport)):
+        raise TransportConfigError(f"transport {kind!r} ({targets[kind][0]}) is not a Transport")
+    return cls(settings, table=table, name=name)

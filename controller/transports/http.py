@@ -1,0 +1,191 @@
+"""HTTP(S) webhook transport: one signed JSON POST per batch of events.
+
+Request (see docs/durability.md, "HTTP webhook")::
+
+    POST <url>
+    Content-Type: application/json
+    Idempotency-Key: <table>:<first_seq>-<last_seq>
+    X-Pokdeng-Table: <table>
+    X-Pokdeng-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes, per-table secret>
+
+    {"events":[<envelope>, …],"table":"<table>"}
+
+Any 2xx accepts the whole batch. 408, 429 and 5xx, timeouts and connection errors are
+transient (``Retry-After`` in seconds is honoured); any other status is permanent. Backends
+must still de-duplicate by event ``id``: after a restart a batch may re-form with other bounds.
+
+Built on the standard library's ``http.client`` rather than requests/urllib3: one keep-alive
+connection, exact control of the body bytes that are signed, and no extra dependency on the
+table PC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import logging
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from controller import __version__
+from controller.transports import (PermanentError, TransientError, Transport,
+                                   TransportConfigError, read_secret)
+
+log = logging.getLogger("pokdeng.transports.http")
+
+SIGNATURE_HEADER = "X-Pokdeng-Signature"
+
+
+@dataclass(frozen=True)
+class HttpTransportSettings:
+    url: str
+    secret_file: str | None = None
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = 5.0
+    batch_max: int = 100
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    secret_credential: str | None = None  # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    """The signature header value for ``body``."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def encode_batch(table: str, events: list[dict[str, Any]]) -> bytes:
+    """The request body: the same events always give the same bytes."""
+    return json.dumps({"table": table, "events": events}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def idempotency_key(table: str, events: list[dict[str, Any]]) -> str:
+    return f"{table}:{events[0]['seq']}-{events[-1]['seq']}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: ignore, our own backoff applies
+    return seconds if seconds >= 0 else None
+
+
+class HttpTransport(Transport):
+    kind = "http"
+
+    def __init__(self, settings: HttpTransportSettings, *, table: str, name: str | None = None):
+        super().__init__(name)
+        self.settings = settings
+        self.table = table
+        parts = urlsplit(settings.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TransportConfigError(
+                f"http transport: url: expected http(s)://host[:port]/path, got {settings.url!r}")
+        if settings.timeout_s <= 0:
+            raise TransportConfigError("http transport: timeout_s must be > 0")
+        if settings.batch_max < 1:
+            raise TransportConfigError("http transport: batch_max must be >= 1")
+        self.batch_max = settings.batch_max
+        self.backoff_initial_s = settings.backoff_initial_s
+        self.backoff_max_s = settings.backoff_max_s
+        self._secret = read_secret("http transport: secret_file", settings.secret_file,
+                                   settings.secret_credential)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._context: ssl.SSLContext | None = None
+        if self._https:
+            self._context = ssl.create_default_context(cafile=settings.ca_file)
+            if not settings.verify_tls:
+                self._context.check_hostname = False
+                self._context.verify_mode = ssl.CERT_NONE
+                log.warning(
+                    "TLS CERTIFICATE VERIFICATION IS OFF for %s (verify_tls: false): anyone on "
+                    "the network path can read and alter what this table sends. Use ca_file "
+                    "instead.", settings.url)
+        elif settings.ca_file or not settings.verify_tls:
+            raise TransportConfigError(
+                "http transport: ca_file/verify_tls given but the url is not https")
+        self._conn: http.client.HTTPConnection | None = None
+        self._reused = False
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self._https:
+                self._conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self.settings.timeout_s,
+                    context=self._context)
+            else:
+                self._conn = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self.settings.timeout_s)
+        return self._conn
+
+    def deliver(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        body = encode_batch(self.table, events)
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": idempotency_key(self.table, events),
+            "X-Pokdeng-Table": self.table,
+            SIGNATURE_HEADER: sign(self._secret, body),
+            "User-Agent": f"pokdeng-table/{__version__}",
+        }
+        try:
+            try:
+                response = self._post(body, headers)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                if not self._reused:
+                    raise
+                # The server closed an idle keep-alive connection: once more on a fresh one.
+                self._drop_connection()
+                response = self._post(body, headers)
+            reply = response.read(65536)
+            status, reason = response.status, response.reason
+            retry_after = _retry_after(response.getheader("Retry-After"))
+            if response.will_close:
+                self._drop_connection()
+        except ssl.SSLCertVerificationError as exc:
+            self._drop_connection()
+            raise TransientError(f"TLS certificate verification failed for {self.settings.url}: "
+                                 f"{exc.verify_message}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            self._drop_connection()
+            what = "timed out" if isinstance(exc, (socket.timeout, TimeoutError)) else \
+                f"{type(exc).__name__}: {exc}"
+            raise TransientError(f"POST {self.settings.url} {what}") from exc
+        if 200 <= status < 300:
+            return
+        excerpt = reply[:200].decode("utf-8", "replace").strip()
+        message = f"POST {self.settings.url} -> {status} {reason}" + (
+            f": {excerpt}" if excerpt else "")
+        if status in (408, 429) or status >= 500:
+            raise TransientError(message, retry_after)
+        raise PermanentError(message)
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
+        self._reused = self._conn is not None
+        conn = self._connection()
+        conn.request("POST", self._path, body=body, headers=headers)
+        return conn.getresponse()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+    def _close(self) -> None:
+        self._drop_connection()

@@ -1,0 +1,222 @@
+"""Real backends on loopback for the transport tests: a webhook server and a mosquitto broker.
+
+``WebhookBackend`` is a threading ``http.server`` that checks the HMAC signature, records every
+event it accepts (in arrival order), counts repeats and checks that a repeated id always
+carries the same body. It can be told to answer with a status, drop connections, stall, or go
+away entirely (connection refused) and come back on the same port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+
+
+class WebhookBackend:
+    def __init__(self, secret: bytes, port: int = 0):
+        self.secret = secret
+        self.lock = threading.Lock()
+        self.events: list[dict[str, Any]] = []       # every accepted event, repeats included
+        self.bodies: dict[str, str] = {}              # id -> canonical body first seen
+        self.conflicts: list[str] = []                # ids that came back with another body
+        self.requests = 0
+        self.bad_signatures = 0
+        self.idempotency_keys: list[str] = []
+        self.fail_with: list[int | str] = []          # next answers: status code, "drop", "stall"
+        self.always: int | str | None = None          # answer every request like this
+        self.stall_s = 0.0
+        self.received = threading.Condition(self.lock)
+        self._server: ThreadingHTTPServer | None = None
+        self.port = port
+        self.up()
+
+    # -- control ------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/events"
+
+    def up(self) -> None:
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                backend._handle(self)
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def down(self) -> None:
+        """Stop listening: clients get connection refused."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def unique_ids(self) -> list[str]:
+        with self.lock:
+            seen, out = set(), []
+            for e in self.events:
+                if e["id"] not in seen:
+                    seen.add(e["id"])
+                    out.append(e["id"])
+            return out
+
+    def repeats(self) -> int:
+        with self.lock:
+            return len(self.events) - len({e["id"] for e in self.events})
+
+    def wait_for_seq(self, seq: int, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.received:
+            while not any(e["seq"] >= seq for e in self.events):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.received.wait(left)
+            return True
+
+    # -- serving ------------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length", "0"))
+        body = handler.rfile.read(length)
+        with self.lock:
+            self.requests += 1
+            action = self.fail_with.pop(0) if self.fail_with else self.always
+        if action == "drop":
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if action == "stall":
+            time.sleep(self.stall_s)
+            action = None
+        if isinstance(action, int):
+            self._reply(handler, action, b'{"error":"told to fail"}',
+                        {"Retry-After": "0"} if action in (429, 503) else {})
+            return
+        expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, handler.headers.get("X-Pokdeng-Signature", "")):
+            with self.lock:
+                self.bad_signatures += 1
+            self._reply(handler, 401, b'{"error":"bad signature"}')
+            return
+        batch = json.loads(body)
+        with self.received:
+            self.idempotency_keys.append(handler.headers.get("Idempotency-Key", ""))
+            for event in batch["events"]:
+                text = json.dumps(event, sort_keys=True)
+                first = self.bodies.setdefault(event["id"], text)
+                if first != text:
+                    self.conflicts.append(event["id"])
+                self.events.append(event)
+            self.received.notify_all()
+        self._reply(handler, 200, b'{"ok":true}')
+
+    @staticmethod
+    def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes,
+               headers: dict[str, str] | None = None) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(body)
+        except OSError:  # the client gave up (timeout test): it will retry
+            handler.close_connection = True
+
+
+@pytest.fixture
+def webhook_secret(tmp_path: Path) -> Path:
+    path = tmp_path / "webhook.secret"
+    path.write_bytes(b"table-T7-secret-\x01\x02\n")
+    return path
+
+
+@pytest.fixture
+def webhook(webhook_secret: Path):
+    backend = WebhookBackend(webhook_secret.read_bytes().rstrip(b"\n"))
+    yield backend
+    backend.down()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Mosquitto:
+    """A mosquitto broker on a free loopback port, with a generated config."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.config = workdir / "mosquitto.conf"
+        self.config.write_text(
+            f"listener {self.port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            "persistence false\n"
+            "log_dest stderr\n"
+            "log_type error\nlog_type warning\n")
+        self.log = workdir / "mosquitto.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.config)],
+                                     stdout=subprocess.DEVNULL, stderr=self.log.open("ab"))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"mosquitto exited: {self.log.read_text()}")
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening within 10 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path):
+    if not (os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)) \
+            and not shutil.which("mosquitto"):
+        pytest.skip(f"mosquitto broker not installed ({MOSQUITTO} missing; "
+                    "apt-get install mosquitto — CI installs it)")
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()

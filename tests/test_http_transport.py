@@ -1,0 +1,179 @@
+"""The HTTP webhook transport against a real server on loopback (plain and TLS)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from controller.transports import (PermanentError, TransientError, TransportConfigError,
+                                   create)
+from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
+from fixtures_backends import WebhookBackend, webhook, webhook_secret  # noqa: F401
+from journal_helpers import TABLE, event
+
+
+def transport(url: str, secret: Path, **options) -> HttpTransport:
+    return HttpTransport(HttpTransportSettings(url, str(secret), **options), table=TABLE)
+
+
+def test_posts_a_signed_batch_with_an_idempotency_key(webhook, webhook_secret):
+    events = [event(5), event(6), event(7)]
+    with transport(webhook.url, webhook_secret) as t:
+        t.deliver(events)
+        t.deliver([event(8)])  # same keep-alive connection
+    assert webhook.bad_signatures == 0
+    assert [e["id"] for e in webhook.events] == ["T7:5", "T7:6", "T7:7", "T7:8"]
+    assert webhook.events[:3] == events
+    assert webhook.idempotency_keys == ["T7:5-7", "T7:8-8"]
+    assert json.loads(encode_batch(TABLE, events)) == {"table": TABLE, "events": events}
+
+
+def test_the_same_batch_gives_the_same_bytes_and_signature():
+    events = [event(1), event(2)]
+    again = json.loads(json.dumps(events))
+    assert encode_batch(TABLE, events) == encode_batch(TABLE, again)
+
+
+def test_wrong_secret_is_a_permanent_error(webhook, tmp_path):
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-secret\n")
+    with transport(webhook.url, wrong) as t, pytest.raises(PermanentError, match="401"):
+        t.deliver([event(1)])
+    assert webhook.bad_signatures == 1 and webhook.events == []
+
+
+@pytest.mark.parametrize("answer", [500, 503, 502, 408, 429, "drop"])
+def test_server_errors_and_dropped_connections_are_transient(webhook, webhook_secret, answer):
+    webhook.fail_with = [answer]
+    with transport(webhook.url, webhook_secret) as t:
+        with pytest.raises(TransientError) as caught:
+            t.deliver([event(1)])
+        if answer in (429, 503):
+            assert caught.value.retry_after == 0
+        t.deliver([event(1)])  # the next attempt goes through
+    assert [e["id"] for e in webhook.events] == ["T7:1"]
+
+
+@pytest.mark.parametrize("status", [400, 404, 409, 422, 301])
+def test_other_client_errors_are_permanent_and_say_what_came_back(webhook, webhook_secret,
+                                                                  status):
+    webhook.fail_with = [status]
+    with transport(webhook.url, webhook_secret) as t:
+        with pytest.raises(PermanentError, match=f"-> {status} .*told to fail"):
+            t.deliver([event(1)])
+
+
+def test_refused_connection_and_timeout_are_transient(webhook, webhook_secret):
+    webhook.stall_s = 1.0
+    webhook.fail_with = ["stall"]
+    with transport(webhook.url, webhook_secret, timeout_s=0.2) as t:
+        with pytest.raises(TransientError, match="timed out"):
+            t.deliver([event(1)])
+        webhook.down()
+        with pytest.raises(TransientError, match="ConnectionRefused"):
+            t.deliver([event(1)])
+
+
+def test_secret_from_a_systemd_credential(webhook, webhook_secret, tmp_path, monkeypatch):
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "webhook").write_bytes(webhook_secret.read_bytes())
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    t = create("http", {"url": webhook.url, "secret_credential": "webhook"}, table=TABLE)
+    t.deliver([event(1)])
+    t.close()
+    assert webhook.bad_signatures == 0 and len(webhook.events) == 1
+
+
+def test_config_errors_name_the_option(tmp_path, webhook_secret, monkeypatch):
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    with pytest.raises(TransportConfigError, match="url"):
+        transport("ftp://x/y", webhook_secret)
+    with pytest.raises(TransportConfigError, match="secret_file: cannot read .*missing"):
+        transport("http://127.0.0.1:9/x", tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(TransportConfigError, match="is empty"):
+        transport("http://127.0.0.1:9/x", empty)
+    with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY"):
+        create("http", {"url": "http://127.0.0.1:9/x", "secret_credential": "w"}, table=TABLE)
+    with pytest.raises(TransportConfigError, match="unknown option.*urll"):
+        create("http", {"urll": "http://127.0.0.1:9/x"}, table=TABLE)
+    with pytest.raises(TransportConfigError, match="unknown transport kind 'smtp'"):
+        create("smtp", {}, table=TABLE)
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture
+def tls_server(certificate, webhook_secret):
+    cert, key = certificate
+    secret = webhook_secret.read_bytes().rstrip(b"\n")
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            good = hmac.compare_digest(
+                "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest(),
+                self.headers["X-Pokdeng-Signature"])
+            seen.extend(json.loads(body)["events"] if good else [])
+            self.send_response(200 if good else 401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/hook", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_tls_is_verified_by_default(tls_server, webhook_secret, certificate):
+    url, seen = tls_server
+    with transport(url, webhook_secret) as t:
+        with pytest.raises(TransientError, match="certificate verification failed"):
+            t.deliver([event(1)])
+    with transport(url, webhook_secret, ca_file=str(certificate[0])) as t:
+        t.deliver([event(1)])
+    assert [e["id"] for e in seen] == ["T7:1"]
+
+
+def test_insecure_tls_works_but_warns_loudly(tls_server, webhook_secret, caplog):
+    url, seen = tls_server
+    with caplog.at_level(logging.WARNING, logger="pokdeng.transports.http"):
+        t = transport(url, webhook_secret, verify_tls=False)
+    assert "VERIFICATION IS OFF" in caplog.text
+    t.deliver([event(2)])
+    t.close()
+    assert [e["id"] for e in seen] == ["T7:2"]
