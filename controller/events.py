@@ -1,0 +1,133 @@
+"""Event envelopes (DESIGN.md "Events", a contract) and their JSON Schemas.
+
+Every event the table sends is::
+
+    {"v": 1, "id": "<table>:<seq>", "table": str, "seq": int, "time": ISO-8601 UTC,
+     "type": str, "shoe": int|null, "round": int|null, "data": {...}}
+
+``time`` is the input's table-clock reading (Unix seconds) written as ISO-8601 UTC with
+milliseconds, so the same inputs always give byte-identical events: crash recovery replays
+the journal through a fresh machine and must reproduce the same ids and bodies.
+
+The schemas live in ``controller/schemas/`` (one file per event type plus
+``envelope.json``); :func:`validate_event` checks an event against its type's schema.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+ENVELOPE_VERSION = 1
+
+# The event types DESIGN.md lists, then the ones this table adds (documented in docs/faults.md
+# and the schemas): `card_burned` for the shoe's burn cards before round 1, `input_rejected`
+# for a button or supervisor action that makes no sense in the state.
+EVENT_TYPES = (
+    "shoe_started",
+    "burn_card_shown",
+    "card_burned",
+    "burn_completed",
+    "round_opened",
+    "card_dealt",
+    "cut_card_drawn",
+    "betting_closed",
+    "hand_revealed",
+    "round_result",
+    "paused",
+    "resumed",
+    "round_cancelled",
+    "shoe_ended",
+    "device_status",
+    "input_rejected",
+)
+
+SCHEMA_BASE_URI = "https://pokdeng-table.invalid/schemas/"
+
+
+def iso_time(at: float) -> str:
+    """Table-clock seconds (Unix time) as ISO-8601 UTC with milliseconds, e.g. ``…00.500Z``."""
+    return (
+        datetime.fromtimestamp(at, timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def event_id(table_id: str, seq: int) -> str:
+    return f"{table_id}:{seq}"
+
+
+def make_event(
+    table_id: str,
+    seq: int,
+    at: float,
+    type_: str,
+    shoe: int | None,
+    round_: int | None,
+    data: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "v": ENVELOPE_VERSION,
+        "id": event_id(table_id, seq),
+        "table": table_id,
+        "seq": seq,
+        "time": iso_time(at),
+        "type": type_,
+        "shoe": shoe,
+        "round": round_,
+        "data": data,
+    }
+
+
+def to_json_line(event: dict[str, Any]) -> str:
+    """One event as a compact JSON line (stable key order, UTF-8 kept)."""
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+class EventSchemaError(ValueError):
+    """An event that does not match its JSON Schema; says which event and what is wrong."""
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """A schema file from ``controller/schemas/`` by name without ``.json``."""
+    text = resources.files("controller").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def _validators() -> dict[str, Any]:
+    # jsonschema is imported here so the daemon does not pay for it unless it validates.
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    names = ("envelope", "common") + EVENT_TYPES
+    schemas = {name: load_schema(name) for name in names}
+    registry = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
+    )
+    validators = {}
+    for name, schema in schemas.items():
+        Draft202012Validator.check_schema(schema)
+        validators[name] = Draft202012Validator(schema, registry=registry)
+    return validators
+
+
+def validate_event(event: Any) -> None:
+    """Raise EventSchemaError unless ``event`` matches the envelope and its type's schema."""
+    validators = _validators()
+    problems = [error.message for error in validators["envelope"].iter_errors(event)]
+    if not problems:
+        problems = [
+            f"{'/'.join(str(p) for p in error.absolute_path) or '(event)'}: {error.message}"
+            for error in validators[event["type"]].iter_errors(event)
+        ]
+    if problems:
+        label = event.get("id") if isinstance(event, dict) else None
+        raise EventSchemaError(f"event {label!r} does not match its schema: " + "; ".join(problems))

@@ -1,0 +1,243 @@
+"""What the table does about unexpected inputs: fault codes (the table pauses) and
+rejection codes (the input is refused, nothing changes).
+
+One table drives the machine's wording, ``docs/faults.md`` and the tests, so the three
+cannot drift apart: ``python -m controller.faults`` prints the Markdown of docs/faults.md.
+
+A fault sends a ``paused`` event with ``code`` and ``reason``; a fault while the table is
+already paused sends another ``paused`` event (the newest fault is the one shown). A
+rejection sends an ``input_rejected`` event with ``code`` and ``reason`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    when: str
+    table_does: str
+    way_out: str
+
+
+# --- faults: the table pauses ----------------------------------------------------------------
+SWITCH_PAUSE = "switch_pause"
+SUPERVISOR_PAUSE = "supervisor_pause"
+CARD_NO_ROUND = "card_no_round"
+CARD_WHILE_PAUSED = "card_while_paused"
+TOO_MANY_CARDS = "too_many_cards"
+NINTH_COPY = "ninth_copy"
+SHOE_OVERDRAWN = "shoe_overdrawn"
+MISREAD = "misread"
+SECOND_CUT_CARD = "second_cut_card"
+CUT_CARD_NO_SHOE = "cut_card_no_shoe"
+SHOE_LOST = "shoe_lost"
+
+FAULTS: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule(
+            SWITCH_PAUSE,
+            "The supervisor key switch is turned to PAUSE.",
+            "Pauses; the betting countdown freezes with its remaining time.",
+            "Key back to RUN (the countdown restarts with the time it had left).",
+        ),
+        Rule(
+            SUPERVISOR_PAUSE,
+            "Supervisor `pause` on the control socket.",
+            "Pauses; the betting countdown freezes.",
+            "Supervisor `resume` (refused while the key is at PAUSE).",
+        ),
+        Rule(
+            CARD_NO_ROUND,
+            "A card (or an unreadable card) comes out while no round is open: "
+            "between rounds or with no shoe open.",
+            "Pauses. The card is out of play (set aside); it counts as drawn from the shoe "
+            "when its value is known and a shoe is open.",
+            "Set the card aside, then resume. Supervisor `end_shoe` if the shoe is wrong.",
+        ),
+        Rule(
+            CARD_WHILE_PAUSED,
+            "A card (or an unreadable card) comes out while the table is paused.",
+            "Stays paused with this fault. The card is set aside, not dealt; it counts as "
+            "drawn when it is a possible card.",
+            "Set the card aside, then resume; or `cancel_round`.",
+        ),
+        Rule(
+            TOO_MANY_CARDS,
+            "A 14th card in a round (the burn and all 12 cards are already dealt).",
+            "Pauses. The extra card is set aside and counts as drawn.",
+            "Set the card aside, then resume; or `cancel_round`.",
+        ),
+        Rule(
+            NINTH_COPY,
+            "A card would be copy decks+1 of that card in the shoe (a 9th 7♥ in 8 decks): "
+            "a foreign card or a bad read.",
+            "Pauses. The read is not accepted and not counted. While betting is open the "
+            "reason says \"a card\" (the value is sealed).",
+            "Supervisor `enter_card` with the card actually drawn, or set it aside and "
+            "resume, or `cancel_round`; `end_shoe` if the shoe is not ours.",
+        ),
+        Rule(
+            SHOE_OVERDRAWN,
+            "A card beyond the shoe's size (card 417 of an 8-deck shoe).",
+            "Pauses. The read is not accepted and not counted.",
+            "`cancel_round`, then supervisor `end_shoe`; or resume after checking the reader.",
+        ),
+        Rule(
+            MISREAD,
+            "The shoe reports a card it could not read while the procedure needs a card "
+            "(flip card, shoe burn, or a round short of its 13 cards). Carries the driver's "
+            "code and reason when it gave them.",
+            "Pauses and owes that card: resume is refused until it is entered.",
+            "Supervisor `enter_card` with the card (the table resumes and deals it where the "
+            "misread card went), or `cancel_round` (or `end_shoe` during the shoe's burns).",
+        ),
+        Rule(
+            SECOND_CUT_CARD,
+            "A second cut card in one shoe.",
+            "Pauses. The last round was already set by the first cut card.",
+            "Resume.",
+        ),
+        Rule(
+            CUT_CARD_NO_SHOE,
+            "A cut card while no shoe is open.",
+            "Pauses.",
+            "Resume.",
+        ),
+        Rule(
+            SHOE_LOST,
+            "The shoe disconnects while the table still needs cards from it (flip card, "
+            "shoe burns, a round short of its 13 cards).",
+            "Pauses (the countdown freezes). Between rounds a lost shoe only blocks "
+            "`start_round` and `new_shoe` (see `shoe_disconnected`).",
+            "Reconnect the shoe, then resume; or `cancel_round`.",
+        ),
+    )
+}
+
+# --- rejections: input_rejected, nothing changes ----------------------------------------------
+NOT_ALLOWED = "not_allowed"
+TABLE_PAUSED = "table_paused"
+SHOE_DISCONNECTED = "shoe_disconnected"
+ROUND_OPEN = "round_open"
+NOT_PAUSED = "not_paused"
+ALREADY_PAUSED = "already_paused"
+KEY_AT_PAUSE = "key_at_pause"
+RESUME_BLOCKED = "resume_blocked"
+NO_CARD_OWED = "no_card_owed"
+
+REJECTIONS: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule(
+            NOT_ALLOWED,
+            "A button or supervisor action that makes no sense in the state "
+            "(`start_round` during a round, `reveal` before betting closed, `new_shoe` with a "
+            "shoe open, `reveal` on an automatic-reveal table, …).",
+            "`input_rejected` saying why; no state change.",
+            "Follow the prompt.",
+        ),
+        Rule(
+            TABLE_PAUSED,
+            "A dealer button other than `cancel_round` while the table is paused.",
+            "`input_rejected`; no state change.",
+            "Resume first.",
+        ),
+        Rule(
+            SHOE_DISCONNECTED,
+            "`start_round` or `new_shoe` while the shoe is disconnected.",
+            "`input_rejected`; no state change.",
+            "Reconnect the shoe (a `device_status` event shows it back).",
+        ),
+        Rule(
+            ROUND_OPEN,
+            "Dealer `end_shoe` while a round is open.",
+            "`input_rejected`; the round goes on.",
+            "`cancel_round` first, or supervisor `end_shoe` (cancels the round and ends the shoe).",
+        ),
+        Rule(
+            NOT_PAUSED,
+            "Supervisor `resume` while the table is running.",
+            "`input_rejected`.",
+            "None needed.",
+        ),
+        Rule(
+            ALREADY_PAUSED,
+            "Supervisor `pause` while the table is already paused.",
+            "`input_rejected`; the table stays paused with its current fault.",
+            "None needed.",
+        ),
+        Rule(
+            KEY_AT_PAUSE,
+            "Supervisor `resume` or `enter_card` while the key switch is at PAUSE.",
+            "`input_rejected`; stays paused.",
+            "Turn the key to RUN (that resumes by itself when nothing else blocks).",
+        ),
+        Rule(
+            RESUME_BLOCKED,
+            "Resume (key to RUN or supervisor `resume`) while a misread card is not entered "
+            "yet, or while the shoe is still disconnected and cards are needed.",
+            "`input_rejected` naming what blocks; stays paused.",
+            "Supervisor `enter_card`, reconnect the shoe, or `cancel_round`.",
+        ),
+        Rule(
+            NO_CARD_OWED,
+            "Supervisor `enter_card` when no misread card is owed.",
+            "`input_rejected` (the entered card is not echoed: it may be sealed).",
+            "None needed.",
+        ),
+    )
+}
+
+
+def _table(rules: dict[str, Rule]) -> list[str]:
+    lines = ["| code | when | what the table does | the way out |", "|---|---|---|---|"]
+    for rule in rules.values():
+        cells = (f"`{rule.code}`", rule.when, rule.table_does, rule.way_out)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return lines
+
+
+def faults_markdown() -> str:
+    """The text of docs/faults.md (a test fails when the committed file drifts)."""
+    lines = [
+        "# Faults and rejections",
+        "",
+        "<!-- Generated by `python -m controller.faults > docs/faults.md` from "
+        "controller/faults.py; tests/test_machine_faults.py fails when this file drifts. -->",
+        "",
+        "Every unexpected input is visible: a **fault** pauses the table with a `paused` event "
+        "(`code`, plain-words `reason`); a **rejection** refuses a button or supervisor action "
+        "with an `input_rejected` event (`code`, `reason`, the input's kind and name) and "
+        "changes nothing. A fault while already paused sends another `paused` event; the "
+        "newest fault is the one shown in `status()`.",
+        "",
+        "**Sealed values.** While a round's betting is open, a reason never names a card of "
+        "that round: it says \"a card\". Cards outside a round (the flip card, cards with no "
+        "round open) and cards after `betting_closed` are named.",
+        "",
+        "**Pause and resume.** A pause freezes the betting countdown; resume restarts it with "
+        "the time it had left (`resumed` carries the new `betting_closes_at`). The key switch "
+        "is a level: while it is at PAUSE the table cannot resume. `cancel_round` (dealer key "
+        "or supervisor) and supervisor `end_shoe` work while paused; they clear the fault and "
+        "the table resumes by itself when the key is at RUN. Repeated reports of the same "
+        "switch or device level are not news and send nothing.",
+        "",
+        "## Faults (the table pauses)",
+        "",
+        *_table(FAULTS),
+        "",
+        "## Rejections (`input_rejected`, no state change)",
+        "",
+        *_table(REJECTIONS),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(faults_markdown())

@@ -1,0 +1,853 @@
+"""The table machine: enforces the shoe and round procedure and turns inputs into events.
+
+Pure and single-owner: ``TableMachine.handle(input)`` returns the events that input caused.
+No threads, no I/O, no wall clock: the clock is the input's ``at`` (table-clock seconds), and
+the betting countdown fires when an input's ``at`` reaches its deadline, before that input is
+handled. The daemon posts a ``Tick`` at ``next_deadline()`` so the countdown closes on time.
+
+Two orthogonal state machines (``transitions``, states and transitions as data below):
+
+* the **procedure** — no_shoe → awaiting_flip → burning → ready ⇄ (betting → dealing →
+  revealing) → ready … → no_shoe;
+* the **hold** — running ⇄ paused. A pause (key switch, supervisor, or a fault) freezes the
+  procedure where it is; ``cancel_round`` and supervisor ``end_shoe`` may still move it.
+
+Sealed values: before a round's ``betting_closed`` no event, status field or log line at INFO
+or above carries a card value of that round; ``card_dealt`` says only where a card went.
+
+Run ``python -m controller.machine --mermaid`` for the state diagram (docs/state-diagram.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from transitions import Machine
+
+from controller import faults
+from controller.cards import DEFAULT_DECKS, Card, ShoeComposition
+from controller.events import iso_time, make_event
+from controller.inputs import (
+    Button,
+    CardScan,
+    CutCard,
+    DeviceStatus,
+    Input,
+    Misread,
+    Supervisor,
+    Switch,
+    Tick,
+)
+from controller.rules import HAND_ORDER, POSITIONS, Hand, evaluate_hand, round_result_data
+
+log = logging.getLogger(__name__)
+
+REVEAL_MODES = ("auto", "button")
+
+# Where each card of a round goes: index 0 is the burn card, then two passes of P1..P5, banker.
+ROUND_TARGETS: tuple[str, ...] = ("burn",) + HAND_ORDER + HAND_ORDER
+CARDS_PER_ROUND = len(ROUND_TARGETS)  # 13
+
+# --- the procedure, as data -----------------------------------------------------------------
+PROCEDURE_STATES = (
+    "no_shoe",  # no shoe open: waiting for new_shoe
+    "awaiting_flip",  # shoe open: the flip card sets the burn count
+    "burning",  # burning the flip card's count
+    "ready",  # between rounds
+    "betting",  # round open, betting open; cards may already come
+    "dealing",  # betting closed, cards still missing
+    "revealing",  # betting closed and all 13 cards in: hands are revealed
+)
+ROUND_STATES = ("betting", "dealing", "revealing")
+SHOE_SETUP_STATES = ("awaiting_flip", "burning")
+
+PROCEDURE_TRANSITIONS: list[dict[str, Any]] = [
+    {"trigger": "open_shoe", "source": "no_shoe", "dest": "awaiting_flip"},
+    {"trigger": "show_flip_card", "source": "awaiting_flip", "dest": "burning"},
+    {"trigger": "burn_shoe_card", "source": "burning", "dest": "ready",
+     "conditions": "burn_count_reached", "after": "announce_burn_completed"},
+    {"trigger": "burn_shoe_card", "source": "burning", "dest": None},
+    {"trigger": "open_round", "source": "ready", "dest": "betting"},
+    {"trigger": "deal_card", "source": "betting", "dest": None},
+    {"trigger": "deal_card", "source": "dealing", "dest": "revealing",
+     "conditions": "all_round_cards_dealt", "after": "reveal_when_automatic"},
+    {"trigger": "deal_card", "source": "dealing", "dest": None},
+    {"trigger": "close_betting", "source": "betting", "dest": "revealing",
+     "conditions": "all_round_cards_dealt", "before": "announce_betting_closed",
+     "after": "reveal_when_automatic"},
+    {"trigger": "close_betting", "source": "betting", "dest": "dealing",
+     "before": "announce_betting_closed"},
+    {"trigger": "reveal_hand", "source": "revealing", "dest": None},
+    {"trigger": "settle_round", "source": "revealing", "dest": "no_shoe",
+     "conditions": "is_last_round", "after": "announce_shoe_ended_by_cut_card"},
+    {"trigger": "settle_round", "source": "revealing", "dest": "ready"},
+    {"trigger": "cancel_open_round", "source": list(ROUND_STATES), "dest": "no_shoe",
+     "conditions": "is_last_round", "after": "announce_shoe_ended_by_cut_card"},
+    {"trigger": "cancel_open_round", "source": list(ROUND_STATES), "dest": "ready"},
+    {"trigger": "close_shoe", "source": ["awaiting_flip", "burning", "ready"], "dest": "no_shoe"},
+]
+
+# --- the hold, as data --------------------------------------------------------------------------
+HOLD_STATES = ("running", "paused")
+HOLD_TRANSITIONS: list[dict[str, Any]] = [
+    {"trigger": "pause_table", "source": "running", "dest": "paused",
+     "before": "freeze_countdown"},
+    # A fault while paused: stays paused, the newest fault is shown.
+    {"trigger": "pause_table", "source": "paused", "dest": None},
+    {"trigger": "resume_table", "source": "paused", "dest": "running",
+     "conditions": ["key_switch_at_run", "misread_card_entered", "shoe_back_if_cards_needed"],
+     "after": "restart_countdown"},
+]
+
+STATE_WORDS = {
+    "no_shoe": "no shoe is open",
+    "awaiting_flip": "the shoe waits for its flip card",
+    "burning": "the shoe's burn cards are being drawn",
+    "ready": "no round is open",
+    "betting": "a round is open and betting is open",
+    "dealing": "betting is closed and cards are still being dealt",
+    "revealing": "the hands are being revealed",
+}
+
+
+@dataclass(frozen=True)
+class MachineSettings:
+    table_id: str = "table-1"
+    betting_seconds: float = 15.0
+    reveal: str = "auto"  # "auto" | "button" (one hand per dealer `reveal` press)
+    decks: int = DEFAULT_DECKS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table_id, str) or not self.table_id or ":" in self.table_id:
+            raise ValueError(f"table_id must be a non-empty string without ':', got {self.table_id!r}")
+        if not (isinstance(self.betting_seconds, (int, float)) and 1 <= self.betting_seconds <= 600):
+            raise ValueError(f"betting_seconds must be 1..600, got {self.betting_seconds!r}")
+        if self.reveal not in REVEAL_MODES:
+            raise ValueError(f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
+        if not (isinstance(self.decks, int) and 1 <= self.decks <= 16):
+            raise ValueError(f"decks must be 1..16, got {self.decks!r}")
+
+
+@dataclass
+class Fault:
+    code: str
+    reason: str
+    detail: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "reason": self.reason}
+        if self.detail:
+            out["detail"] = dict(self.detail)
+        return out
+
+
+@dataclass
+class RoundState:
+    number: int
+    cards: list[Card] = field(default_factory=list)
+    entered: set[int] = field(default_factory=set)  # indexes of cards entered by hand
+    betting_open: bool = True
+    closes_at: float | None = None  # table clock; None while paused or closed
+    seconds_left: float | None = None  # kept while paused
+    revealed: dict[str, Hand] = field(default_factory=dict)
+    cut_card_drawn: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return len(self.cards) >= CARDS_PER_ROUND
+
+    def hand(self, position: str) -> Hand:
+        first = 1 + HAND_ORDER.index(position)
+        return evaluate_hand((self.cards[first], self.cards[first + len(HAND_ORDER)]))
+
+
+class TableMachine:
+    """One table's procedure. Owned by one thread; ``handle`` is the only way in."""
+
+    def __init__(self, settings: MachineSettings):
+        self.settings = settings
+        self.seq = 0
+        self.clock = 0.0
+        self.shoe_number = 0  # last shoe opened (the current one while open)
+        self.rounds_total = 0  # rounds opened at this table, all shoes
+        self.devices = {"shoe": True, "panel": True}
+        self.switch_on = False
+        self.fault: Fault | None = None
+        self.last_fault: Fault | None = None
+        self.card_owed = False  # a misread card must be entered (or the round cancelled)
+        self._reset_shoe()
+        self._events: list[dict[str, Any]] = []
+        self._now = 0.0
+        self.state: str  # set by transitions
+        self._procedure = Machine(
+            model=self,
+            states=list(PROCEDURE_STATES),
+            transitions=PROCEDURE_TRANSITIONS,
+            initial="no_shoe",
+            auto_transitions=False,
+            send_event=False,
+        )
+        # The hold has its own small model; its callbacks are this machine's methods.
+        self._hold_model = _HoldModel()
+        self._hold = Machine(
+            model=self._hold_model,
+            states=list(HOLD_STATES),
+            transitions=[_bound(t, self) for t in HOLD_TRANSITIONS],
+            initial="running",
+            auto_transitions=False,
+        )
+        self.pause_table = self._hold_model.pause_table
+        self.resume_table = self._hold_model.resume_table
+
+    @property
+    def hold(self) -> str:
+        """``running`` or ``paused``."""
+        return self._hold_model.state
+
+    def _reset_shoe(self) -> None:
+        self.composition = ShoeComposition(self.settings.decks)
+        self.burn_count: int | None = None
+        self.burned = 0
+        self.round_number = 0  # rounds opened in this shoe; the current round's number
+        self.rounds_played = 0
+        self.rounds_cancelled = 0
+        self.cut_card_seen = False
+        self.last_round = False  # the cut card is out: the current/next round is the last
+        self.round: RoundState | None = None
+
+    # --- the way in -----------------------------------------------------------------------
+
+    def handle(self, inp: Input) -> list[dict[str, Any]]:
+        """Fire timers due by ``inp.at``, then handle ``inp``; return the events, in order."""
+        self._events = []
+        # The clock never runs backwards: a late-stamped input is handled at the current time.
+        at = max(float(inp.at), self.clock)
+        self._fire_due_timers(at)
+        self.clock = self._now = at
+        handler = self._HANDLERS[type(inp)]
+        handler(self, inp)
+        events, self._events = self._events, []
+        return events
+
+    def next_deadline(self) -> float | None:
+        """Table-clock time of the next timer (betting close); None when none or paused."""
+        if self.round is not None and self.hold == "running" and self.round.betting_open:
+            return self.round.closes_at
+        return None
+
+    def _fire_due_timers(self, at: float) -> None:
+        deadline = self.next_deadline()
+        if deadline is not None and at >= deadline:
+            self.clock = self._now = deadline
+            self.close_betting()
+
+    # --- events -----------------------------------------------------------------------------
+
+    def _emit(self, type_: str, data: dict[str, Any] | None = None, *,
+              round_: int | None | bool = True) -> None:
+        self.seq += 1
+        shoe = self.shoe_number if self.state != "no_shoe" or type_ == "shoe_ended" else None
+        if round_ is True:
+            round_ = self.round.number if self.round is not None else None
+        self._events.append(make_event(
+            self.settings.table_id, self.seq, self._now, type_, shoe, round_ or None, data or {}
+        ))
+
+    def _sealed(self) -> bool:
+        """True while the open round's card values must not leave the table."""
+        return self.round is not None and self.round.betting_open
+
+    def _card_words(self, card: Card) -> str:
+        return "a card" if self._sealed() else card.display()
+
+    def _fault(self, code: str, reason: str, detail: dict[str, Any] | None = None) -> None:
+        """Pause with a fault (or replace the shown fault when already paused)."""
+        fault = Fault(code, reason, detail)
+        self.fault = self.last_fault = fault
+        self.pause_table()
+        log.warning("table paused: %s: %s", code, reason,
+                    extra={"table": self.settings.table_id, "code": code})
+        self._emit("paused", fault.to_dict())
+
+    def _reject(self, inp: Input, code: str, reason: str) -> None:
+        data: dict[str, Any] = {"input": inp.kind, "code": code, "reason": reason}
+        name = getattr(inp, "name", None) or getattr(inp, "action", None)
+        if name is not None:
+            data["name"] = name  # never the card of enter_card: it may be sealed
+        log.info("input rejected: %s %s: %s", inp.kind, name or "", reason)
+        self._emit("input_rejected", data)
+
+    # --- conditions (named after the rule they enforce) -----------------------------------
+
+    def burn_count_reached(self) -> bool:
+        return self.burn_count is not None and self.burned >= self.burn_count
+
+    def all_round_cards_dealt(self) -> bool:
+        return self.round is not None and self.round.complete
+
+    def is_last_round(self) -> bool:
+        return self.last_round
+
+    def key_switch_at_run(self) -> bool:
+        return not self.switch_on
+
+    def misread_card_entered(self) -> bool:
+        return not self.card_owed
+
+    def shoe_back_if_cards_needed(self) -> bool:
+        return self.devices["shoe"] or not self._needs_cards()
+
+    def _needs_cards(self) -> bool:
+        """The procedure is waiting for cards from the shoe."""
+        if self.state in SHOE_SETUP_STATES:
+            return True
+        return self.state in ROUND_STATES and self.round is not None and not self.round.complete
+
+    # --- callbacks --------------------------------------------------------------------------
+
+    def announce_burn_completed(self) -> None:
+        self._emit("burn_completed", {"burned": self.burned})
+
+    def announce_betting_closed(self) -> None:
+        assert self.round is not None
+        self.round.betting_open = False
+        self.round.closes_at = None
+        self._emit("betting_closed")
+
+    def reveal_when_automatic(self) -> None:
+        if self.settings.reveal == "auto":
+            while self.state == "revealing":
+                self._reveal_next()
+
+    def announce_shoe_ended_by_cut_card(self) -> None:
+        self._end_shoe_events("cut_card")
+
+    def freeze_countdown(self) -> None:
+        if self.round is not None and self.round.betting_open and self.round.closes_at is not None:
+            self.round.seconds_left = self.round.closes_at - self._now
+            self.round.closes_at = None
+
+    def restart_countdown(self) -> None:
+        if self.round is not None and self.round.betting_open and self.round.seconds_left is not None:
+            self.round.closes_at = self._now + self.round.seconds_left
+            self.round.seconds_left = None
+
+    # --- procedure steps ----------------------------------------------------------------------
+
+    def _reveal_next(self) -> None:
+        assert self.round is not None
+        position = HAND_ORDER[len(self.round.revealed)]
+        hand = self.round.hand(position)
+        self.round.revealed[position] = hand
+        self.reveal_hand()
+        self._emit("hand_revealed", {"position": position, **hand.to_event_data()})
+        if len(self.round.revealed) == len(HAND_ORDER):
+            data = round_result_data(self.round.revealed)
+            data["last_round"] = self.last_round
+            self.rounds_played += 1
+            self._emit("round_result", data)
+            self.round = None
+            self.settle_round()
+
+    def _end_shoe_events(self, reason: str) -> None:
+        self._emit("shoe_ended", {
+            "rounds": self.rounds_played,
+            "rounds_cancelled": self.rounds_cancelled,
+            "cards_drawn": self.composition.cards_drawn,
+            "reason": reason,
+        }, round_=None)
+        self._reset_shoe()
+
+    def _cancel_round(self, reason: str) -> None:
+        assert self.round is not None
+        self.rounds_cancelled += 1
+        self._emit("round_cancelled", {"reason": reason, "refund_all": True})
+        self.round = None
+        self.cancel_open_round()
+
+    def _resume_if_key_at_run(self) -> None:
+        """After a cancel or an end of shoe while paused the fault is settled: resume, unless
+        the key still holds the table at PAUSE."""
+        if self.hold != "paused":
+            return
+        self.card_owed = False
+        if self.switch_on:
+            self.fault = Fault(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
+        else:
+            self._resume()
+
+    def _resume(self) -> None:
+        self.fault = None
+        self.resume_table()
+        data: dict[str, Any] = {}
+        if self.round is not None and self.round.closes_at is not None:
+            data["betting_closes_at"] = iso_time(self.round.closes_at)
+            data["betting_seconds_left"] = round(self.round.closes_at - self._now, 3)
+        self._emit("resumed", data)
+
+    def _resume_blocker(self, *, ignore_owed: bool = False) -> tuple[str, str] | None:
+        """(rejection code, reason) when the table cannot resume now, else None."""
+        if not self.key_switch_at_run():
+            return faults.KEY_AT_PAUSE, "the key switch is at PAUSE; turn it to RUN"
+        if not ignore_owed and not self.misread_card_entered():
+            return (faults.RESUME_BLOCKED,
+                    "a misread card is not entered yet: supervisor enter_card, or cancel_round")
+        if not self.shoe_back_if_cards_needed():
+            return (faults.RESUME_BLOCKED,
+                    "the shoe is still disconnected: reconnect it, or cancel_round")
+        return None
+
+    # --- input handlers ---------------------------------------------------------------------
+
+    def _on_card(self, inp: CardScan, *, entered: bool = False) -> None:
+        self._take_card(inp.card, entered=entered)
+
+    def _take_card(self, card: Card, *, entered: bool = False) -> None:
+        if self.hold == "paused":
+            self._set_aside(card)
+            self._fault(faults.CARD_WHILE_PAUSED,
+                        f"{self._card_words(card)} came out while the table is paused; "
+                        "set it aside, then resume or cancel_round")
+            return
+        if self.state == "no_shoe":
+            self._fault(faults.CARD_NO_ROUND,
+                        f"{card.display()} came out with no shoe open; set it aside, then resume")
+            return
+        try:
+            self.composition.check_draw(card)
+        except Exception:  # ShoeCompositionError: an impossible card is never counted
+            self._impossible_card(card)
+            return
+        if self.state == "awaiting_flip":
+            self.composition.draw(card)
+            self.burn_count = card.burn_value
+            self._emit("burn_card_shown", {"card": card.code, "burn_count": self.burn_count})
+            self.show_flip_card()
+        elif self.state == "burning":
+            self.composition.draw(card)
+            self.burned += 1
+            self._emit("card_burned", {"number": self.burned, "burn_count": self.burn_count})
+            self.burn_shoe_card()
+        elif self.state == "ready":
+            self.composition.draw(card)
+            self._fault(faults.CARD_NO_ROUND,
+                        f"{card.display()} came out with no round open; "
+                        "set it aside, then resume")
+        else:  # a round is open
+            assert self.round is not None
+            if self.round.complete:
+                self.composition.draw(card)
+                self._fault(faults.TOO_MANY_CARDS,
+                            f"{self._card_words(card)} came out as a 14th card of round "
+                            f"{self.round.number}; set it aside, then resume or cancel_round")
+                return
+            self.composition.draw(card)
+            index = len(self.round.cards)
+            self.round.cards.append(card)
+            data: dict[str, Any] = {"index": index, "target": ROUND_TARGETS[index]}
+            if entered:
+                self.round.entered.add(index)
+                data["entered"] = True
+            self._emit("card_dealt", data)
+            self.deal_card()
+
+    def _set_aside(self, card: Card) -> None:
+        """A card out of play still left the shoe: count it when it is a possible card."""
+        if self.state != "no_shoe":
+            try:
+                self.composition.draw(card)
+            except Exception:
+                pass  # impossible card: not counted, the fault says so
+
+    def _impossible_card(self, card: Card) -> None:
+        size = self.composition.size
+        if self.composition.cards_drawn >= size:
+            self._fault(faults.SHOE_OVERDRAWN,
+                        f"{self._card_words(card)} would be card {self.composition.cards_drawn + 1}"
+                        f" of a {size}-card shoe; check the reader, cancel_round and end_shoe")
+        else:
+            self._fault(faults.NINTH_COPY,
+                        f"{self._card_words(card)} would be copy {self.settings.decks + 1} of one "
+                        f"card in a {self.settings.decks}-deck shoe; supervisor enter_card with "
+                        "the card drawn, or set it aside and resume, or cancel_round")
+
+    def _on_misread(self, inp: Misread) -> None:
+        detail = {k: v for k, v in (("code", inp.code), ("reason", inp.reason)) if v is not None}
+        said = f" (shoe: {': '.join(detail.values())})" if detail else ""
+        if self.hold == "paused":
+            self._fault(faults.CARD_WHILE_PAUSED,
+                        f"an unreadable card came out while the table is paused{said}; "
+                        "set it aside, then resume or cancel_round", detail or None)
+        elif self._needs_cards():
+            self.card_owed = True
+            self._fault(faults.MISREAD,
+                        f"the shoe could not read a card{said}; supervisor enter_card with that "
+                        "card, or cancel_round", detail or None)
+        elif self.state in ROUND_STATES:
+            self._fault(faults.TOO_MANY_CARDS,
+                        f"an unreadable 14th card came out{said}; set it aside, then resume "
+                        "or cancel_round", detail or None)
+        else:
+            self._fault(faults.CARD_NO_ROUND,
+                        f"an unreadable card came out with no round open{said}; set it aside, "
+                        "then resume", detail or None)
+
+    def _on_cut_card(self, inp: CutCard) -> None:
+        if self.state == "no_shoe":
+            self._fault(faults.CUT_CARD_NO_SHOE, "a cut card came out with no shoe open; resume")
+        elif self.cut_card_seen:
+            self._fault(faults.SECOND_CUT_CARD,
+                        "a second cut card came out of this shoe; the last round is already set; "
+                        "resume")
+        else:
+            self.cut_card_seen = self.last_round = True
+            if self.round is not None:
+                self.round.cut_card_drawn = True
+            self._emit("cut_card_drawn", {"last_round": True})
+
+    def _on_switch(self, inp: Switch) -> None:
+        if inp.on == self.switch_on:
+            return  # the same level again: not news
+        self.switch_on = inp.on
+        if inp.on:
+            if self.hold == "running":
+                self._fault(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
+            return
+        if self.hold == "paused":
+            blocker = self._resume_blocker()
+            if blocker:
+                self._reject(inp, *blocker)
+            else:
+                self._resume()
+
+    def _on_device(self, inp: DeviceStatus) -> None:
+        if self.devices[inp.name] == inp.connected:
+            return  # the same level again: not news
+        self.devices[inp.name] = inp.connected
+        self._emit("device_status", {"device": inp.name, "connected": inp.connected})
+        if inp.name == "shoe" and not inp.connected and self._needs_cards():
+            self._fault(faults.SHOE_LOST,
+                        "the shoe disconnected while cards are still needed; reconnect it, "
+                        "then resume, or cancel_round")
+
+    def _on_button(self, inp: Button) -> None:
+        name = inp.name
+        if name == "cancel_round":
+            self._on_cancel_round(inp, "cancelled by the dealer")
+            return
+        if self.hold == "paused":
+            self._reject(inp, faults.TABLE_PAUSED,
+                         f"{name} is not possible while the table is paused; resume first")
+            return
+        if name == "new_shoe":
+            if self.state != "no_shoe":
+                self._reject(inp, faults.NOT_ALLOWED,
+                             f"shoe {self.shoe_number} is still open; end_shoe first")
+            elif not self.devices["shoe"]:
+                self._reject(inp, faults.SHOE_DISCONNECTED,
+                             "the shoe is disconnected; reconnect it before new_shoe")
+            else:
+                self.shoe_number += 1
+                self._reset_shoe()
+                self.open_shoe()
+                self._emit("shoe_started")
+        elif name == "start_round":
+            if self.state != "ready":
+                self._reject(inp, faults.NOT_ALLOWED,
+                             f"start_round is not possible now: {STATE_WORDS[self.state]}")
+            elif not self.devices["shoe"]:
+                self._reject(inp, faults.SHOE_DISCONNECTED,
+                             "the shoe is disconnected; reconnect it before start_round")
+            else:
+                self._open_round()
+        elif name == "reveal":
+            if self.settings.reveal != "button":
+                self._reject(inp, faults.NOT_ALLOWED, "this table reveals the hands by itself")
+            elif self.state != "revealing":
+                self._reject(inp, faults.NOT_ALLOWED,
+                             f"nothing to reveal yet: {STATE_WORDS[self.state]}")
+            else:
+                self._reveal_next()
+        elif name == "end_shoe":
+            if self.state == "no_shoe":
+                self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
+            elif self.round is not None:
+                self._reject(inp, faults.ROUND_OPEN,
+                             f"round {self.round.number} is open; cancel_round first")
+            else:
+                self._end_shoe_events("ended_by_dealer")
+                self.close_shoe()
+
+    def _open_round(self) -> None:
+        self.round_number += 1
+        self.rounds_total += 1
+        closes_at = self._now + self.settings.betting_seconds
+        self.round = RoundState(self.round_number, closes_at=closes_at)
+        self.open_round()
+        self._emit("round_opened", {
+            "betting_seconds": self.settings.betting_seconds,
+            "betting_closes_at": iso_time(closes_at),
+            "last_round": self.last_round,
+        })
+
+    def _on_cancel_round(self, inp: Input, reason: str) -> None:
+        if self.round is None:
+            self._reject(inp, faults.NOT_ALLOWED,
+                         f"cancel_round is not possible now: {STATE_WORDS[self.state]}")
+            return
+        self._cancel_round(reason)
+        self._resume_if_key_at_run()
+
+    def _on_supervisor(self, inp: Supervisor) -> None:
+        action = inp.action
+        if action == "pause":
+            if self.hold == "paused":
+                self._reject(inp, faults.ALREADY_PAUSED, "the table is already paused")
+            else:
+                self._fault(faults.SUPERVISOR_PAUSE, "paused by the supervisor")
+        elif action == "resume":
+            blocker = self._resume_blocker() if self.hold == "paused" else (
+                faults.NOT_PAUSED, "the table is not paused")
+            if blocker:
+                self._reject(inp, *blocker)
+            else:
+                self._resume()
+        elif action == "cancel_round":
+            self._on_cancel_round(inp, "cancelled by the supervisor")
+        elif action == "end_shoe":
+            if self.state == "no_shoe":
+                self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
+                return
+            if self.round is not None:
+                self._cancel_round("the supervisor ended the shoe")
+            if self.state != "no_shoe":  # the cancelled round may have been the last
+                self._end_shoe_events("ended_by_supervisor")
+                self.close_shoe()
+            self._resume_if_key_at_run()
+        elif action == "enter_card":
+            assert inp.card is not None
+            if not self.card_owed:
+                self._reject(inp, faults.NO_CARD_OWED, "no misread card is waiting to be entered")
+                return
+            blocker = self._resume_blocker(ignore_owed=True)
+            if blocker:
+                self._reject(inp, *blocker)
+                return
+            self.card_owed = False
+            self._resume()
+            self._take_card(inp.card, entered=True)
+
+    def _on_tick(self, inp: Tick) -> None:
+        pass  # the clock moved; due timers already fired
+
+    _HANDLERS = {
+        Button: _on_button,
+        CardScan: _on_card,
+        CutCard: _on_cut_card,
+        Misread: _on_misread,
+        Switch: _on_switch,
+        DeviceStatus: _on_device,
+        Supervisor: _on_supervisor,
+        Tick: _on_tick,
+    }
+
+    # --- views ----------------------------------------------------------------------------
+
+    def next_target(self) -> str | None:
+        if self.state == "awaiting_flip":
+            return "flip"
+        if self.state == "burning":
+            return "burn"
+        if self.round is not None and not self.round.complete:
+            return ROUND_TARGETS[len(self.round.cards)]
+        return None
+
+    def prompt(self) -> str:
+        """Plain words for the dealer's screen; never a sealed card value."""
+        if self.hold == "paused":
+            reason = self.fault.reason if self.fault else "paused"
+            return f"PAUSED: {reason} — call supervisor"
+        if self.state == "no_shoe":
+            if not self.devices["shoe"]:
+                return "shoe disconnected — reconnect it, then press new_shoe"
+            return "press new_shoe"
+        if self.state == "awaiting_flip":
+            return "draw the flip card"
+        if self.state == "burning":
+            assert self.burn_count is not None
+            return f"burn {self.burn_count - self.burned} more"
+        if self.state == "ready":
+            if not self.devices["shoe"]:
+                return "shoe disconnected — reconnect it before start_round"
+            return "press start_round" + (" (last round of this shoe)" if self.last_round else "")
+        assert self.round is not None
+        if not self.round.complete:
+            target = ROUND_TARGETS[len(self.round.cards)]
+            return "burn 1 card" if target == "burn" else f"deal to {target}"
+        if self.state == "betting":
+            return "all cards dealt — betting closes at " + iso_time(self.round.closes_at or 0)
+        if self.state == "revealing":
+            return f"press reveal for {HAND_ORDER[len(self.round.revealed)]}"
+        return STATE_WORDS[self.state]
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able view for the dealer screen and the control socket. Sealed: no card
+        value of an open round before its betting closed."""
+        rnd = self.round
+        closes_at = None
+        if rnd is not None and rnd.betting_open and rnd.closes_at is not None:
+            closes_at = iso_time(rnd.closes_at)
+        status: dict[str, Any] = {
+            "table": self.settings.table_id,
+            "state": self.state,
+            "shoe": self.shoe_number if self.state != "no_shoe" else None,
+            "round": rnd.number if rnd is not None else None,
+            "seq": self.seq,
+            "clock": self.clock,
+            "cards_drawn": self.composition.cards_drawn,
+            "cards_left": self.composition.cards_left,
+            "burn_count": self.burn_count,
+            "burn_remaining": (self.burn_count - self.burned
+                               if self.state == "burning" and self.burn_count else 0),
+            "next_target": self.next_target(),
+            "cards_dealt": len(rnd.cards) if rnd is not None else 0,
+            "betting_open": bool(rnd is not None and rnd.betting_open),
+            "betting_closes_at": closes_at,
+            "betting_seconds_left": (round(rnd.seconds_left, 3)
+                                     if rnd is not None and rnd.seconds_left is not None else None),
+            "paused": self.hold == "paused",
+            "fault": self.fault.to_dict() if self.fault else None,
+            "last_fault": self.last_fault.to_dict() if self.last_fault else None,
+            "card_owed": self.card_owed,
+            "devices": dict(self.devices),
+            "switch": "pause" if self.switch_on else "run",
+            "last_round": self.last_round,
+            "rounds_played": self.rounds_played,
+            "prompt": self.prompt(),
+            "hands": {},
+        }
+        if rnd is not None and not rnd.betting_open:
+            status["hands"] = {pos: hand.to_event_data() for pos, hand in rnd.revealed.items()}
+        return status
+
+    # --- checkpoints ----------------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Small JSON-able state, valid between shoes only (no shoe open)."""
+        if self.state != "no_shoe":
+            raise ValueError(f"a checkpoint is taken between shoes; shoe {self.shoe_number} is open")
+        return {
+            "v": 1,
+            "table": self.settings.table_id,
+            "seq": self.seq,
+            "clock": self.clock,
+            "shoe": self.shoe_number,
+            "rounds_total": self.rounds_total,
+            "devices": dict(self.devices),
+            "switch_on": self.switch_on,
+            "paused": self.hold == "paused",
+            "fault": self.fault.to_dict() if self.fault else None,
+            "last_fault": self.last_fault.to_dict() if self.last_fault else None,
+        }
+
+    @classmethod
+    def from_checkpoint(cls, settings: MachineSettings, checkpoint: dict[str, Any]) -> TableMachine:
+        if checkpoint.get("v") != 1:
+            raise ValueError(f"unknown checkpoint version {checkpoint.get('v')!r}")
+        if checkpoint.get("table") != settings.table_id:
+            raise ValueError(
+                f"checkpoint is for table {checkpoint.get('table')!r}, not {settings.table_id!r}")
+        machine = cls(settings)
+        machine.seq = int(checkpoint["seq"])
+        machine.clock = float(checkpoint["clock"])
+        machine.shoe_number = int(checkpoint["shoe"])
+        machine.rounds_total = int(checkpoint["rounds_total"])
+        machine.devices = {name: bool(checkpoint["devices"][name]) for name in ("shoe", "panel")}
+        machine.switch_on = bool(checkpoint["switch_on"])
+        machine.fault = _fault_from(checkpoint.get("fault"))
+        machine.last_fault = _fault_from(checkpoint.get("last_fault"))
+        if checkpoint["paused"]:
+            machine._hold.set_state("paused", model=machine._hold_model)
+        return machine
+
+
+class _HoldModel:
+    state: str
+
+
+def _bound(transition: dict[str, Any], owner: object) -> dict[str, Any]:
+    """A transition whose named callbacks and conditions are ``owner``'s bound methods."""
+    out = dict(transition)
+    for key in ("conditions", "unless", "before", "after", "prepare"):
+        names = out.get(key)
+        if names:
+            names = [names] if isinstance(names, str) else names
+            out[key] = [getattr(owner, name) for name in names]
+    return out
+
+
+def _fault_from(data: dict[str, Any] | None) -> Fault | None:
+    if not data:
+        return None
+    return Fault(data["code"], data["reason"], data.get("detail"))
+
+
+# --- the state diagram ------------------------------------------------------------------------
+
+
+def _mermaid(states: tuple[str, ...], transitions: list[dict[str, Any]], initial: str) -> list[str]:
+    lines = ["stateDiagram-v2", f"    [*] --> {initial}"]
+    for state in states:
+        lines.append(f"    {state}: {state}")
+    for t in transitions:
+        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
+        for source in sources:
+            dest = source if t["dest"] is None else t["dest"]
+            conditions = t.get("conditions") or []
+            conditions = [conditions] if isinstance(conditions, str) else conditions
+            unless = " [" + " and ".join(conditions) + "]" if conditions else ""
+            lines.append(f"    {source} --> {dest}: {t['trigger']}{unless}")
+    return lines
+
+
+def mermaid_diagram() -> str:
+    """docs/state-diagram.md, generated from PROCEDURE_* and HOLD_* (the machine's own data)."""
+    out = [
+        "# Table machine state diagram",
+        "",
+        "<!-- Generated by `python -m controller.machine --mermaid > docs/state-diagram.md` from "
+        "the transition tables in controller/machine.py; tests/test_machine_diagram.py fails "
+        "when this file drifts. -->",
+        "",
+        "Two orthogonal machines. The **procedure** says where the shoe and the round are; "
+        "the **hold** says whether the table runs. While the hold is `paused` the procedure "
+        "does not move, except by `cancel_round` and supervisor `end_shoe`. A transition "
+        "whose source and target are the same state stays in it (counting burns or cards). "
+        "Conditions are in brackets; where a trigger has two rows, the first whose condition "
+        "holds is taken.",
+        "",
+        "## Procedure",
+        "",
+        "```mermaid",
+        *_mermaid(PROCEDURE_STATES, PROCEDURE_TRANSITIONS, "no_shoe"),
+        "```",
+        "",
+        "## Hold",
+        "",
+        "```mermaid",
+        *_mermaid(HOLD_STATES, HOLD_TRANSITIONS, "running"),
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--mermaid"]:
+        sys.stdout.write(mermaid_diagram())
+    else:
+        sys.stderr.write("usage: python -m controller.machine --mermaid\n")
+        sys.exit(2)
