@@ -16,7 +16,14 @@ from controller import __version__
 # Modules that contribute subcommands, in the order --help lists them.
 COMMAND_MODULES = (
     "controller.commands.rtp",
+    "controller.commands.replay",
     "controller.commands.journal",
+    "controller.commands.run",
+    "controller.commands.config_check",
+    "controller.commands.status",
+    "controller.commands.supervisor",
+    "controller.commands.watch",
+    "controller.commands.demo",
 )
 
 

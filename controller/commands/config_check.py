@@ -1,0 +1,33 @@
+"""``pokdeng-table config check FILE``: validate a configuration without starting anything."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from controller.config import EX_CONFIG, ConfigError, load_config
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("config", help="check a configuration file")
+    actions = parser.add_subparsers(dest="config_action", metavar="ACTION")
+    check = actions.add_parser(
+        "check", help="validate FILE: exit 0 when good, 78 listing every error when not")
+    check.add_argument("file", metavar="FILE")
+    check.set_defaults(func=check_config)
+    parser.set_defaults(func=lambda args: parser.print_help(sys.stderr) or 2)
+
+
+def check_config(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        print(exc.report(), file=sys.stderr)
+        return EX_CONFIG
+    transports = [name for name, section in (("http", config.http), ("mqtt", config.mqtt),
+                                             ("file", config.file_sink)) if section is not None]
+    panel = config.panel.driver if config.panel else "none"
+    print(f"{args.file}: OK — table {config.table.id}, shoe driver {config.shoe.driver}, "
+          f"panel driver {panel}, journal {config.journal_path}, control socket "
+          f"{config.control.socket}, transports: {', '.join(transports) or 'none'}")
+    return 0

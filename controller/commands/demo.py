@@ -1,0 +1,38 @@
+"""``pokdeng-table demo``: a whole table on this computer, no hardware (see controller/demo.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="play a demo shoe on simulated devices (no config, no hardware)",
+        description="Start a simulated shoe (on a pty) and a simulated button panel, run the "
+                    "real daemon path (drivers, table machine, journal, outbox to a local "
+                    "file) and play a shoe, showing every round and its results. Rerun with "
+                    "the same --state-dir after an interruption to carry on with that shoe.")
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="stop after N rounds (default: play the whole shoe)")
+    parser.add_argument("--speed", type=float, default=50.0, metavar="X",
+                        help="table time runs X times faster than real time (default 50: "
+                             "a 15 s betting window lasts 0.3 s)")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="shuffle seed (default: random; a resumed state dir keeps its own)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="journal and demo state (default: a new directory under /tmp)")
+    parser.add_argument("--events", metavar="FILE",
+                        help="also write the backend events as JSON Lines to FILE")
+    parser.add_argument("--quiet", action="store_true", help="print only the round results")
+    parser.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from controller.demo import DemoOptions, main
+
+    if args.rounds is not None and args.rounds < 1:
+        raise SystemExit("pokdeng-table demo: --rounds must be at least 1")
+    if args.speed <= 0:
+        raise SystemExit("pokdeng-table demo: --speed must be > 0")
+    return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
+                            state_dir=args.state_dir, events=args.events, quiet=args.quiet))

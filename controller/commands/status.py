@@ -1,0 +1,89 @@
+"""``pokdeng-table status``: what the table is doing, from the daemon's control socket."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from controller.config import EX_CONFIG, ConfigError
+from controller.control import ControlClient, ControlError, add_socket_arguments, socket_path
+
+EX_UNAVAILABLE = 69  # sysexits.h: the daemon is not reachable
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status", help="show the table's state (from the running daemon)",
+        description="Table, shoe, round, state, cards left, devices, backend backlog and the "
+                    "last fault. Card values of a round are never shown before betting closed.")
+    add_socket_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.set_defaults(func=show_status)
+
+
+def show_status(args: argparse.Namespace) -> int:
+    try:
+        status = ControlClient(socket_path(args)).status()
+    except ConfigError as exc:
+        print(exc.report(), file=sys.stderr)
+        return EX_CONFIG
+    except ControlError as exc:
+        print(f"pokdeng-table status: {exc}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    if args.json:
+        print(json.dumps(status, ensure_ascii=False, indent=2, sort_keys=True))
+    else:
+        print("\n".join(status_text(status)))
+    return 0
+
+
+def _fault_text(fault: Any) -> str:
+    if isinstance(fault, dict):
+        return f"{fault.get('code', '?')}: {fault.get('reason', '')}".strip()
+    return "none" if not fault else str(fault)
+
+
+def status_text(status: dict[str, Any]) -> list[str]:
+    from controller.commands.watch import betting_seconds_left
+
+    def value(key: str) -> str:
+        item = status.get(key)
+        return "-" if item is None else str(item)
+
+    lines = [f"table {value('table')}   shoe {value('shoe')}   round {value('round')}   "
+             f"state {value('state')}{'   PAUSED' if status.get('paused') else ''}"]
+    lines.append(f"cards: {value('cards_left')} left, {value('cards_drawn')} drawn"
+                 + ("   (cut card out: last round)" if status.get("last_round") else ""))
+    if status.get("prompt"):
+        lines.append(f"dealer: {status['prompt']}")
+    left = betting_seconds_left(status)
+    if left is not None:
+        lines.append(f"betting closes in {left:.0f} s")
+    devices = status.get("devices") or {}
+    if devices:
+        lines.append("devices: " + ", ".join(
+            f"{name} {'connected' if up else 'NOT CONNECTED'}" for name, up in sorted(devices.items())))
+    backend = status.get("backend")
+    if isinstance(backend, dict) and backend:
+        parts = []
+        for name, info in sorted(backend.items()):
+            if isinstance(info, dict):
+                part = f"{name} {info.get('state', '?')}, backlog {info.get('backlog', '?')}"
+                if info.get("oldest_age_s"):
+                    part += f" (oldest {float(info['oldest_age_s']):.0f} s)"
+                if info.get("last_error"):
+                    part += f", last error: {info['last_error']}"
+                parts.append(part)
+            else:
+                parts.append(f"{name} {info}")
+        lines.append("backend: " + "; ".join(parts))
+    elif "backend" in status:
+        lines.append("backend: no transports configured")
+    if status.get("storage_fault"):
+        lines.append(f"STORAGE FAULT: {status['storage_fault']}")
+    lines.append(f"fault: {_fault_text(status.get('fault'))}")
+    if status.get("last_fault"):
+        lines.append(f"last fault: {_fault_text(status.get('last_fault'))}")
+    return lines

@@ -1,0 +1,51 @@
+"""``pokdeng-table supervisor ACTION``: the supervisor's controls over the control socket.
+
+For what the key switch does not cover: pause, resume, cancel the round (all bets refunded),
+end the shoe, and enter the card of a misread by hand (audited as entered manually).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from controller.commands.status import EX_UNAVAILABLE
+from controller.config import EX_CONFIG, ConfigError
+from controller.control import ControlClient, ControlError, add_socket_arguments, socket_path
+
+ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "supervisor", help="pause, resume, cancel the round, end the shoe, enter a misread card",
+        description="Send a supervisor action to the running daemon; it answers once the table "
+                    "has handled it. Exit 0 when done, 1 when the table refused (reason shown).")
+    add_socket_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
+    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument("card", nargs="?", help="enter-card: the card, e.g. 9D or 9♦")
+    parser.set_defaults(func=supervise)
+
+
+def supervise(args: argparse.Namespace) -> int:
+    if (args.action == "enter-card") != (args.card is not None):
+        print("pokdeng-table supervisor: enter-card needs a CARD, the other actions take none",
+              file=sys.stderr)
+        return 2
+    try:
+        answer = ControlClient(socket_path(args)).supervisor(args.action, args.card)
+    except ConfigError as exc:
+        print(exc.report(), file=sys.stderr)
+        return EX_CONFIG
+    except ControlError as exc:
+        print(f"pokdeng-table supervisor: {exc}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False))
+    elif answer.get("ok"):
+        print(f"done: {args.action} -> {', '.join(answer.get('events', [])) or 'no events'}")
+    else:
+        print(f"refused: {answer.get('error', 'no reason given')}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1

@@ -1,0 +1,507 @@
+"""The daemon's configuration: a YAML file read through a small typed schema.
+
+Like Klipper's config reader: every option is read by a typed getter with bounds, a section
+rejects options nobody read (a typo is an error, not a silent default), and every problem names
+its key path (``transports.http.timeout_s: must be a number > 0, got "abc"``). Errors are
+collected, not raised one by one, so an installer sees the whole list at once:
+``load_config`` raises ``ConfigError`` whose ``errors`` holds every message.
+
+Secrets never live in this file: the HTTP signing secret and the MQTT password are given as a
+file path (``secret_file``) or a systemd credential name (``secret_credential``, read from
+``$CREDENTIALS_DIRECTORY`` at start-up, see ``LoadCredential=`` in the unit).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+
+EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
+
+DEFAULT_STATE_DIR = "/var/lib/pokdeng-table"
+TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("auto", "json", "console")
+
+_MISSING: Any = object()
+
+
+class ConfigError(Exception):
+    """The configuration is not usable; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: list[str], source: str | None = None):
+        self.errors = list(errors)
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(where + "; ".join(self.errors))
+
+    def report(self) -> str:
+        """Plain text for stderr: one problem a line."""
+        head = f"{self.source}: " if self.source else ""
+        count = len(self.errors)
+        lines = [f"{head}{count} configuration error{'s' if count != 1 else ''}:"]
+        lines += [f"  {message}" for message in self.errors]
+        return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    """A value as the user wrote it, for messages."""
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+class Section:
+    """Typed, bounded access to one mapping of the config; records problems instead of raising.
+
+    Each getter marks its key as known; ``finish()`` reports the keys nobody asked for.
+    """
+
+    def __init__(self, data: Mapping[str, Any], path: str, errors: list[str]):
+        self.data = data
+        self.path = path
+        self.errors = errors
+        self.known: set[str] = set()
+
+    # -- helpers ------------------------------------------------------------------------------
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, message: str) -> None:
+        self.errors.append(f"{self.key_path(key)}: {message}")
+
+    def _raw(self, key: str, default: Any) -> Any:
+        self.known.add(key)
+        if key in self.data and self.data[key] is not None:
+            return self.data[key]
+        if default is _MISSING:
+            self.error(key, "required, missing")
+        return default
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    # -- typed getters ------------------------------------------------------------------------
+    def get_str(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
+                pattern: re.Pattern[str] | None = None, what: str = "") -> Any:
+        value = self._raw(key, default)
+        if value is default:
+            return value
+        if not isinstance(value, str) or not value.strip():
+            self.error(key, f"must be a non-empty string, got {_show(value)}")
+            return default if default is not _MISSING else None
+        if choices and value not in choices:
+            self.error(key, f"must be one of {', '.join(choices)}; got {_show(value)}")
+            return default if default is not _MISSING else None
+        if pattern is not None and not pattern.match(value):
+            self.error(key, f"must be {what or pattern.pattern}, got {_show(value)}")
+            return default if default is not _MISSING else None
+        return value
+
+    def get_path(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.get_str(key, default)
+        if isinstance(value, str) and value is not default and not os.path.isabs(value):
+            self.error(key, f"must be an absolute path, got {_show(value)}")
+            return default if default is not _MISSING else None
+        return value
+
+    def _number(self, key: str, default: Any, kind: type, minval: float | None,
+                maxval: float | None, above: float | None) -> Any:
+        value = self._raw(key, default)
+        if value is default:
+            return value
+        noun = "an integer" if kind is int else "a number"
+        bounds = []
+        if above is not None:
+            bounds.append(f"> {above:g}")
+        if minval is not None:
+            bounds.append(f">= {minval:g}")
+        if maxval is not None:
+            bounds.append(f"<= {maxval:g}")
+        wanted = f"must be {noun}" + (f" {' and '.join(bounds)}" if bounds else "")
+        ok_type = (isinstance(value, int) if kind is int else isinstance(value, (int, float)))
+        if isinstance(value, bool) or not ok_type or value != value:  # NaN != NaN
+            self.error(key, f"{wanted}, got {_show(value)}")
+            return default if default is not _MISSING else None
+        if ((above is not None and not value > above)
+                or (minval is not None and value < minval)
+                or (maxval is not None and value > maxval)):
+            self.error(key, f"{wanted}, got {_show(value)}")
+            return default if default is not _MISSING else None
+        return kind(value)
+
+    def get_int(self, key: str, default: Any = _MISSING, *, minval: float | None = None,
+                maxval: float | None = None) -> Any:
+        return self._number(key, default, int, minval, maxval, None)
+
+    def get_float(self, key: str, default: Any = _MISSING, *, minval: float | None = None,
+                  maxval: float | None = None, above: float | None = None) -> Any:
+        return self._number(key, default, float, minval, maxval, above)
+
+    def get_bool(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._raw(key, default)
+        if value is default:
+            return value
+        if not isinstance(value, bool):
+            self.error(key, f"must be true or false, got {_show(value)}")
+            return default if default is not _MISSING else None
+        return value
+
+    def get_section(self, key: str, *, required: bool = False) -> "Section | None":
+        value = self._raw(key, _MISSING if required else None)
+        if value is None or value is _MISSING:
+            return None
+        if not isinstance(value, dict):
+            self.error(key, f"must be a mapping of options, got {_show(value)}")
+            return None
+        bad = [k for k in value if not isinstance(k, str)]
+        for k in bad:
+            self.error(key, f"option names must be text, got {_show(k)}")
+        return Section({k: v for k, v in value.items() if isinstance(k, str)},
+                       self.key_path(key), self.errors)
+
+    def reject_inline_secret(self, key: str, file_key: str, credential_key: str) -> None:
+        """An inline secret is an error that says how to give it instead."""
+        if key in self.data:
+            self.known.add(key)
+            self.error(key, f"secrets are not allowed inline in the config; put it in a file "
+                            f"readable only by the daemon and give `{file_key}: /path`, or a "
+                            f"systemd credential name with `{credential_key}: NAME` "
+                            f"(LoadCredential= in the unit)")
+
+    def finish(self) -> None:
+        for key in self.data:
+            if key not in self.known:
+                allowed = ", ".join(sorted(self.known))
+                self.error(key, f"unknown option (a typo?); allowed here: {allowed}")
+
+
+# --- the typed configuration ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TableConfig:
+    id: str
+    betting_seconds: float = 15.0
+    reveal: str = "auto"
+    decks: int = 8
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """A device section: the driver's name and its options, checked by the driver itself."""
+
+    driver: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def driver_options(self) -> dict[str, Any]:
+        return dict(self.options)
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    socket: str
+    group: str | None = None
+    mode: int = 0o660
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where a secret lives: a file path, or a systemd credential name."""
+
+    file: str | None = None
+    credential: str | None = None
+
+    def resolve_path(self, environ: Mapping[str, str] = os.environ) -> str:
+        if self.file is not None:
+            return self.file
+        directory = environ.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            raise ConfigError([f"credential {self.credential!r}: $CREDENTIALS_DIRECTORY is not "
+                               f"set (give it with LoadCredential= in the unit, or use a "
+                               f"*_file option)"])
+        return os.path.join(directory, str(self.credential))
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    url: str
+    secret: SecretRef
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = 5.0
+    batch_max: int = 100
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    host: str
+    port: int = 1883
+    topic_prefix: str = "pokdeng"
+    tls: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: SecretRef | None = None
+    client_id: str | None = None
+    keepalive: int = 30
+
+
+@dataclass(frozen=True)
+class FileSinkConfig:
+    path: str
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    level: str = "info"
+    format: str = "auto"
+
+
+@dataclass(frozen=True)
+class Config:
+    table: TableConfig
+    state_dir: str
+    shoe: DeviceConfig
+    panel: DeviceConfig | None
+    control: ControlConfig
+    http: HttpConfig | None = None
+    mqtt: MqttConfig | None = None
+    file_sink: FileSinkConfig | None = None
+    logging: LoggingConfig = LoggingConfig()
+    source: str | None = None
+
+    @property
+    def journal_path(self) -> str:
+        return os.path.join(self.state_dir, "journal.sqlite")
+
+    def machine_settings(self) -> Any:
+        from controller.machine import MachineSettings
+
+        return MachineSettings(table_id=self.table.id, betting_seconds=self.table.betting_seconds,
+                               reveal=self.table.reveal, decks=self.table.decks)
+
+
+# --- readers, one per section -----------------------------------------------------------------
+
+def _read_table(s: Section) -> TableConfig:
+    table = TableConfig(
+        id=s.get_str("id", pattern=TABLE_ID_PATTERN,
+                     what="1-32 letters, digits, '_', '.', '-' starting with a letter or digit"),
+        betting_seconds=s.get_float("betting_seconds", 15.0, minval=1, maxval=600),
+        reveal=s.get_str("reveal", "auto", choices=("auto", "button")),
+        decks=s.get_int("decks", 8, minval=1, maxval=8),
+    )
+    s.finish()
+    return table
+
+
+def _read_device(s: Section, device: str) -> DeviceConfig | None:
+    """``driver`` names a registered driver for ``device``; every other key is its option.
+
+    The options are validated by the driver class itself (the same code that runs in the
+    daemon), so the config and the driver cannot disagree about what an option means.
+    """
+    from drivers import registry
+    from drivers.base import DriverConfigError
+
+    name = s.get_str("driver")
+    options = {k: v for k, v in s.data.items() if k != "driver"}
+    s.known.update(options)
+    if not isinstance(name, str):
+        return None
+    known = registry.available()
+    if name not in known:
+        s.error("driver", f"unknown driver {_show(name)}; known drivers: "
+                          f"{', '.join(sorted(known)) or 'none installed'}")
+        return None
+    try:
+        cls = registry.driver_class(name)
+    except Exception as exc:  # e.g. its library is not installed
+        s.error("driver", f"driver {_show(name)} cannot be loaded: {exc}")
+        return None
+    if getattr(cls, "device", device) != device:
+        s.error("driver", f"{_show(name)} drives the {cls.device}, not the {device}")
+        return None
+    try:
+        cls(lambda inp: None, options, name=device)  # parses options; opens nothing
+    except (DriverConfigError, ValueError, TypeError) as exc:
+        s.errors.append(f"{s.path}: {exc}")
+        return None
+    return DeviceConfig(driver=name, options=options)
+
+
+def _default_state_dir(environ: Mapping[str, str]) -> str:
+    # systemd's StateDirectory= exports the path; outside systemd fall back to the FHS place.
+    return environ.get("STATE_DIRECTORY", "").split(":")[0] or DEFAULT_STATE_DIR
+
+
+def _default_socket(state_dir: str, environ: Mapping[str, str]) -> str:
+    runtime = environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    return os.path.join(runtime or state_dir, "control.sock")
+
+
+def _get_mode(s: Section, key: str, default: int) -> int:
+    """A file mode: 0o660 (YAML 1.1 reads 0660 as octal too) or the text "0660"/"0o660"."""
+    value = s._raw(key, default)
+    if isinstance(value, str):
+        try:
+            value = int(value, 8)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int) or not 0o600 <= value <= 0o666 \
+            or value & 0o111:
+        s.error(key, f"must be a socket mode from 0600 to 0666 (no execute bits), "
+                     f"got {_show(s.data.get(key))}")
+        return default
+    return value
+
+
+def _read_control(s: Section | None, state_dir: str, environ: Mapping[str, str]) -> ControlConfig:
+    if s is None:
+        return ControlConfig(socket=_default_socket(state_dir, environ))
+    control = ControlConfig(
+        socket=s.get_path("socket", _default_socket(state_dir, environ)),
+        group=s.get_str("group", None),
+        mode=_get_mode(s, "mode", 0o660),
+    )
+    s.finish()
+    return control
+
+
+def _read_secret(s: Section, stem: str, required: bool) -> SecretRef | None:
+    file_key, cred_key = f"{stem}_file", f"{stem}_credential"
+    s.reject_inline_secret(stem, file_key, cred_key)
+    path = s.get_path(file_key, None)
+    credential = s.get_str(cred_key, None, pattern=re.compile(r"^[A-Za-z0-9_.-]+$"),
+                           what="a credential name (letters, digits, '_', '.', '-')")
+    if path is not None and credential is not None:
+        s.error(file_key, f"give either {file_key} or {cred_key}, not both")
+        return None
+    if path is None and credential is None:
+        if required and not {file_key, cred_key, stem} & set(s.data):
+            s.error(file_key, f"required: the {stem} as a file path ({file_key}) or a systemd "
+                              f"credential name ({cred_key})")
+        return None
+    return SecretRef(file=path, credential=credential)
+
+
+def _read_http(s: Section) -> HttpConfig:
+    url = s.get_str("url", pattern=re.compile(r"^https?://[^\s/]+"), what="an http:// or https:// URL")
+    config = HttpConfig(
+        url=url,
+        secret=_read_secret(s, "secret", required=True) or SecretRef(),
+        ca_file=s.get_path("ca_file", None),
+        verify_tls=s.get_bool("verify_tls", True),
+        timeout_s=s.get_float("timeout_s", 5.0, above=0, maxval=300),
+        batch_max=s.get_int("batch_max", 100, minval=1, maxval=10_000),
+        backoff_initial_s=s.get_float("backoff_initial_s", 0.5, above=0, maxval=60),
+        backoff_max_s=s.get_float("backoff_max_s", 30.0, above=0, maxval=3600),
+    )
+    s.finish()
+    return config
+
+
+def _read_mqtt(s: Section) -> MqttConfig:
+    config = MqttConfig(
+        host=s.get_str("host"),
+        port=s.get_int("port", 1883, minval=1, maxval=65535),
+        topic_prefix=s.get_str("topic_prefix", "pokdeng", pattern=re.compile(r"^[^#+\s]+$"),
+                               what="an MQTT topic without wildcards or spaces"),
+        tls=s.get_bool("tls", False),
+        ca_file=s.get_path("ca_file", None),
+        username=s.get_str("username", None),
+        password=_read_secret(s, "password", required=False),
+        client_id=s.get_str("client_id", None),
+        keepalive=s.get_int("keepalive", 30, minval=5, maxval=3600),
+    )
+    s.finish()
+    return config
+
+
+def _read_file_sink(s: Section) -> FileSinkConfig:
+    config = FileSinkConfig(path=s.get_path("path"))
+    s.finish()
+    return config
+
+
+def _read_logging(s: Section | None) -> LoggingConfig:
+    if s is None:
+        return LoggingConfig()
+    config = LoggingConfig(level=s.get_str("level", "info", choices=LOG_LEVELS),
+                           format=s.get_str("format", "auto", choices=LOG_FORMATS))
+    s.finish()
+    return config
+
+
+def _optional(section: Section | None, reader: Callable[[Section], Any]) -> Any:
+    return reader(section) if section is not None else None
+
+
+def parse_config(data: Any, source: str | None = None,
+                 environ: Mapping[str, str] = os.environ) -> Config:
+    """Validate a loaded YAML document; raise ConfigError listing every problem."""
+    errors: list[str] = []
+    if data is None:
+        raise ConfigError(["the file is empty; it needs at least the table, shoe and panel "
+                           "sections (see config/example.yaml)"], source)
+    if not isinstance(data, dict):
+        raise ConfigError([f"the top level must be a mapping of sections, got {_show(data)}"],
+                          source)
+    root = Section(data, "", errors)
+    table_s = root.get_section("table", required=True)
+    table = _read_table(table_s) if table_s else None
+    state_dir = root.get_path("state_dir", _default_state_dir(environ))
+    shoe_s = root.get_section("shoe", required=True)
+    shoe = _read_device(shoe_s, "shoe") if shoe_s else None
+    panel_s = root.get_section("panel")
+    panel = _read_device(panel_s, "panel") if panel_s else None
+    control = _read_control(root.get_section("control"), state_dir or DEFAULT_STATE_DIR, environ)
+    transports_s = root.get_section("transports")
+    http = mqtt = file_sink = None
+    if transports_s is not None:
+        http = _optional(transports_s.get_section("http"), _read_http)
+        mqtt = _optional(transports_s.get_section("mqtt"), _read_mqtt)
+        file_sink = _optional(transports_s.get_section("file"), _read_file_sink)
+        transports_s.finish()
+    logging_config = _read_logging(root.get_section("logging"))
+    root.finish()
+    if errors:
+        raise ConfigError(errors, source)
+    assert table is not None and shoe is not None
+    return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
+                  http=http, mqtt=mqtt, file_sink=file_sink, logging=logging_config,
+                  source=source)
+
+
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:
+    """Read and validate a YAML config file; raise ConfigError listing every problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read the config file: {exc.strerror or exc}"], source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"not UTF-8 text: {exc.reason} at byte {exc.start}"], source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"YAML syntax error: {where}{problem}"], source) from None
+    return parse_config(data, source, environ)
