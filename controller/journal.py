@@ -275,7 +275,6 @@ class Journal:
     def last_event_seq(self) -> int:
         return self._last_seq
 
-    @property
     def record_count(self) -> int:
         return self._records
 

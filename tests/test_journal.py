@@ -64,7 +64,7 @@ def test_seq_gap_is_refused_and_nothing_is_written(journal_path):
             j.append(Tick(1.0), [event(3)])
         with pytest.raises(JournalError, match="integer seq"):
             j.append(Tick(1.0), [{"id": "x"}])
-        assert j.record_count == 2
+        assert j.record_count() == 2
         assert j.append(Tick(1.0), [event(2)]) == 3
         assert j.verify().ok
 
@@ -73,7 +73,7 @@ def test_verify_ok_counts_records_and_cli_says_so(journal_path):
     with Journal(journal_path) as j:
         fill(j, 12)
         result = j.verify()
-        assert result.ok and result.records == j.record_count
+        assert result.ok and result.records == j.record_count()
     done = run_cli("journal", "verify", str(journal_path))
     assert done.returncode == 0, done.stderr
     assert "chain holds" in done.stdout
@@ -93,7 +93,7 @@ def _flip(value):
 def test_a_changed_byte_in_any_column_of_any_record_is_caught(journal_path):
     with Journal(journal_path) as j:
         fill(j, 8)
-        total = j.record_count
+        total = j.record_count()
     conn = sqlite3.connect(journal_path)
     conn.execute("PRAGMA journal_mode=DELETE")  # one file to restore from
     conn.close()
@@ -120,7 +120,7 @@ def test_a_changed_byte_in_any_column_of_any_record_is_caught(journal_path):
 def test_deleted_reordered_and_cut_records_are_caught(journal_path):
     with Journal(journal_path) as j:
         fill(j, 6)
-        total = j.record_count
+        total = j.record_count()
     conn = sqlite3.connect(journal_path)
     conn.execute("PRAGMA journal_mode=DELETE")
     conn.close()

@@ -1,0 +1,219 @@
+"""MQTT transport (paho-mqtt 2.x): one QoS 1 message per event, a retained status, a last will.
+
+Topics (``<prefix>`` defaults to ``pokdeng``)::
+
+    <prefix>/<table>/events   each event's envelope as JSON, QoS 1, not retained, in seq order
+    <prefix>/<table>/status   retained: {"state": "online", …} on every connect;
+                              {"state": "offline", "reason": …} as the last will (connection
+                              lost) and on a clean shutdown
+
+An event counts as delivered only once the broker's PUBACK for it has arrived. paho's network
+thread reconnects on its own; while disconnected, ``deliver`` raises ``TransientError`` and the
+outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
+re-sent on reconnect; the next ``deliver`` of the same seq waits for that message instead of
+publishing another copy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller import __version__
+from controller.transports import (PermanentError, TransientError, Transport,
+                                   TransportConfigError, read_secret)
+
+log = logging.getLogger("pokdeng.transports.mqtt")
+
+# CONNACK answers that retrying will not fix (3.1.1 codes 4/5; MQTT 5 0x86, 0x87, 0x8C).
+_REFUSED_FOR_GOOD = {"Bad user name or password", "Not authorized", "Bad authentication method",
+                     "Client identifier not valid", "Unsupported protocol version"}
+
+
+@dataclass(frozen=True)
+class MqttTransportSettings:
+    host: str
+    port: int = 1883
+    topic_prefix: str = "pokdeng"
+    tls: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    client_id: str | None = None
+    keepalive: int = 30
+    protocol: str = "3.1.1"          # or "5"
+    publish_timeout_s: float = 10.0  # wait for the PUBACKs of one batch
+    connect_timeout_s: float = 5.0   # how long deliver waits for a (re)connection
+    reconnect_min_s: float = 1.0
+    reconnect_max_s: float = 30.0
+    batch_max: int = 100
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _payload(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class MqttTransport(Transport):
+    kind = "mqtt"
+
+    def __init__(self, settings: MqttTransportSettings, *, table: str, name: str | None = None):
+        super().__init__(name)
+        self.settings = settings
+        self.table = table
+        if not settings.host:
+            raise TransportConfigError("mqtt transport: host is empty")
+        if not 0 < settings.port < 65536:
+            raise TransportConfigError(f"mqtt transport: port {settings.port} out of range")
+        if settings.protocol not in ("3.1.1", "5"):
+            raise TransportConfigError(
+                f"mqtt transport: protocol must be \"3.1.1\" or \"5\", got {settings.protocol!r}")
+        if "/" in table or "+" in table or "#" in table:
+            raise TransportConfigError(f"mqtt transport: table id {table!r} cannot be a topic level")
+        self.batch_max = settings.batch_max
+        self.backoff_initial_s = settings.backoff_initial_s
+        self.backoff_max_s = settings.backoff_max_s
+        prefix = settings.topic_prefix.strip("/")
+        self.events_topic = f"{prefix}/{table}/events"
+        self.status_topic = f"{prefix}/{table}/status"
+        self.client_id = settings.client_id or f"pokdeng-table-{table}"
+
+        self._connected = threading.Event()
+        self._lock = threading.Lock()
+        self._last_problem = "not connected yet"
+        self._refused_for_good: str | None = None
+        self._inflight: dict[int, mqtt.MQTTMessageInfo] = {}
+        self._since = _now_iso()
+
+        protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
+        extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             protocol=protocol, **extra)
+        client.enable_logger(logging.getLogger("pokdeng.transports.mqtt.paho"))
+        if settings.username:
+            password = None
+            if settings.password_file:
+                password = read_secret("mqtt transport: password_file",
+                                       settings.password_file).decode("utf-8")
+            client.username_pw_set(settings.username, password)
+        elif settings.password_file:
+            raise TransportConfigError("mqtt transport: password_file given without username")
+        if settings.tls:
+            try:
+                client.tls_set(ca_certs=settings.ca_file)
+            except (OSError, ValueError) as exc:
+                raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
+        elif settings.ca_file:
+            raise TransportConfigError("mqtt transport: ca_file given but tls is false")
+        client.will_set(self.status_topic, _payload(self._offline("connection lost")),
+                        qos=1, retain=True)
+        client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        self._client = client
+        try:
+            client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
+        except (OSError, ValueError) as exc:
+            raise TransportConfigError(f"mqtt transport: {settings.host}:{settings.port}: {exc}")
+        client.loop_start()  # paho's network thread: connects, reconnects, resends
+
+    # -- status ----------------------------------------------------------------------------------
+    def _online(self) -> dict[str, Any]:
+        return {"state": "online", "table": self.table, "client_id": self.client_id,
+                "since": self._since, "connected_at": _now_iso(),
+                "software": f"pokdeng-table/{__version__}"}
+
+    def _offline(self, reason: str) -> dict[str, Any]:
+        return {"state": "offline", "table": self.table, "client_id": self.client_id,
+                "reason": reason}
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any,
+                    reason_code: Any, properties: Any) -> None:
+        if reason_code.is_failure:
+            text = str(reason_code)
+            with self._lock:
+                self._last_problem = f"broker refused the connection: {text}"
+                if text in _REFUSED_FOR_GOOD:
+                    self._refused_for_good = text
+            log.error("mqtt %s:%s refused the connection: %s", self.settings.host,
+                      self.settings.port, text)
+            return
+        with self._lock:
+            self._refused_for_good = None
+        client.publish(self.status_topic, _payload(self._online()), qos=1, retain=True)
+        self._connected.set()
+        log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
+                 self.client_id)
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any,
+                       reason_code: Any, properties: Any) -> None:
+        was_connected = self._connected.is_set()
+        self._connected.clear()
+        with self._lock:
+            self._last_problem = f"disconnected: {reason_code}"
+        if was_connected and not self._closed:
+            log.warning("mqtt connection to %s:%s lost (%s); reconnecting", self.settings.host,
+                        self.settings.port, reason_code)
+
+    # -- delivery ------------------------------------------------------------------------------
+    def deliver(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        if not self._connected.wait(self.settings.connect_timeout_s):
+            with self._lock:
+                refused, problem = self._refused_for_good, self._last_problem
+            where = f"{self.settings.host}:{self.settings.port}"
+            if refused:
+                raise PermanentError(f"mqtt broker {where} refused this table: {refused}")
+            raise TransientError(f"not connected to mqtt broker {where} ({problem})")
+        first = events[0]["seq"]
+        for seq in [s for s in self._inflight if s < first]:
+            del self._inflight[seq]  # settled by an earlier batch
+        waiting: list[tuple[int, mqtt.MQTTMessageInfo]] = []
+        for event in events:
+            seq = event["seq"]
+            info = self._inflight.get(seq)
+            if info is None or info.rc not in (mqtt.MQTT_ERR_SUCCESS,):
+                info = self._client.publish(self.events_topic, _payload(event), qos=1)
+                if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                    raise TransientError(f"mqtt publish of seq {seq} failed: "
+                                         f"{mqtt.error_string(info.rc)}")
+                self._inflight[seq] = info
+            waiting.append((seq, info))
+        deadline = time.monotonic() + self.settings.publish_timeout_s
+        for seq, info in waiting:
+            try:
+                info.wait_for_publish(max(0.0, deadline - time.monotonic()))
+                published = info.is_published()
+            except (RuntimeError, ValueError) as exc:
+                self._inflight.pop(seq, None)
+                raise TransientError(f"mqtt publish of seq {seq} failed: {exc}") from None
+            if not published:
+                raise TransientError(f"no PUBACK for seq {seq} within "
+                                     f"{self.settings.publish_timeout_s:g}s")
+        for seq, _ in waiting:
+            self._inflight.pop(seq, None)
+
+    def _close(self) -> None:
+        if self._connected.is_set():
+            info = self._client.publish(self.status_topic, _payload(self._offline("shutdown")),
+                                        qos=1, retain=True)
+            try:
+                info.wait_for_publish(2.0)
+            except (RuntimeError, ValueError):
+                pass
+        self._client.disconnect()
+        self._client.loop_stop()

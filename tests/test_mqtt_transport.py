@@ -1,0 +1,205 @@
+"""The MQTT transport against a real mosquitto on loopback (started by the fixture)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.journal import Journal
+from controller.outbox import Outbox
+from controller.transports import TransientError, TransportConfigError, create
+from controller.transports.mqtt import MqttTransport, MqttTransportSettings
+from fixtures_backends import TcpRelay, mosquitto  # noqa: F401
+from journal_helpers import TABLE, event, fill
+
+pytestmark = pytest.mark.mosquitto
+
+
+class Subscriber:
+    """A paho client recording every message on pokdeng/<table>/#."""
+
+    def __init__(self, port: int, topic: str = f"pokdeng/{TABLE}/#"):
+        self.messages: list[tuple[str, dict, bool]] = []
+        self.changed = threading.Condition()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"sub-{time.time()}")
+        self.client.on_message = self._on_message
+        subscribed = threading.Event()
+        self.client.on_subscribe = lambda *a: subscribed.set()
+        self.client.on_connect = lambda c, *a: c.subscribe(topic, qos=1)
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        assert subscribed.wait(5), "subscriber could not subscribe"
+
+    def _on_message(self, client, userdata, message):
+        with self.changed:
+            self.messages.append((message.topic, json.loads(message.payload), message.retain))
+            self.changed.notify_all()
+
+    def events(self) -> list[dict]:
+        with self.changed:
+            return [m for t, m, _ in self.messages if t.endswith("/events")]
+
+    def statuses(self) -> list[tuple[dict, bool]]:
+        with self.changed:
+            return [(m, r) for t, m, r in self.messages if t.endswith("/status")]
+
+    def wait(self, predicate, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+            return True
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def settings(port: int, **options) -> MqttTransportSettings:
+    options = {"reconnect_min_s": 0.1, "reconnect_max_s": 0.5, "connect_timeout_s": 2.0,
+               "publish_timeout_s": 2.0, "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
+               **options}
+    return MqttTransportSettings("127.0.0.1", port, **options)
+
+
+def test_events_arrive_in_order_with_qos1_and_an_online_status(mosquitto):
+    sub = Subscriber(mosquitto.port)
+    t = MqttTransport(settings(mosquitto.port), table=TABLE)
+    try:
+        t.deliver([event(1), event(2), event(3)])
+        t.deliver([event(4)])
+        assert sub.wait(lambda: len(sub.events()) == 4)
+        assert sub.events() == [event(1), event(2), event(3), event(4)]
+        online = [m for m, _ in sub.statuses() if m["state"] == "online"]
+        assert online and online[0]["table"] == TABLE
+    finally:
+        t.close()
+    assert sub.wait(lambda: sub.statuses()[-1][0]["state"] == "offline")
+    assert sub.statuses()[-1][0]["reason"] == "shutdown"
+    sub.close()
+    late = Subscriber(mosquitto.port)  # the status is retained: a late subscriber sees it
+    assert late.wait(lambda: late.statuses())
+    status, retained = late.statuses()[0]
+    assert retained and status["state"] == "offline"
+    late.close()
+
+
+def test_last_will_marks_the_table_offline_when_the_process_dies(mosquitto):
+    child = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from controller.transports.mqtt import MqttTransport, MqttTransportSettings
+        from journal_helpers import event
+        t = MqttTransport(MqttTransportSettings("127.0.0.1", {mosquitto.port}), table="T7")
+        t.deliver([event(1)])
+        print("delivered", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "delivered"
+        sub = Subscriber(mosquitto.port)
+        assert sub.wait(lambda: sub.statuses())
+        assert sub.statuses()[0][0]["state"] == "online" and sub.statuses()[0][1]  # retained
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(5)
+        assert sub.wait(lambda: sub.statuses()[-1][0]["state"] == "offline")
+        assert sub.statuses()[-1][0]["reason"] == "connection lost"
+        sub.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
+    sub = Subscriber(mosquitto.port)
+    t = MqttTransport(settings(mosquitto.port), table=TABLE)
+    try:
+        t.deliver([event(1)])
+        mosquitto.stop()
+        sub.close()
+        with pytest.raises(TransientError, match="not connected to mqtt broker"):
+            t.deliver([event(2)])
+        mosquitto.start()
+        sub = Subscriber(mosquitto.port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                t.deliver([event(2), event(3)])
+                break
+            except TransientError:
+                assert time.monotonic() < deadline, "no reconnect within 10 s"
+        assert sub.wait(lambda: [e["seq"] for e in sub.events()][-2:] == [2, 3])
+    finally:
+        t.close()
+        sub.close()
+
+
+def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, tmp_path):
+    relay = TcpRelay(mosquitto.port)  # the table's path to the broker; the subscriber's stays up
+    journal = Journal(tmp_path / "journal.db")
+    sub = Subscriber(mosquitto.port)
+    transport = create("mqtt", {"host": "127.0.0.1", "port": relay.port,
+                                "reconnect_min_s": 0.1, "reconnect_max_s": 0.5,
+                                "connect_timeout_s": 1.0, "backoff_initial_s": 0.05,
+                                "backoff_max_s": 0.3}, table=TABLE)
+    try:
+        with Outbox(journal.path, [transport]) as outbox:
+            written = fill(journal, 30)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            relay.cut()
+            written += fill(journal, 300)  # most of a shoe while the network is down
+            outbox.notify()
+            assert _eventually(lambda: outbox.status()["mqtt"]["state"] == "retrying")
+            assert outbox.status()["mqtt"]["backlog"] > 0
+            relay.restore()
+            assert outbox.wait_delivered(journal.last_event_seq(), 15)
+        assert sub.wait(lambda: len({e["id"] for e in sub.events()}) == len(written))
+        seen = sub.events()
+        first_seen = []
+        for e in seen:
+            if e["id"] not in {f["id"] for f in first_seen}:
+                first_seen.append(e)
+        assert first_seen == written  # every event, in seq order
+        by_id = {e["id"]: e for e in written}
+        assert all(e == by_id[e["id"]] for e in seen)  # repeats carry the same body
+    finally:
+        journal.close()
+        sub.close()
+        relay.cut()
+
+
+def _eventually(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_config_errors_name_the_option(tmp_path):
+    with pytest.raises(TransportConfigError, match="protocol"):
+        MqttTransport(MqttTransportSettings("127.0.0.1", protocol="4"), table=TABLE)
+    with pytest.raises(TransportConfigError, match="password_file given without username"):
+        MqttTransport(MqttTransportSettings("127.0.0.1", password_file="/x"), table=TABLE)
+    with pytest.raises(TransportConfigError, match="password_file: cannot read"):
+        MqttTransport(MqttTransportSettings("127.0.0.1", username="u",
+                                            password_file=str(tmp_path / "none")), table=TABLE)
+    with pytest.raises(TransportConfigError, match="topic level"):
+        MqttTransport(MqttTransportSettings("127.0.0.1"), table="a/b")
