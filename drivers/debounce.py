@@ -1,11 +1,12 @@
 """Contact debouncing for panel buttons and the key switch. Pure: the caller passes the time.
 
 Two rules, both in ``debounce_s`` seconds:
-- a new level counts only once it has held for ``debounce_s`` (contact bounce and glitches
-  shorter than that are ignored);
-- a press that comes less than ``debounce_s`` after the previous accepted press of the same
-  button is ignored (``RepeatGuard``; the serial line panel, whose firmware debounces, uses
-  only this rule).
+- ``Debouncer``: a new level counts only once it has held for ``debounce_s``; contact bounce
+  and glitches shorter than that are ignored. Releases are debounced like presses, so a
+  re-press within ``debounce_s`` of a release is part of the same press (no second edge);
+- ``RepeatGuard``: a press that comes less than ``debounce_s`` after the previous accepted
+  press of the same button is ignored. The serial line panel, whose firmware debounces and
+  sends only press lines, uses this rule.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import usb.util
 
 from controller.inputs import BUTTONS, Button, DeviceStatus, Switch
 from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
-from drivers.debounce import Debouncer, RepeatGuard
+from drivers.debounce import Debouncer
 from drivers.panel_common import OptionReader, RateLimitedLog
 
 log = logging.getLogger("pokdeng.drivers.hid_panel")
@@ -279,14 +279,12 @@ class HidPanel(Driver):
         self._backend = backend  # None: pyusb picks libusb; tests pass the emulated backend
         self._monotonic = monotonic
         self._debouncer = Debouncer(self.config.debounce_s)
-        self._repeats = RepeatGuard(self.config.debounce_s)
         self._problems = RateLimitedLog(log)
         self._led_lock = threading.Lock()
         self._led_states = {name: False for name in self.config.layout.leds}
         self._leds_dirty = False
         self.connected = threading.Event()
-        self.counters = {"reports": 0, "bad_reports": 0, "presses": 0, "ignored_repeats": 0,
-                         "connects": 0}
+        self.counters = {"reports": 0, "bad_reports": 0, "presses": 0, "connects": 0}
 
     # -- called by the daemon (any thread) ---------------------------------------------------
     def set_leds(self, states: Mapping[str, bool]) -> None:
@@ -383,19 +381,16 @@ class HidPanel(Driver):
                                            cfg.describe(), exc)
                     log.debug("bad report bytes: %s", report.hex(" "))
             for channel, level in self._debouncer.poll(now):
-                self._post_change(channel, level, now)
+                self._post_change(channel, level)
 
-    def _post_change(self, channel: str, level: bool, now: float) -> None:
+    def _post_change(self, channel: str, level: bool) -> None:
         if channel == PAUSE_CHANNEL:
             self.post(Switch(self.clock(), "pause", level))
         elif level:
-            if self._repeats.accept(channel, now):
-                self.counters["presses"] += 1
-                self.post(Button(self.clock(), channel))
-            else:
-                self.counters["ignored_repeats"] += 1
-                log.info("ignored a repeated %s press within %g ms", channel,
-                         self.config.debounce_s * 1000)
+            # releases are debounced too, so a re-press within debounce_ms of the press never
+            # shows as a second edge: it is the same press with a bounce in it
+            self.counters["presses"] += 1
+            self.post(Button(self.clock(), channel))
 
     def _flush_leds(self, session: _HidSession) -> None:
         with self._led_lock:

@@ -64,7 +64,7 @@ class SimPanel(HidPanel):
             raise ValueError(f"the simulated panel has no button {name!r}; it has: "
                              f"{', '.join(self.config.layout.buttons)}")
         if hold_s is None:  # long enough to pass the debounce with room to spare
-            hold_s = max(2 * self.config.debounce_s, 0.03)
+            hold_s = max(4 * self.config.debounce_s, 0.08)
         self.hardware.press_bit(bit, hold_s)
 
     def set_pause_switch(self, on: bool) -> None:

@@ -1,0 +1,283 @@
+"""A dealer panel on a serial line: one button name a line, for simple microcontroller panels.
+
+The line protocol (docs/panel.md has the firmware side), ASCII, case-insensitive, each line
+ending in ``\\n`` (``\\r\\n`` accepted), at most ``MAX_LINE`` bytes:
+
+panel -> host::
+
+    start_round              a button press: new_shoe, start_round, reveal, cancel_round, end_shoe
+    switch pause on          the key switch is at PAUSE (a level; "off" = RUN)
+    # booting v1.2           a comment: ignored, as are blank lines
+
+host -> panel::
+
+    status?                  sent on every connect: answer with the "switch pause …" line
+    led start_round on       light (or "off") an LED, where the panel has one
+
+The panel debounces its own contacts; the host still ignores a repeat of the same button
+within ``debounce_ms``. Options::
+
+    port: /dev/pokdeng/panel     # anything serial.serial_for_url opens: socket://, loop://, spy://
+    baudrate: 9600
+    debounce_ms: 20
+    reconnect_seconds: 2.0
+    leds: [start_round, reveal]  # LED names the panel understands (default: none)
+
+The port is opened with the generic ``drivers.serial_link`` loop when that module is present;
+until then this module keeps its own small open/reconnect loop (see ``_run``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import serial
+
+from controller.inputs import BUTTONS, SWITCHES, Button, DeviceStatus, Switch
+from drivers.base import Clock, Driver, InputSink
+from drivers.debounce import RepeatGuard
+from drivers.panel_common import OptionReader, RateLimitedLog
+
+log = logging.getLogger("pokdeng.drivers.line_panel")
+
+MAX_LINE = 64
+STATUS_QUERY = b"status?\n"
+READ_TIMEOUT_S = 0.05
+
+
+class PanelLineError(ValueError):
+    """A line that is not part of the panel protocol."""
+
+
+@dataclass(frozen=True)
+class ButtonLine:
+    name: str
+
+
+@dataclass(frozen=True)
+class SwitchLine:
+    name: str
+    on: bool
+
+
+PanelLine = ButtonLine | SwitchLine
+
+
+def parse_panel_line(raw: bytes) -> PanelLine | None:
+    """One line (without its newline) -> a press, a switch level, or None (blank/comment)."""
+    try:
+        text = raw.decode("ascii").strip().lower()
+    except UnicodeDecodeError:
+        raise PanelLineError("not ASCII text") from None
+    if not text or text.startswith("#"):
+        return None
+    words = text.split()
+    if len(words) == 1 and words[0] in BUTTONS:
+        return ButtonLine(words[0])
+    if len(words) == 3 and words[0] == "switch":
+        if words[1] not in SWITCHES:
+            raise PanelLineError(f"unknown switch {words[1]!r}; expected one of: {', '.join(SWITCHES)}")
+        if words[2] not in ("on", "off"):
+            raise PanelLineError(f"switch position must be on or off, got {words[2]!r}")
+        return SwitchLine(words[1], words[2] == "on")
+    raise PanelLineError(f"unknown line {text[:MAX_LINE]!r}; expected a button name "
+                         f"({', '.join(BUTTONS)}) or 'switch pause on|off'")
+
+
+class LineSplitter:
+    """Bytes in, complete lines out; a line longer than ``limit`` is dropped whole (counted)."""
+
+    def __init__(self, limit: int = MAX_LINE):
+        self.limit = limit
+        self._buffer = bytearray()
+        self._discarding = False
+        self.too_long = 0
+
+    def reset(self) -> None:
+        self._buffer.clear()
+        self._discarding = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if not self._discarding:
+                self._buffer += piece
+                if len(self._buffer) > self.limit:
+                    self.too_long += 1
+                    self._buffer.clear()
+                    self._discarding = True
+            if end < 0:
+                return lines
+            if not self._discarding:
+                lines.append(bytes(self._buffer).rstrip(b"\r"))
+            self._buffer.clear()
+            self._discarding = False
+            start = end + 1
+
+
+@dataclass(frozen=True)
+class LinePanelConfig:
+    port: str
+    baudrate: int
+    debounce_s: float
+    reconnect_seconds: float
+    leds: tuple[str, ...]
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], driver: str = "line_panel") -> "LinePanelConfig":
+        opts = OptionReader(options, driver)
+        leds = opts._get("leds", [])
+        if not isinstance(leds, (list, tuple)) or not all(
+                isinstance(n, str) and n.isidentifier() for n in leds):
+            raise opts.error("leds", f"expected a list of LED names, got {leds!r}")
+        config = cls(
+            port=opts.text("port"),
+            baudrate=opts.integer("baudrate", 9600, 50, 4_000_000),
+            debounce_s=opts.number("debounce_ms", 20, 0, 1000) / 1000.0,
+            reconnect_seconds=opts.number("reconnect_seconds", 2.0, 0.01, 3600),
+            leds=tuple(leds),
+        )
+        opts.finish()
+        return config
+
+
+class LinePanel(Driver):
+    """The serial line panel driver (protocol and options in the module docstring)."""
+
+    device = "panel"
+
+    def __init__(self, sink: InputSink, options: Mapping[str, Any] | None = None,
+                 clock: Clock = time.time, name: str | None = None, *,
+                 monotonic: Callable[[], float] = time.monotonic):
+        super().__init__(sink, options, clock, name)
+        self.config = LinePanelConfig.from_options(self.options)
+        self._monotonic = monotonic
+        self._repeats = RepeatGuard(self.config.debounce_s)
+        self._problems = RateLimitedLog(log)
+        self._splitter = LineSplitter()
+        self._led_lock = threading.Lock()
+        self._led_states: dict[str, bool] = {}
+        self._led_pending: dict[str, bool] = {}
+        self._port: serial.SerialBase | None = None
+        self.connected = threading.Event()
+        self.counters = {"lines": 0, "bad_lines": 0, "too_long": 0, "presses": 0,
+                         "ignored_repeats": 0, "connects": 0}
+
+    def set_leds(self, states: Mapping[str, bool]) -> None:
+        """As ``HidPanel.set_leds``: named LEDs change, others keep their state; a button
+        name with no LED on this panel is ignored; sent again after every reconnect."""
+        unknown = [n for n in states if n not in self.config.leds and n not in BUTTONS]
+        if unknown:
+            raise ValueError(f"unknown LED(s) {', '.join(map(repr, unknown))}; this panel has: "
+                             f"{', '.join(self.config.leds) or 'no LEDs'}")
+        with self._led_lock:
+            for name, on in states.items():
+                if name in self.config.leds:
+                    self._led_states[name] = bool(on)
+                    self._led_pending[name] = bool(on)
+
+    # -- the driver thread ---------------------------------------------------------------------
+    def _run(self, stop: threading.Event) -> None:
+        reported_down = False
+        port_name = self.config.port
+        while not stop.is_set():
+            try:
+                port = serial.serial_for_url(port_name, baudrate=self.config.baudrate,
+                                             timeout=READ_TIMEOUT_S, write_timeout=1.0)
+            except (serial.SerialException, OSError, ValueError) as exc:
+                if not reported_down:
+                    self.post(DeviceStatus(self.clock(), self.device, False))
+                    reported_down = True
+                log.warning("serial panel %s unavailable (%s); retrying in %g s", port_name, exc,
+                            self.config.reconnect_seconds)
+                stop.wait(self.config.reconnect_seconds)
+                continue
+            self._port = port
+            try:
+                self._on_connected(port)
+                reported_down = False
+                self._serve(port, stop)
+            except (serial.SerialException, OSError) as exc:
+                log.warning("serial panel %s lost (%s)", port_name, exc)
+                self.connected.clear()
+                self.post(DeviceStatus(self.clock(), self.device, False))
+                reported_down = True
+                stop.wait(self.config.reconnect_seconds)
+            finally:
+                self._port = None
+                try:
+                    port.close()
+                except (serial.SerialException, OSError):
+                    pass
+        self.connected.clear()
+
+    def _wake(self) -> None:
+        port = self._port
+        if port is not None and hasattr(port, "cancel_read"):
+            try:
+                port.cancel_read()
+            except (serial.SerialException, OSError):
+                pass
+
+    def _on_connected(self, port: serial.SerialBase) -> None:
+        self._splitter.reset()
+        self._switch_levels: dict[str, bool] = {}  # unknown until the panel answers
+        self.counters["connects"] += 1
+        log.info("serial panel %s connected", self.config.port)
+        self.post(DeviceStatus(self.clock(), self.device, True))
+        port.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
+        with self._led_lock:
+            self._led_pending = dict(self._led_states)
+        self.connected.set()
+
+    def _serve(self, port: serial.SerialBase, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self._flush_leds(port)
+            data = port.read(max(1, port.in_waiting or 1))
+            if not data:
+                continue
+            before = self._splitter.too_long
+            for line in self._splitter.feed(data):
+                self._handle_line(line)
+            if self._splitter.too_long != before:
+                self.counters["too_long"] += self._splitter.too_long - before
+                self._problems.warning("too_long", "serial panel %s: dropped a line longer "
+                                       "than %d bytes", self.config.port, MAX_LINE)
+
+    def _handle_line(self, line: bytes) -> None:
+        self.counters["lines"] += 1
+        try:
+            message = parse_panel_line(line)
+        except PanelLineError as exc:
+            self.counters["bad_lines"] += 1
+            self._problems.warning("bad_line", "serial panel %s: ignored a line: %s",
+                                   self.config.port, exc)
+            log.debug("bad line bytes: %s", line.hex(" "))
+            return
+        if isinstance(message, ButtonLine):
+            if self._repeats.accept(message.name, self._monotonic()):
+                self.counters["presses"] += 1
+                self.post(Button(self.clock(), message.name))
+            else:
+                self.counters["ignored_repeats"] += 1
+                log.info("ignored a repeated %s press within %g ms", message.name,
+                         self.config.debounce_s * 1000)
+        elif isinstance(message, SwitchLine):
+            # the first report after a connect is always posted; later ones only on a change
+            if self._switch_levels.get(message.name) != message.on:
+                self._switch_levels[message.name] = message.on
+                self.post(Switch(self.clock(), message.name, message.on))
+
+    def _flush_leds(self, port: serial.SerialBase) -> None:
+        with self._led_lock:
+            pending, self._led_pending = self._led_pending, {}
+        if pending:
+            port.write(b"".join(f"led {n} {'on' if on else 'off'}\n".encode()
+                                for n, on in sorted(pending.items())))

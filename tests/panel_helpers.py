@@ -1,0 +1,75 @@
+"""Helpers for the panel driver tests: a sink that records inputs and waits on conditions,
+and a check that a test leaves no driver thread behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from controller.inputs import Button, DeviceStatus, Switch
+
+WAIT = 5.0  # generous: the tests wait on conditions, never on fixed sleeps alone
+
+
+class Collector:
+    """An input sink (what the daemon's queue is to a driver) that tests can wait on."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, inp: Any) -> None:
+        with self._cond:
+            self.items.append(inp)
+            self._cond.notify_all()
+
+    def snapshot(self) -> list[Any]:
+        with self._cond:
+            return list(self.items)
+
+    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = WAIT,
+                 what: str = "condition") -> list[Any]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self.items):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}; inputs: {self.items}")
+                self._cond.wait(left)
+            return list(self.items)
+
+    def wait_count(self, kind: type, n: int, timeout: float = WAIT) -> list[Any]:
+        self.wait_for(lambda items: len([i for i in items if isinstance(i, kind)]) >= n,
+                      timeout, f"{n} {kind.__name__} input(s)")
+        return self.of(kind)
+
+    def of(self, kind: type) -> list[Any]:
+        return [i for i in self.snapshot() if isinstance(i, kind)]
+
+
+def summary(items: list[Any]) -> list[tuple]:
+    """Inputs without their time stamps, for comparing sequences."""
+    out: list[tuple] = []
+    for inp in items:
+        if isinstance(inp, Button):
+            out.append(("button", inp.name))
+        elif isinstance(inp, Switch):
+            out.append(("switch", inp.name, inp.on))
+        elif isinstance(inp, DeviceStatus):
+            out.append(("device", inp.name, inp.connected))
+        else:
+            out.append((inp.kind,))
+    return out
+
+
+def driver_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("driver-") and t.is_alive()}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
