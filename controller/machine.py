@@ -177,7 +177,9 @@ class TableMachine:
         self.switch_on = False
         self.fault: Fault | None = None
         self.last_fault: Fault | None = None
-        self.card_owed = False  # a misread card must be entered (or the round cancelled)
+        # The fault (misread or ninth_copy) whose card the supervisor may enter by hand. A
+        # misread also blocks resume: the card went somewhere and must be known.
+        self.card_owed: str | None = None
         self._reset_shoe()
         self._events: list[dict[str, Any]] = []
         self._now = 0.0
@@ -295,7 +297,7 @@ class TableMachine:
         return not self.switch_on
 
     def misread_card_entered(self) -> bool:
-        return not self.card_owed
+        return self.card_owed != faults.MISREAD
 
     def shoe_back_if_cards_needed(self) -> bool:
         return self.devices["shoe"] or not self._needs_cards()
@@ -373,7 +375,7 @@ class TableMachine:
         the key still holds the table at PAUSE."""
         if self.hold != "paused":
             return
-        self.card_owed = False
+        self.card_owed = None
         if self.switch_on:
             self.fault = Fault(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
         else:
@@ -381,6 +383,7 @@ class TableMachine:
 
     def _resume(self) -> None:
         self.fault = None
+        self.card_owed = None  # a ninth copy not entered by now was set aside
         self.resume_table()
         data: dict[str, Any] = {}
         if self.round is not None and self.round.closes_at is not None:
@@ -469,9 +472,11 @@ class TableMachine:
                         f"{self._card_words(card)} would be card {self.composition.cards_drawn + 1}"
                         f" of a {size}-card shoe; check the reader, cancel_round and end_shoe")
         else:
+            if self._needs_cards():
+                self.card_owed = faults.NINTH_COPY
             self._fault(faults.NINTH_COPY,
                         f"{self._card_words(card)} would be copy {self.settings.decks + 1} of one "
-                        f"card in a {self.settings.decks}-deck shoe; supervisor enter_card with "
+                        f"card in a shoe of {self.settings.decks} decks; supervisor enter_card with "
                         "the card drawn, or set it aside and resume, or cancel_round")
 
     def _on_misread(self, inp: Misread) -> None:
@@ -482,7 +487,7 @@ class TableMachine:
                         f"an unreadable card came out while the table is paused{said}; "
                         "set it aside, then resume or cancel_round", detail or None)
         elif self._needs_cards():
-            self.card_owed = True
+            self.card_owed = faults.MISREAD
             self._fault(faults.MISREAD,
                         f"the shoe could not read a card{said}; supervisor enter_card with that "
                         "card, or cancel_round", detail or None)
@@ -636,7 +641,6 @@ class TableMachine:
             if blocker:
                 self._reject(inp, *blocker)
                 return
-            self.card_owed = False
             self._resume()
             self._take_card(inp.card, entered=True)
 
