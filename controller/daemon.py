@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 import structlog
 
-from controller.config import Config
+from controller.config import EX_CONFIG, Config, ConfigError
 from controller.inputs import Fault, Input, Supervisor, Tick, with_time
 from controller.logging_setup import bind_table_context
 from controller.notify import Notifier
@@ -65,6 +65,11 @@ class TableClock:
         if self.speed == 1.0:
             return time.time()
         return self._start + (time.monotonic() - self._mono) * self.speed
+
+    def catch_up(self, table_time: float) -> None:
+        """A fast clock restarted after a stop resumes from where the table was (demo)."""
+        if self.speed != 1.0 and self.now() < table_time:
+            self._start, self._mono = table_time, time.monotonic()
 
     def real_seconds(self, table_seconds: float) -> float:
         """Real seconds until ``table_seconds`` of table time have passed."""
@@ -136,6 +141,7 @@ class Daemon:
         self._last_at = 0.0
         self._stop = threading.Event()
         self._stopping = False
+        self.ready = threading.Event()  # set once READY=1 was sent
         self._storage_fault: str | None = None
         self._storage_retry_at = 0.0
         self._watchdog_interval = self.notifier.watchdog_interval()
@@ -163,6 +169,10 @@ class Daemon:
         self._stop.set()
         # From a signal handler the main thread may hold the queue's lock: post from a thread.
         threading.Thread(target=self.queue.put, args=(_STOP,), daemon=True).start()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set() or self._stopping
 
     def add_event_listener(self, listener: Callable[[list[dict[str, Any]]], None]) -> None:
         """Called on the owner thread with each input's events once they are journaled."""
@@ -244,10 +254,17 @@ class Daemon:
         except Exception as exc:
             raise StartupError(f"cannot recover from {self.config.journal_path}: {exc}") from None
         self._last_at = float(self.machine.status().get("clock") or 0.0)
+        self.clock.catch_up(self._last_at)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
-        self._start_outbox()
-        self.drivers = self._create_drivers()
+        from controller.transports import TransportConfigError
+        from drivers.base import DriverConfigError
+
+        try:
+            self._start_outbox()
+            self.drivers = self._create_drivers()
+        except (TransportConfigError, DriverConfigError, ConfigError) as exc:
+            raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
         for driver in self.drivers:
             driver.start()
         if self.config.control is not None:
@@ -257,12 +274,13 @@ class Daemon:
                 self.control.start()
             except ControlError as exc:
                 self.control = None
-                raise StartupError(str(exc), 78 if "control.group" in str(exc) else 1) from None
+                raise StartupError(str(exc), EX_CONFIG if "control.group" in str(exc) else 1) from None
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=self.journal.record_count(),
                  last_seq=self.journal.last_event_seq(), state=status.get("state"))
         self.notifier.ready(status_line(status))
+        self.ready.set()
         self._ping_watchdog(force=True)
 
     def _start_outbox(self) -> None:
@@ -279,13 +297,13 @@ class Daemon:
 
         if self._driver_factories is not None:
             return [factory(self.post, self.clock) for factory in self._driver_factories]
+        # positional: the registry's own first parameter is called "name" too
         drivers = [registry.create(self.config.shoe.driver, self.post,
-                                   self.config.shoe.driver_options(), clock=self.clock,
-                                   name="shoe")]
+                                   self.config.shoe.driver_options(), self.clock, "shoe")]
         if self.config.panel is not None:
             drivers.append(registry.create(self.config.panel.driver, self.post,
-                                           self.config.panel.driver_options(), clock=self.clock,
-                                           name="panel"))
+                                           self.config.panel.driver_options(), self.clock,
+                                           "panel"))
         return drivers
 
     def _shutdown(self) -> None:

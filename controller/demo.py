@@ -1,0 +1,404 @@
+"""The demo table: the real daemon path on simulated devices, no config, no hardware.
+
+``pokdeng-table demo`` starts a simulated Bee-Tek shoe on a pty (``drivers.sim_shoe``) and a
+simulated USB button panel (``sim_panel``: the real HID driver on an emulated pyusb backend),
+builds a config for them, and runs the same ``Daemon`` that ``run`` runs: drivers → queue →
+table machine → journal → outbox → a JSON Lines file sink. A demo *dealer* then plays the table
+the way a person would, following only the daemon's sealed status: press ``new_shoe``, draw
+the flip card and the burns, press ``start_round``, deal the burn and 12 cards in order, wait
+for betting to close, and so on until the cut card's round is settled (or ``--rounds``).
+
+Table time runs ``--speed`` times faster than real time (default 50: a 15 s betting window is
+0.3 s), so a whole shoe plays in well under a minute with the table's real rules and timings.
+
+State lives in ``--state-dir`` (default: a new directory under /tmp, printed at the start):
+the journal and ``demo.json`` with the shuffle seed. The shoe order is derived from that seed
+and the shoe number, and the dealer resumes from ``cards_drawn`` in the recovered status, so a
+demo killed at any point and rerun with the same ``--state-dir`` carries on with the same shoe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from controller.cards import Card, parse_card
+from controller.config import Config, parse_config
+from controller.daemon import Daemon, TableClock
+from controller.notify import Notifier
+
+DEMO_TABLE = "DEMO-1"
+DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
+PAUSE_BETWEEN_ROUNDS = 3  # table seconds the result stays up before the next start_round
+STALL_SECONDS = 10.0      # real seconds without progress before the demo gives up
+
+DEMO_CONFIG = """
+table:
+  id: {table}
+  betting_seconds: 15
+  reveal: auto
+  decks: 8
+state_dir: {state_dir}
+shoe:
+  driver: beetek
+  url: {shoe_link}
+  reconnect_seconds: 0.2
+panel:
+  driver: sim_panel
+  reconnect_seconds: 0.2
+control:
+  socket: {socket}
+transports:
+  file:
+    path: {events}
+logging:
+  level: warning
+  format: console
+"""
+
+
+@dataclass
+class DemoOptions:
+    rounds: int | None = None
+    speed: float = 50.0
+    seed: int | None = None
+    state_dir: str | None = None
+    events: str | None = None
+    quiet: bool = False
+
+
+class DemoError(Exception):
+    """The demo cannot go on; the message says why."""
+
+
+def shoe_seed(seed: int, shoe: int) -> int:
+    """Shoe 1 is shuffled with the demo's seed itself; later shoes with the next numbers."""
+    return seed + shoe - 1
+
+
+def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
+    """The demo's own state (the seed), created on the first run, kept on reruns."""
+    path = state_dir / "demo.json"
+    if path.exists():
+        state = json.loads(path.read_text())
+        if seed is not None and seed != state["seed"]:
+            print(f"note: {state_dir} was started with --seed {state['seed']}; "
+                  f"carrying on with it", file=sys.stderr)
+        return state
+    state = {"seed": seed if seed is not None else random.SystemRandom().randrange(1, 10**6),
+             "decks": 8}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+    return state
+
+
+def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
+    import yaml
+
+    text = DEMO_CONFIG.format(table=DEMO_TABLE, state_dir=json.dumps(str(state_dir)),
+                              shoe_link=json.dumps(str(shoe_link)),
+                              socket=json.dumps(str(state_dir / "control.sock")),
+                              events=json.dumps(str(events)))
+    return parse_config(yaml.safe_load(text), "demo config")
+
+
+# --- the view ----------------------------------------------------------------------------------
+
+def _card(code: str) -> str:
+    return parse_card(code).display()
+
+
+def _hand_text(hand: dict[str, Any]) -> str:
+    cards = " ".join(_card(c) for c in hand["cards"])
+    value = hand["value"]
+    value_text = f"{value:g}"
+    extras = [hand["combo"].replace("_", " ")] if hand.get("combo") else []
+    if hand.get("flush") and not hand.get("combo"):
+        extras.append("flush")
+    if hand.get("pair") and not hand.get("combo"):
+        extras.append("pair")
+    return f"{cards:<8} {value_text:>3} {', '.join(extras)}".rstrip()
+
+
+def round_result_lines(event: dict[str, Any]) -> list[str]:
+    """A round's result for people: hands, values, combos, outcome and returns per 100."""
+    data = event["data"]
+    hands, positions = data["hands"], data["positions"]
+    lines = [f"Round {event['round']} of shoe {event['shoe']}"
+             + ("  (last round)" if data.get("last_round") else "")]
+    lines.append(f"  {'Banker':<7}{_hand_text(hands['banker'])}")
+    for pos in ("P1", "P2", "P3", "P4", "P5"):
+        result = positions[pos]
+        outcome = result["outcome"].upper()
+        if result.get("odds"):
+            outcome += f" {result['odds']}"
+        returned = result["player_bet_return"] * 100
+        pair = f"   pair bet returns {result['pair_bet_return'] * 100}" if result["pair"] else ""
+        lines.append(f"  {pos:<7}{_hand_text(hands[pos]):<34}{outcome:<9} "
+                     f"bet 100 (200 held) returns {returned:>3}{pair}")
+    return lines
+
+
+def event_line(event: dict[str, Any]) -> str | None:
+    """One line for the other events worth showing; None for the quiet ones."""
+    kind, data = event["type"], event.get("data") or {}
+    if kind == "shoe_started":
+        return f"=== shoe {event['shoe']} started ==="
+    if kind == "burn_card_shown":
+        return f"flip card {_card(data['card'])}: burn {data['burn_count']}"
+    if kind == "burn_completed":
+        return f"{data['burned']} cards burned; ready"
+    if kind == "round_opened":
+        return f"round {event['round']}: betting open for {data['betting_seconds']:g} s"
+    if kind == "cut_card_drawn":
+        return "cut card drawn: this is the shoe's last round"
+    if kind == "paused":
+        return f"PAUSED: {data.get('reason')} ({data.get('code')})"
+    if kind == "resumed":
+        return "resumed"
+    if kind == "round_cancelled":
+        return f"round {event['round']} cancelled, bets refunded: {data.get('reason')}"
+    if kind == "shoe_ended":
+        return (f"=== shoe {event['shoe']} ended: {data.get('rounds')} rounds, "
+                f"{data.get('cards_drawn')} cards drawn ({data.get('reason')}) ===")
+    if kind == "device_status":
+        return f"{data['device']} {'connected' if data['connected'] else 'DISCONNECTED'}"
+    if kind == "input_rejected":
+        return f"rejected {data.get('name') or data.get('input')}: {data.get('reason')}"
+    return None
+
+
+class DemoView:
+    """Prints the events off the owner thread (a slow terminal must not slow the table)."""
+
+    def __init__(self, out: TextIO, quiet: bool):
+        self.out = out
+        self.quiet = quiet
+        self.queue: "queue.Queue[list[dict[str, Any]] | None]" = queue.Queue()
+        self.results = 0
+        self.events = 0
+        self.shoe_ended = threading.Event()
+        self.round_results = threading.Semaphore(0)
+        self._thread = threading.Thread(target=self._print_loop, name="demo-view", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def on_events(self, events: list[dict[str, Any]]) -> None:  # owner thread: be quick
+        for event in events:
+            self.events += 1
+            if event["type"] == "round_result":
+                self.results += 1
+                self.round_results.release()
+            elif event["type"] == "shoe_ended":
+                self.shoe_ended.set()
+        self.queue.put(events)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self._thread.join(5)
+
+    def _print_loop(self) -> None:
+        while True:
+            events = self.queue.get()
+            if events is None:
+                return
+            for event in events:
+                if event["type"] == "round_result":
+                    lines = round_result_lines(event)
+                else:
+                    show = not self.quiet or event["type"] in ("shoe_ended", "paused")
+                    line = event_line(event) if show else None
+                    lines = [line] if line else []
+                for line in lines:
+                    self.out.write(line + "\n")
+            self.out.flush()
+
+
+# --- the dealer --------------------------------------------------------------------------------
+
+class DemoDealer:
+    """Plays the table from the daemon's sealed status, as a dealer would."""
+
+    def __init__(self, daemon: Daemon, shoe_sim: Any, seed: int, decks: int,
+                 rounds: int | None, view: DemoView):
+        self.daemon = daemon
+        self.shoe_sim = shoe_sim
+        self.seed = seed
+        self.decks = decks
+        self.rounds = rounds
+        self.view = view
+        self.error: str | None = None
+        self._order: tuple[int, list[Card], int] | None = None  # shoe, cards, cut position
+        self._sent: tuple[int, int] | None = None  # (shoe, index) of the last card sent
+        self._thread = threading.Thread(target=self._main, name="demo-dealer", daemon=True)
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    @property
+    def panel(self) -> Any:
+        return next(d for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
+
+    def _cards_for(self, shoe: int) -> tuple[list[Card], int]:
+        from drivers.sim_shoe import cut_card_position, shuffled_shoe
+
+        if self._order is None or self._order[0] != shoe:
+            seed = shoe_seed(self.seed, shoe)
+            cards = shuffled_shoe(seed, self.decks)
+            self._order = (shoe, cards, cut_card_position(seed, len(cards)))
+        return self._order[1], self._order[2]
+
+    def _sleep_table(self, table_seconds: float) -> None:
+        self._stop.wait(self.daemon.clock.real_seconds(table_seconds))
+
+    def _main(self) -> None:
+        try:
+            self._play()
+        except DemoError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # the demo must end, not hang, on a surprise
+            self.error = f"demo dealer failed: {exc!r}"
+        finally:
+            self.daemon.request_stop()
+
+    def _wait_devices(self) -> dict[str, Any]:
+        deadline = time.monotonic() + STALL_SECONDS
+        version = -1
+        while not self._stop.is_set():
+            version, status = self.daemon.wait_for_change(version, 0.2)
+            panel_up = any(getattr(d, "connected", None) is not None and d.connected.is_set()
+                           for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
+            if status.get("state") not in ("starting",) and panel_up:
+                return status
+            if time.monotonic() > deadline:
+                raise DemoError("the simulated panel did not connect")
+        raise DemoError("stopped")
+
+    def _play(self) -> None:
+        status = self._wait_devices()
+        results_at_start = self.view.results
+        version, last_progress = -1, time.monotonic()
+        last_key: Any = None
+        while not self._stop.is_set():
+            version, status = self.daemon.wait_for_change(version, 0.2)
+            if self.view.shoe_ended.is_set() and status.get("state") == "no_shoe":
+                return
+            if self.rounds is not None and self.view.results - results_at_start >= self.rounds \
+                    and status.get("state") in ("ready", "no_shoe"):
+                return
+            key = (status.get("state"), status.get("cards_drawn"), status.get("round"),
+                   status.get("paused"), status.get("betting_open"))
+            if key != last_key:
+                last_key, last_progress = key, time.monotonic()
+                self._act(status)
+            elif status.get("state") == "betting" and status.get("next_target") is None:
+                last_progress = time.monotonic()  # waiting for the countdown is progress
+            elif time.monotonic() - last_progress > STALL_SECONDS:
+                raise DemoError(f"the table made no progress for {STALL_SECONDS:g} s "
+                                f"(state {status.get('state')}: {status.get('prompt')})")
+
+    def _act(self, status: dict[str, Any]) -> None:
+        state = status.get("state")
+        if status.get("paused"):
+            raise DemoError(f"the table paused: {status.get('prompt')}")
+        if state == "no_shoe":
+            self.panel.press("new_shoe")
+            return
+        if state == "ready":
+            self._sleep_table(PAUSE_BETWEEN_ROUNDS)
+            self.panel.press("start_round")
+            return
+        if status.get("next_target") is not None:
+            self._deal(status)
+
+    def _deal(self, status: dict[str, Any]) -> None:
+        shoe = int(status["shoe"])
+        cards, cut_at = self._cards_for(shoe)
+        drawn = int(status["cards_drawn"])
+        if self._sent is not None and self._sent[0] == shoe and self._sent[1] >= drawn:
+            return  # that card is on its way; the status has not caught up yet
+        if drawn >= len(cards):
+            raise DemoError("the shoe is empty")
+        self._sleep_table(DEAL_SECONDS)
+        if drawn >= cut_at and not status.get("last_round"):
+            self.shoe_sim.send_cut_card()
+        self.shoe_sim.send_card(cards[drawn])
+        self._sent = (shoe, drawn)
+
+
+# --- putting it together -----------------------------------------------------------------------
+
+def main(options: DemoOptions, out: TextIO | None = None) -> int:
+    from controller.logging_setup import setup_logging
+    from drivers.sim_shoe import ShoeSimulator
+
+    out = out or sys.stdout
+    if options.state_dir:
+        state_dir = Path(options.state_dir).resolve()
+        state_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        state_dir = Path(tempfile.mkdtemp(prefix="pokdeng-demo-"))
+    state = load_state(state_dir, options.seed)
+    events = Path(options.events).resolve() if options.events else state_dir / "events.jsonl"
+    shoe_link = state_dir / "shoe.pty"
+    if shoe_link.is_symlink() or shoe_link.exists():
+        shoe_link.unlink()  # left by a demo that was killed: its pty is gone
+    config = demo_config(state_dir, shoe_link, events)
+    setup_logging(config.logging.level, config.logging.format, stream=sys.stderr)
+
+    resumed = (state_dir / "journal.sqlite").exists()
+    out.write(f"pokdeng-table demo: table {DEMO_TABLE}, seed {state['seed']}, "
+              f"speed x{options.speed:g}{', resuming' if resumed else ''}\n"
+              f"  state: {state_dir}  (rerun with --state-dir {state_dir} to carry on)\n"
+              f"  events: {events}\n"
+              f"  dealer view: pokdeng-table watch --socket {state_dir / 'control.sock'}\n")
+    out.flush()
+
+    shoe_sim = ShoeSimulator(shoe_link, "beetek", decks=state["decks"], seed=state["seed"])
+    shoe_sim.start()
+    view = DemoView(out, options.quiet)
+    daemon = Daemon(config, notifier=Notifier({}), clock=TableClock(options.speed))
+    daemon.add_event_listener(view.on_events)
+    view.start()
+    dealer = DemoDealer(daemon, shoe_sim, state["seed"], state["decks"], options.rounds, view)
+    # The daemon's loop owns this (main) thread, for the signals; the dealer plays beside it
+    # once the daemon is ready (its drivers exist).
+    threading.Thread(target=_start_when_ready, args=(daemon, dealer), daemon=True).start()
+    started = time.monotonic()
+    status = daemon.run()
+    dealer.stop()
+    shoe_sim.close(drain_timeout=0.5)
+    view.close()
+    elapsed = time.monotonic() - started
+    if status != 0:
+        print(f"pokdeng-table demo: the daemon stopped with status {status}", file=sys.stderr)
+        return status
+    if dealer.error:
+        print(f"pokdeng-table demo: {dealer.error}", file=sys.stderr)
+        return 1
+    out.write(f"\n{view.results} round(s) played in {elapsed:.1f} s ({view.events} events this "
+              f"run); journal {state_dir / 'journal.sqlite'}, events {events}\n")
+    return 0
+
+
+def _start_when_ready(daemon: Daemon, dealer: DemoDealer) -> None:
+    while not daemon.ready.wait(0.5):
+        if daemon.stopping:
+            return
+    dealer.start()
