@@ -14,42 +14,19 @@ from typing import Any, TextIO
 
 from controller.machine import REVEAL_MODES, MachineSettings
 
-# The keys of the config file's `table:` section that replay needs. The daemon's strict
-# config loader (controller/config.py) owns the full file; this is the small seam for now.
-TABLE_KEYS = {"id": "table_id", "betting_seconds": "betting_seconds", "reveal": "reveal",
-              "decks": "decks"}
-
 
 class ConfigError(ValueError):
     """A config file replay cannot use; names the file and the key."""
 
 
 def settings_from_config(path: str) -> MachineSettings:
-    """MachineSettings from the `table:` section of a YAML config file."""
-    import yaml
+    """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
+    from controller.config import ConfigError as BadConfig, load_config
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            document: Any = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if document is None:
-        document = {}
-    if not isinstance(document, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    table = document.get("table", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: table: expected a mapping")
-    values: dict[str, Any] = {}
-    for key, field in TABLE_KEYS.items():
-        if key in table:
-            values[field] = table[key]
-    try:
-        return MachineSettings(**values)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: table: {exc}") from None
+        return load_config(path).machine_settings()
+    except BadConfig as exc:
+        raise ConfigError(exc.report()) from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "line, naming it. Reveal mode choices: " + ", ".join(REVEAL_MODES) + ".",
     )
     parser.add_argument("script", help="table script file, or - for standard input")
-    parser.add_argument("--config", metavar="FILE", help="YAML config; its table: section is used")
+    parser.add_argument("--config", metavar="FILE", help="the daemon's YAML config (checked in full); its table: section is used")
     parser.set_defaults(func=run)
 
 
