@@ -36,6 +36,7 @@ class WebhookBackend:
         self.conflicts: list[str] = []                # ids that came back with another body
         self.requests = 0
         self.bad_signatures = 0
+        self.truncated = 0                            # requests cut short by a dying client
         self.idempotency_keys: list[str] = []
         self.fail_with: list[int | str] = []          # next answers: status code, "drop", "stall"
         self.always: int | str | None = None          # answer every request like this
@@ -103,6 +104,11 @@ class WebhookBackend:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length", "0"))
         body = handler.rfile.read(length)
+        if len(body) < length:  # the client died mid-request: nothing to answer
+            handler.close_connection = True
+            with self.lock:
+                self.truncated += 1
+            return
         with self.lock:
             self.requests += 1
             action = self.fail_with.pop(0) if self.fail_with else self.always
