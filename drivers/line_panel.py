@@ -17,7 +17,7 @@ host -> panel::
 The panel debounces its own contacts; the host still ignores a repeat of the same button
 within ``debounce_ms``. Options::
 
-    port: /dev/pokdeng/panel     # anything serial.serial_for_url opens: socket://, loop://, spy://
+    url: /dev/pokdeng/panel      # anything serial.serial_for_url opens: socket://, loop://, spy://
     baudrate: 9600
     debounce_ms: 20
     reconnect_seconds: 2.0
@@ -91,8 +91,9 @@ def parse_panel_line(raw: bytes) -> PanelLine | None:
 class LineSplitter:
     """Bytes in, complete lines out; a line longer than ``limit`` is dropped whole (counted)."""
 
-    def __init__(self, limit: int = MAX_LINE):
+    def __init__(self, limit: int = MAX_LINE, on_too_long: Callable[[], None] | None = None):
         self.limit = limit
+        self._on_too_long = on_too_long
         self._buffer = bytearray()
         self._discarding = False
         self.too_long = 0
@@ -111,6 +112,8 @@ class LineSplitter:
                 self._buffer += piece
                 if len(self._buffer) > self.limit:
                     self.too_long += 1
+                    if self._on_too_long is not None:
+                        self._on_too_long()
                     self._buffer.clear()
                     self._discarding = True
             if end < 0:
@@ -124,7 +127,7 @@ class LineSplitter:
 
 @dataclass(frozen=True)
 class LinePanelConfig:
-    port: str
+    url: str
     baudrate: int
     debounce_s: float
     reconnect_seconds: float
@@ -138,7 +141,7 @@ class LinePanelConfig:
                 isinstance(n, str) and n.isidentifier() for n in leds):
             raise opts.error("leds", f"expected a list of LED names, got {leds!r}")
         config = cls(
-            port=opts.text("port"),
+            url=opts.text("url"),
             baudrate=opts.integer("baudrate", 9600, 50, 4_000_000),
             debounce_s=opts.number("debounce_ms", 20, 0, 1000) / 1000.0,
             reconnect_seconds=opts.number("reconnect_seconds", 2.0, 0.01, 3600),
@@ -161,7 +164,7 @@ class LinePanel(Driver):
         self._monotonic = monotonic
         self._repeats = RepeatGuard(self.config.debounce_s)
         self._problems = RateLimitedLog(log)
-        self._splitter = LineSplitter()
+        self._splitter = LineSplitter(MAX_LINE, self._line_too_long)
         self._led_lock = threading.Lock()
         self._led_states: dict[str, bool] = {}
         self._led_pending: dict[str, bool] = {}
@@ -186,7 +189,7 @@ class LinePanel(Driver):
     # -- the driver thread ---------------------------------------------------------------------
     def _run(self, stop: threading.Event) -> None:
         reported_down = False
-        port_name = self.config.port
+        port_name = self.config.url
         while not stop.is_set():
             try:
                 port = serial.serial_for_url(port_name, baudrate=self.config.baudrate,
@@ -230,7 +233,7 @@ class LinePanel(Driver):
         self._splitter.reset()
         self._switch_levels: dict[str, bool] = {}  # unknown until the panel answers
         self.counters["connects"] += 1
-        log.info("serial panel %s connected", self.config.port)
+        log.info("serial panel %s connected", self.config.url)
         self.post(DeviceStatus(self.clock(), self.device, True))
         port.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
         with self._led_lock:
@@ -243,13 +246,13 @@ class LinePanel(Driver):
             data = port.read(max(1, port.in_waiting or 1))
             if not data:
                 continue
-            before = self._splitter.too_long
             for line in self._splitter.feed(data):
                 self._handle_line(line)
-            if self._splitter.too_long != before:
-                self.counters["too_long"] += self._splitter.too_long - before
-                self._problems.warning("too_long", "serial panel %s: dropped a line longer "
-                                       "than %d bytes", self.config.port, MAX_LINE)
+
+    def _line_too_long(self) -> None:
+        self.counters["too_long"] += 1
+        self._problems.warning("too_long", "serial panel %s: dropped a line longer than %d bytes",
+                               self.config.url, MAX_LINE)
 
     def _handle_line(self, line: bytes) -> None:
         self.counters["lines"] += 1
@@ -258,7 +261,7 @@ class LinePanel(Driver):
         except PanelLineError as exc:
             self.counters["bad_lines"] += 1
             self._problems.warning("bad_line", "serial panel %s: ignored a line: %s",
-                                   self.config.port, exc)
+                                   self.config.url, exc)
             log.debug("bad line bytes: %s", line.hex(" "))
             return
         if isinstance(message, ButtonLine):

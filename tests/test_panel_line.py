@@ -76,7 +76,7 @@ def line(tmp_path):
 
 
 def options(line: PtyPanel, **extra):
-    return {"port": str(line.path), "reconnect_seconds": 0.05, "debounce_ms": 50,
+    return {"url": str(line.path), "reconnect_seconds": 0.05, "debounce_ms": 50,
             "leds": ["start_round", "reveal"], **extra}
 
 
@@ -204,14 +204,14 @@ def test_registry_creates_the_line_panel(line):
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"port": None}, 'line_panel option "port": is required'),
+    ({"url": None}, 'line_panel option "url": is required'),
     ({"baudrate": "fast"}, 'line_panel option "baudrate": expected an integer'),
     ({"leds": "start_round"}, 'line_panel option "leds": expected a list'),
     ({"reconnect_seconds": 0}, 'line_panel option "reconnect_seconds": must be in'),
     ({"baud": 9600}, "line_panel: unknown option(s) 'baud'"),
 ])
 def test_bad_options_name_the_option(tmp_path, bad, message):
-    opts = {"port": "/dev/pokdeng/panel", **bad}
+    opts = {"url": "/dev/pokdeng/panel", **bad}
     with pytest.raises(DriverConfigError) as err:
         LinePanelConfig.from_options(opts)
     assert message in str(err.value)
