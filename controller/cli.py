@@ -24,6 +24,8 @@ COMMAND_MODULES = (
     "controller.commands.supervisor",
     "controller.commands.watch",
     "controller.commands.demo",
+    "controller.commands.simulate_shoe",
+    "controller.commands.read_shoe",
 )
 
 

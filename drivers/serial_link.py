@@ -151,7 +151,10 @@ class SerialLink:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
+    cause = exc.__context__
+    if isinstance(cause, OSError) and cause.strerror:  # pyserial wraps the OS error
+        return cause.strerror
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, serial.SerialException):
         return exc.strerror
     return str(exc) or type(exc).__name__
 

@@ -48,10 +48,10 @@ Output = Union[CardScan, CutCard, Misread, Problem]
 
 
 def printable(raw: bytes, limit: int = 48) -> str:
-    """Bytes as a short readable quote for a log line: ASCII kept, the rest escaped."""
-    text = raw[:limit].decode("ascii", "backslashreplace")
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
-    return repr(text + ("…" if len(raw) > limit else ""))
+    """Bytes as a short quote for a log line: printable ASCII kept, the rest as \\xNN."""
+    text = "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x27 else f"\\x{b:02x}"
+                   for b in raw[:limit])
+    return "'" + text + ("…" if len(raw) > limit else "") + "'"
 
 
 def hex_dump(raw: bytes, limit: int = 256) -> str:

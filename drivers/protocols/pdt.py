@@ -47,6 +47,12 @@ def encode_frame(seq: int, frame_type: str, *fields: str) -> bytes:
     return b"$" + body + b"*" + f"{crc16_ccitt_false(body):04X}".encode("ascii") + b"\r\n"
 
 
+def frame_seq(frame: bytes) -> int | None:
+    """The sequence number of an encoded frame (None if it is not one)."""
+    match = _FRAME.match(frame)
+    return int(match.group(2)) if match else None
+
+
 class PdtParser(ShoeParser):
     name = "pdt"
     default_baudrate = 115200
@@ -188,9 +194,18 @@ class PdtEncoder:
         self.recent = (self.recent + [frame])[-REPLAY:]
         return frame
 
-    def hello(self) -> bytes:
-        """HELLO then the replay of the recent frames, as sent on every (re)connect."""
-        return encode_frame(self.seq, "HELLO", self.boot, self.firmware) + b"".join(self.recent)
+    def hello(self, next_seq: int | None = None) -> bytes:
+        """HELLO then the replay of the recent frames, as sent on every (re)connect.
+
+        ``next_seq`` is the first frame not yet transmitted when frames are numbered before
+        they go out (default: every numbered frame has gone out)."""
+        seq = self.seq if next_seq is None else next_seq % SEQ_MODULO
+        replay = []
+        for frame in self.recent:
+            if frame_seq(frame) == seq:
+                break
+            replay.append(frame)
+        return encode_frame(seq, "HELLO", self.boot, self.firmware) + b"".join(replay)
 
     def card(self, code: str) -> bytes:
         return self._next("CARD", code)
