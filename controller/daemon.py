@@ -41,6 +41,7 @@ log = structlog.get_logger("pokdeng.daemon")
 HOUSEKEEPING_S = 1.0          # longest the loop sleeps: storage retries, watchdog slack
 STORAGE_RETRY_S = 5.0         # how often a failed journal is retried
 SUPERVISOR_REPLY_S = 10.0     # how long a control client waits for the owner
+EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
 FLUSH_ON_STOP_S = 2.0         # how long a stop waits for the backends to catch up
 
 
@@ -241,14 +242,17 @@ class Daemon:
     def start(self) -> None:
         """Recover, catch up the clock, start drivers, outbox and control socket, READY=1."""
         from controller.control import ControlError, ControlServer
-        from controller.journal import Journal, JournalError
-        from controller.recovery import recover
+        from controller.journal import Journal, JournalCorrupt, JournalError
+        from controller.recovery import RecoveryError, recover
 
         started = time.monotonic()
         os.makedirs(self.config.state_dir, exist_ok=True)
         try:
             self.journal = Journal(self.config.journal_path)
             self.machine = recover(self.journal, self.settings)
+        except (JournalCorrupt, RecoveryError) as exc:
+            # Restarting will not mend it: a person must look (journal verify/export).
+            raise StartupError(f"cannot recover from the journal: {exc}", EX_DATAERR) from None
         except JournalError as exc:
             raise StartupError(f"journal {self.config.journal_path}: {exc}") from None
         except Exception as exc:
@@ -257,6 +261,7 @@ class Daemon:
         self.clock.catch_up(self._last_at)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
+        self._publish(self.machine.status())
         from controller.transports import TransportConfigError
         from drivers.base import DriverConfigError
 
@@ -481,8 +486,13 @@ class Daemon:
         """Try to journal the storage fault; once it sticks, the table runs from the journal."""
         from controller.journal import JournalError
 
-        pause = self._stamp(Fault(0.0, "journal_unwritable", self._storage_fault or "journal"))
-        events = self.machine.handle(pause)
+        pause: Input = self._stamp(Fault(0.0, "journal_unwritable",
+                                         self._storage_fault or "journal write failed"))
+        try:
+            events = self.machine.handle(pause)
+        except Exception:  # a machine that does not know the fault input: a plain pause
+            pause = with_time(Supervisor(0.0, "pause"), pause.at)
+            events = self.machine.handle(pause)
         try:
             self.journal.append(pause, events)
         except (JournalError, OSError) as exc:

@@ -1,0 +1,153 @@
+"""Helpers for tests that run the daemon as a real subprocess against simulated devices."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from controller.control import ControlClient, ControlError
+
+
+class NotifyListener:
+    """A real sd_notify receiver: a datagram socket the daemon sends READY/STATUS/… to."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.messages: list[dict[str, str]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._closed:
+            ready, _, _ = select.select([self.sock], [], [], 0.1)
+            if not ready:
+                continue
+            data = self.sock.recv(4096).decode()
+            fields = dict(line.split("=", 1) for line in data.splitlines() if "=" in line)
+            with self._cond:
+                self.messages.append(fields)
+                self._cond.notify_all()
+
+    def wait_for(self, key: str, value: str | None = None, timeout: float = 15.0,
+                 count: int = 1) -> list[dict[str, str]]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [m for m in self.messages
+                         if key in m and (value is None or m[key] == value)]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {key}={value} within {timeout} s; got "
+                                         f"{self.messages}")
+                self._cond.wait(left)
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(2)
+        self.sock.close()
+
+
+class LinePanelPty:
+    """The far end of a serial line panel: the test writes button lines into a real pty."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        self.path = os.ttyname(self.slave)
+        self.received = b""
+        self._closed = False
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._closed:
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.received += os.read(self.master, 1024)
+                except OSError:
+                    return
+
+    def wait_connected(self, count: int = 1, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.received.count(b"status?") < count:
+            assert time.monotonic() < deadline, f"panel never connected: {self.received!r}"
+            time.sleep(0.02)
+
+    def send(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(2)
+        os.close(self.master)
+        os.close(self.slave)
+
+
+def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
+                  betting_seconds: float = 2) -> Path:
+    data = {
+        "table": {"id": "T1", "betting_seconds": betting_seconds},
+        "state_dir": str(tmp_path / "state"),
+        "shoe": {"driver": "beetek", "url": str(shoe_link), "reconnect_seconds": 0.2},
+        "panel": {"driver": "line_panel", "url": panel_path, "reconnect_seconds": 0.2},
+        "control": {"socket": str(tmp_path / "control.sock")},
+        "transports": {"file": {"path": str(tmp_path / "events.jsonl")}},
+        "logging": {"level": "info", "format": "json"},
+    }
+    path = tmp_path / "table.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start_daemon(config: Path, notify: Path, log: Path, **env: str) -> subprocess.Popen:
+    environment = {**os.environ, "NOTIFY_SOCKET": str(notify), **env}
+    return subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=environment)
+
+
+def stop_daemon(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        raise
+
+
+def wait_status(client: ControlClient, predicate: Callable[[dict[str, Any]], bool],
+                timeout: float = 15.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            status = client.status()
+        except ControlError:
+            status = {}
+        if status and predicate(status):
+            return status
+        time.sleep(0.03)
+    raise AssertionError(f"status never matched; last: {json.dumps(status)[:2000]}")
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
+                          text=True, timeout=timeout)

@@ -1,0 +1,177 @@
+"""The daemon as a real subprocess: simulated shoe on a pty, line panel on a pty, a real
+NOTIFY_SOCKET, the control socket, SIGTERM, restart and recovery."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from controller.control import ControlClient
+from controller.events import validate_event
+from controller.journal import verify_file
+from drivers.sim_shoe import ShoeSimulator
+from tests.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    cli,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
+
+SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # Unix socket paths are limited to 108 bytes: keep them short.
+    path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def devices(short_dir: Path) -> Iterator[tuple[ShoeSimulator, LinePanelPty]]:
+    shoe = ShoeSimulator(short_dir / "shoe", "beetek")
+    shoe.start()
+    panel = LinePanelPty()
+    yield shoe, panel
+    shoe.close(drain_timeout=0.2)
+    panel.close()
+
+
+def test_daemon_lifecycle(short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=2)
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    sock = str(short_dir / "control.sock")
+    client = ControlClient(sock)
+    proc = start_daemon(config, notify.path, log, WATCHDOG_USEC="400000")
+    try:
+        ready = notify.wait_for("READY", "1")[0]
+        assert "no_shoe" in ready.get("STATUS", "")
+        notify.wait_for("WATCHDOG", "1", count=3, timeout=5)  # every 0.2 s from the loop
+        panel.wait_connected()
+
+        status = json.loads(cli("status", "--json", "--socket", sock).stdout)
+        assert status["table"] == "T1" and status["state"] == "no_shoe"
+        assert "file" in status["backend"]
+        text = cli("status", "--config", str(config))
+        assert text.returncode == 0 and "table T1" in text.stdout and "state no_shoe" in text.stdout
+
+        panel.send("new_shoe")
+        wait_status(client, lambda s: s["state"] == "awaiting_flip")
+        shoe.send_card("5H")
+        wait_status(client, lambda s: s["state"] == "burning" and s["burn_remaining"] == 5)
+        for card in ("2C", "3C", "4C", "6C", "7C"):
+            shoe.send_card(card)
+        wait_status(client, lambda s: s["state"] == "ready")
+        notify.wait_for("STATUS", "ready; shoe 1; 410 cards left")
+
+        # Supervisor actions are answered once the table loop handled them.
+        paused = cli("supervisor", "--socket", sock, "pause")
+        assert paused.returncode == 0 and "paused" in paused.stdout, paused.stderr
+        assert client.status()["paused"] is True
+        resumed = cli("supervisor", "--socket", sock, "resume")
+        assert resumed.returncode == 0 and "resumed" in resumed.stdout
+        again = cli("supervisor", "--socket", sock, "resume")
+        assert again.returncode == 1 and again.stderr.startswith("refused: ")
+        bad_card = cli("supervisor", "--socket", sock, "enter-card", "ZZ")
+        assert bad_card.returncode == 1 and "bad card code 'ZZ'" in bad_card.stderr
+        no_card = cli("supervisor", "--socket", sock, "enter-card")
+        assert no_card.returncode == 2
+
+        panel.send("start_round")
+        wait_status(client, lambda s: s["state"] == "betting" and s["betting_open"])
+        shoe.send_card("8D")  # the round's burn card
+        for card in SEALED_CARDS:
+            shoe.send_card(card)
+        during = wait_status(client, lambda s: s["cards_dealt"] == 3)
+        assert during["next_target"] == "P3" and during["betting_open"]
+        view = cli("watch", "--once", "--socket", sock)
+        assert "deal to P3" in view.stdout and "betting closes in" in view.stdout
+        # The loop's own timer closes betting; no input needed.
+        after = wait_status(client, lambda s: not s["betting_open"], timeout=10)
+        assert after["state"] == "dealing"
+
+        rc = stop_daemon(proc, signal.SIGTERM)
+        assert rc == 0
+        notify.wait_for("STOPPING", "1")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        notify.close()
+
+    log_text = log.read_text()
+    lines = [json.loads(line) for line in log_text.splitlines() if line.startswith("{")]
+    assert any(line.get("event") == "stopped" for line in lines)
+    dealt = [line for line in lines if line.get("event") == "card_dealt"]
+    assert dealt and all(line["table"] == "T1" and line["shoe"] == 1 and line["round"] == 1
+                         for line in dealt)
+    events_text = (short_dir / "events.jsonl").read_text()
+    for card in SEALED_CARDS:  # sealed: betting closed, but no hand was revealed yet
+        assert f'"{card}"' not in log_text and f'"{card}"' not in events_text
+    assert verify_file(short_dir / "state" / "journal.sqlite").ok
+
+
+def test_daemon_restart_recovers_and_stops_on_sigint(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=30)
+    client = ControlClient(str(short_dir / "control.sock"))
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    try:
+        proc = start_daemon(config, notify.path, log)
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        panel.send("new_shoe")
+        wait_status(client, lambda s: s["state"] == "awaiting_flip")
+        shoe.send_card("AH")
+        shoe.send_card("2D")
+        wait_status(client, lambda s: s["state"] == "ready")
+        panel.send("start_round")
+        wait_status(client, lambda s: s["state"] == "betting")
+        shoe.send_card("3D")
+        before = wait_status(client, lambda s: s["cards_dealt"] == 1)
+        assert stop_daemon(proc, signal.SIGINT) == 0
+
+        proc = start_daemon(config, notify.path, log)
+        notify.wait_for("READY", "1", count=2)
+        after = client.status()
+        for key in ("state", "shoe", "round", "seq", "cards_drawn", "next_target"):
+            assert after[key] == before[key], key
+        panel.wait_connected(count=2)
+        shoe.send_card("4D")  # the restarted daemon carries on with the same round
+        wait_status(client, lambda s: s["cards_dealt"] == 2 and s["next_target"] == "P2")
+        assert stop_daemon(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        notify.close()
+    events = [json.loads(line) for line in (short_dir / "events.jsonl").read_text().splitlines()]
+    by_seq = {event["seq"]: event for event in events}  # delivery is at least once
+    assert sorted(by_seq) == list(range(1, max(by_seq) + 1))
+    for event in by_seq.values():
+        validate_event(event)
+        assert event["id"] == f"T1:{event['seq']}"
+
+
+def test_daemon_refuses_a_missing_control_group(short_dir: Path) -> None:
+    config = daemon_config(short_dir, short_dir / "shoe", "/dev/null")
+    text = config.read_text().replace(f"socket: {short_dir}/control.sock",
+                                      f"socket: {short_dir}/control.sock\n  group: no-such-grp")
+    config.write_text(text)
+    result = cli("run", "--config", str(config))
+    assert result.returncode == 78
+    assert "control.group: no group named 'no-such-grp'" in result.stdout + result.stderr
