@@ -178,7 +178,7 @@ class _HidSession:
                               backend=self.backend)
         candidates = [d for d in found if cfg.serial is None or self._serial(d) == cfg.serial]
         if not candidates:
-            raise DeviceUnavailable(f"{cfg.describe()} not found")
+            raise DeviceUnavailable("not found")
         dev = self.device = candidates[0]
         number = cfg.interface
         if cfg.detach_kernel_driver:
@@ -197,11 +197,11 @@ class _HidSession:
         usb.util.claim_interface(dev, number)
         intf = usb.util.find_descriptor(dev.get_active_configuration(), bInterfaceNumber=number)
         if intf is None:
-            raise DeviceUnavailable(f"{cfg.describe()} has no interface {number}")
+            raise DeviceUnavailable(f"no interface {number}")
         self.ep_in = self._endpoint(intf, usb.util.ENDPOINT_IN)
         self.ep_out = self._endpoint(intf, usb.util.ENDPOINT_OUT)
         if self.ep_in is None:
-            raise DeviceUnavailable(f"{cfg.describe()} interface {number} has no interrupt-IN endpoint")
+            raise DeviceUnavailable(f"interface {number} has no interrupt-IN endpoint")
 
     @staticmethod
     def _serial(dev: usb.core.Device) -> str | None:
@@ -315,7 +315,7 @@ class HidPanel(Driver):
                 if not reported_down:
                     self.post(DeviceStatus(self.clock(), self.device, False))
                     reported_down = True
-                log.warning("%s unavailable (%s); retrying in %g s", self.config.describe(),
+                log.warning("%s unavailable: %s; retrying in %g s", self.config.describe(),
                             _plain(exc), self.config.reconnect_seconds)
                 stop.wait(self.config.reconnect_seconds)
                 continue
@@ -324,7 +324,7 @@ class HidPanel(Driver):
             try:
                 self._serve(session, stop)
             except usb.core.USBError as exc:
-                log.warning("%s lost (%s)", self.config.describe(), _plain(exc))
+                log.warning("%s lost: %s", self.config.describe(), _plain(exc))
                 self.connected.clear()
                 self.post(DeviceStatus(self.clock(), self.device, False))
                 reported_down = True
