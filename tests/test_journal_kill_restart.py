@@ -7,6 +7,7 @@ uninterrupted replay of the same script (recovery invented nothing and re-number
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -83,3 +84,50 @@ def test_sigkill_at_50_random_points_loses_nothing_and_invents_nothing(
         assert j.last_event_seq() == len(expected)
     assert len(list(export_events(journal))) == len(expected)
     print(f"seed {seed}: {kills} kills, {len(expected)} events, {webhook.repeats()} repeats")
+
+
+# -- the real daemon: `pokdeng-table demo` (simulated shoe on a pty, simulated panel, file sink)
+
+DEMO_SPEED = "200"   # table time x200: a whole shoe in ~4 s of real time
+
+
+def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
+    from controller.machine import MachineSettings
+    from controller.recovery import recover
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    state, sink = tmp_path / "state", tmp_path / "events.jsonl"
+    command = [sys.executable, "-m", "controller", "demo", "--speed", DEMO_SPEED, "--quiet",
+               "--state-dir", str(state), "--events", str(sink), "--seed", str(seed % 1000)]
+    progress = []
+    for _ in range(KILLS):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(rng.uniform(0.25, 0.8))  # startup and recovery included: kill anywhere
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.returncode == -signal.SIGKILL, f"seed {seed}: demo failed early: {err}"
+        if (state / "journal.sqlite").exists():
+            with Journal(state / "journal.sqlite") as j:
+                progress.append(j.last_event_seq())
+    final = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert final.returncode == 0, f"seed {seed}: {final.stdout[-500:]} {final.stderr[-2000:]}"
+    assert len(set(progress)) >= 20, f"seed {seed}: kills did not spread over the shoe"
+
+    journal_path = state / "journal.sqlite"
+    journaled = [json.loads(line) for line in export_events(journal_path)]
+    assert [e["seq"] for e in journaled] == list(range(1, len(journaled) + 1))
+    delivered = [json.loads(line) for line in sink.read_text().splitlines()]
+    first: dict[str, dict] = {}
+    for e in delivered:
+        assert first.setdefault(e["id"], e) == e, f"seed {seed}: {e['id']} repeated differently"
+    assert list(first.values()) == journaled, f"seed {seed}: sink misses or reorders events"
+    assert any(e["type"] == "shoe_ended" for e in journaled)
+    with Journal(journal_path) as j:  # replaying the journal reproduces every event
+        recover(j, MachineSettings(table_id="DEMO-1", betting_seconds=15.0, reveal="auto",
+                                   decks=8))
+    print(f"seed {seed}: {KILLS} daemon kills, {len(journaled)} events, "
+          f"{len(delivered) - len(journaled)} repeats, progress {progress[:5]}…{progress[-3:]}")
