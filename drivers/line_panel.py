@@ -23,8 +23,8 @@ within ``debounce_ms``. Options::
     reconnect_seconds: 2.0
     leds: [start_round, reveal]  # LED names the panel understands (default: none)
 
-The port is opened with the generic ``drivers.serial_link`` loop when that module is present;
-until then this module keeps its own small open/reconnect loop (see ``_run``).
+The port is opened, read and reopened after a loss by ``drivers.serial_link.SerialLink``, the
+loop the shoe uses too.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ from typing import Any, Callable, Mapping
 
 import serial
 
-from controller.inputs import BUTTONS, SWITCHES, Button, DeviceStatus, Switch
+from controller.inputs import BUTTONS, SWITCHES, Button, Switch
 from drivers.base import Clock, Driver, InputSink
 from drivers.debounce import RepeatGuard
 from drivers.panel_common import OptionReader, RateLimitedLog
+from drivers.serial_link import SerialLink
 
 log = logging.getLogger("pokdeng.drivers.line_panel")
 
@@ -165,17 +166,24 @@ class LinePanel(Driver):
         self._repeats = RepeatGuard(self.config.debounce_s)
         self._problems = RateLimitedLog(log)
         self._splitter = LineSplitter(MAX_LINE, self._line_too_long)
+        self._switch_levels: dict[str, bool] = {}
         self._led_lock = threading.Lock()
         self._led_states: dict[str, bool] = {}
         self._led_pending: dict[str, bool] = {}
-        self._port: serial.SerialBase | None = None
+        # the shared serial open/read/reconnect loop: it posts connected true/false (false once)
+        self._link = SerialLink(
+            self.config.url, device=self.device, sink=self.post, clock=self.clock,
+            on_bytes=self._on_bytes, on_open=self._on_open, on_lost=self._on_lost,
+            on_idle=self._flush_leds, baudrate=self.config.baudrate,
+            read_timeout=READ_TIMEOUT_S, reconnect_seconds=self.config.reconnect_seconds, log=log)
         self.connected = threading.Event()
         self.counters = {"lines": 0, "bad_lines": 0, "too_long": 0, "presses": 0,
-                         "ignored_repeats": 0, "connects": 0}
+                         "ignored_repeats": 0}
 
     def set_leds(self, states: Mapping[str, bool]) -> None:
         """As ``HidPanel.set_leds``: named LEDs change, others keep their state; a button
-        name with no LED on this panel is ignored; sent again after every reconnect."""
+        name with no LED on this panel is ignored; sent again after every reconnect. The
+        driver thread writes them, so the caller never blocks on the serial port."""
         unknown = [n for n in states if n not in self.config.leds and n not in BUTTONS]
         if unknown:
             raise ValueError(f"unknown LED(s) {', '.join(map(repr, unknown))}; this panel has: "
@@ -186,68 +194,29 @@ class LinePanel(Driver):
                     self._led_states[name] = bool(on)
                     self._led_pending[name] = bool(on)
 
-    # -- the driver thread ---------------------------------------------------------------------
+    # -- the driver thread (callbacks of the serial link) -------------------------------------
     def _run(self, stop: threading.Event) -> None:
-        reported_down = False
-        port_name = self.config.url
-        while not stop.is_set():
-            try:
-                port = serial.serial_for_url(port_name, baudrate=self.config.baudrate,
-                                             timeout=READ_TIMEOUT_S, write_timeout=1.0)
-            except (serial.SerialException, OSError, ValueError) as exc:
-                if not reported_down:
-                    self.post(DeviceStatus(self.clock(), self.device, False))
-                    reported_down = True
-                log.warning("serial panel %s unavailable (%s); retrying in %g s", port_name, exc,
-                            self.config.reconnect_seconds)
-                stop.wait(self.config.reconnect_seconds)
-                continue
-            self._port = port
-            try:
-                self._on_connected(port)
-                reported_down = False
-                self._serve(port, stop)
-            except (serial.SerialException, OSError) as exc:
-                log.warning("serial panel %s lost (%s)", port_name, exc)
-                self.connected.clear()
-                self.post(DeviceStatus(self.clock(), self.device, False))
-                reported_down = True
-                stop.wait(self.config.reconnect_seconds)
-            finally:
-                self._port = None
-                try:
-                    port.close()
-                except (serial.SerialException, OSError):
-                    pass
+        self._link.run(stop)
         self.connected.clear()
 
     def _wake(self) -> None:
-        port = self._port
-        if port is not None and hasattr(port, "cancel_read"):
-            try:
-                port.cancel_read()
-            except (serial.SerialException, OSError):
-                pass
+        self._link.wake()
 
-    def _on_connected(self, port: serial.SerialBase) -> None:
+    def _on_open(self, port: serial.SerialBase) -> None:
         self._splitter.reset()
-        self._switch_levels: dict[str, bool] = {}  # unknown until the panel answers
-        self.counters["connects"] += 1
-        log.info("serial panel %s connected", self.config.url)
-        self.post(DeviceStatus(self.clock(), self.device, True))
-        port.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
+        self._switch_levels = {}  # unknown until the panel answers the query
+        self._link.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
         with self._led_lock:
             self._led_pending = dict(self._led_states)
         self.connected.set()
 
-    def _serve(self, port: serial.SerialBase, stop: threading.Event) -> None:
-        while not stop.is_set():
-            self._flush_leds(port)
-            data = port.read(max(1, port.in_waiting or 1))
-            if not data:
-                continue
-            for line in self._splitter.feed(data):
-                self._handle_line(line)
+    def _on_lost(self) -> None:
+        self.connected.clear()
+
+    def _on_bytes(self, data: bytes) -> None:
+        for line in self._splitter.feed(data):
+            self._handle_line(line)
+        self._flush_leds()
 
     def _line_too_long(self) -> None:
         self.counters["too_long"] += 1
@@ -278,9 +247,9 @@ class LinePanel(Driver):
                 self._switch_levels[message.name] = message.on
                 self.post(Switch(self.clock(), message.name, message.on))
 
-    def _flush_leds(self, port: serial.SerialBase) -> None:
+    def _flush_leds(self) -> None:
         with self._led_lock:
             pending, self._led_pending = self._led_pending, {}
         if pending:
-            port.write(b"".join(f"led {n} {'on' if on else 'off'}\n".encode()
-                                for n, on in sorted(pending.items())))
+            self._link.write(b"".join(f"led {n} {'on' if on else 'off'}\n".encode()
+                                      for n, on in sorted(pending.items())))
