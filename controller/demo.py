@@ -105,9 +105,12 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
 def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
     import yaml
 
+    socket = state_dir / "control.sock"
+    if len(bytes(socket)) > 100:  # Unix socket paths are limited to 108 bytes
+        socket = Path(tempfile.mkdtemp(prefix="pokdeng-demo-")) / "control.sock"
     text = DEMO_CONFIG.format(table=DEMO_TABLE, state_dir=json.dumps(str(state_dir)),
                               shoe_link=json.dumps(str(shoe_link)),
-                              socket=json.dumps(str(state_dir / "control.sock")),
+                              socket=json.dumps(str(socket)),
                               events=json.dumps(str(events)))
     return parse_config(yaml.safe_load(text), "demo config")
 
@@ -367,7 +370,7 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
               f"speed x{options.speed:g}{', resuming' if resumed else ''}\n"
               f"  state: {state_dir}  (rerun with --state-dir {state_dir} to carry on)\n"
               f"  events: {events}\n"
-              f"  dealer view: pokdeng-table watch --socket {state_dir / 'control.sock'}\n")
+              f"  dealer view: pokdeng-table watch --socket {config.control.socket}\n")
     out.flush()
 
     shoe_sim = ShoeSimulator(shoe_link, "beetek", decks=state["decks"], seed=state["seed"])

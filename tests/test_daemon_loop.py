@@ -1,0 +1,130 @@
+"""The owner loop in-process: clock stamping, draining on stop, and disk safety."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import controller.daemon as daemon_module
+from controller.cards import parse_card
+from controller.config import parse_config
+from controller.daemon import Daemon, TableClock, status_line
+from controller.inputs import Button, CardScan
+from controller.journal import Journal, JournalError
+from controller.notify import Notifier
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="pdl-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_daemon(state_dir: Path, clock: TableClock | None = None) -> Daemon:
+    config = parse_config({
+        "table": {"id": "L1", "betting_seconds": 15},
+        "state_dir": str(state_dir),
+        "shoe": {"driver": "beetek", "url": "/dev/null"},
+        "control": {"socket": str(state_dir / "c.sock")},
+    }, "test")
+    # No devices: the test posts the inputs a driver would.
+    return Daemon(config, notifier=Notifier({}), clock=clock, drivers=[], transports=[])
+
+
+def run_in_thread(daemon: Daemon) -> threading.Thread:
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    assert daemon.ready.wait(10)
+    return thread
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+class BackwardsClock(TableClock):
+    """A wall clock that jumps back (NTP step): the table clock must not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.readings = iter([2000.0, 1000.0, 1500.0, 3000.0])
+
+    def now(self) -> float:
+        return next(self.readings, 3000.0)
+
+
+def test_inputs_are_stamped_with_a_clock_that_never_goes_back(state_dir: Path) -> None:
+    daemon = make_daemon(state_dir, BackwardsClock())
+    for _ in range(3):
+        daemon.post(Button(0.0, "end_shoe"))  # rejected, but journaled all the same
+    daemon.request_stop()
+    daemon.run()
+    with Journal(state_dir / "journal.sqlite") as journal:
+        stamps = [inp.at for inp in journal.inputs()]
+    assert len(stamps) == 3
+    assert stamps == sorted(stamps) and stamps[0] >= 2000.0
+
+
+def test_stop_handles_what_was_already_queued(state_dir: Path) -> None:
+    daemon = make_daemon(state_dir)
+    thread = run_in_thread(daemon)
+    daemon.post(Button(0.0, "new_shoe"))
+    for code in ("5H", "2C", "3C"):
+        daemon.post(CardScan(0.0, parse_card(code)))
+    daemon.request_stop()
+    thread.join(10)
+    with Journal(state_dir / "journal.sqlite") as journal:
+        kinds = [inp.kind for inp in journal.inputs()]
+    assert kinds == ["button", "card", "card", "card"]
+
+
+def test_a_failed_journal_write_rebuilds_and_pauses(state_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 0.1)
+    daemon = make_daemon(state_dir)
+    thread = run_in_thread(daemon)
+    try:
+        daemon.post(Button(0.0, "new_shoe"))
+        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        real_append = daemon.journal.append
+        failing = threading.Event()
+        failing.set()
+
+        def append(inp, events):
+            if failing.is_set():
+                raise JournalError("disk full (test)")
+            return real_append(inp, events)
+
+        daemon.journal.append = append
+        daemon.post(CardScan(0.0, parse_card("5H")))
+        wait_for(lambda: daemon.snapshot().get("storage_fault") is not None)
+        snap = daemon.snapshot()
+        # The machine was rebuilt from the journal: the card that could not be written is
+        # not half-applied, and the table shows why it stopped.
+        assert snap["state"] == "awaiting_flip" and snap["cards_drawn"] == 0
+        assert "disk full" in snap["storage_fault"]
+        assert "STORAGE FAULT" in status_line(snap)
+        answer = daemon.control_supervisor("resume", None)
+        assert not answer["ok"] and "journal write failed" in answer["error"]
+
+        failing.clear()  # the disk is back: the retry journals a pause and clears the fault
+        wait_for(lambda: daemon.snapshot().get("storage_fault") is None)
+        snap = daemon.snapshot()
+        assert snap["paused"] is True and snap["state"] == "awaiting_flip"
+    finally:
+        daemon.request_stop()
+        thread.join(10)
+    with Journal(state_dir / "journal.sqlite") as journal:
+        assert journal.verify().ok
+        events = journal.events_after(0, 100)
+    assert [e["type"] for e in events][-1] == "paused"
