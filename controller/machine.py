@@ -591,6 +591,9 @@ class TableMachine:
         self.rounds_total += 1
         closes_at = self._now + self.settings.betting_seconds
         self.round = RoundState(self.round_number, closes_at=closes_at)
+        # The screen's "last fault" is per round: an old reason may name a card (legitimately,
+        # outside any round) and must not sit on screen next to this round's sealed cards.
+        self.last_fault = None
         self.open_round()
         self._emit("round_opened", {
             "betting_seconds": self.settings.betting_seconds,
