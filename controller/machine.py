@@ -111,6 +111,10 @@ STATE_WORDS = {
     "dealing": "betting is closed and cards are still being dealt",
     "revealing": "the hands are being revealed",
 }
+HOLD_WORDS = {
+    "running": "the table runs",
+    "paused": "held by the key switch, the supervisor or a fault",
+}
 
 
 @dataclass(frozen=True)
@@ -805,10 +809,10 @@ def _fault_from(data: dict[str, Any] | None) -> Fault | None:
 # --- the state diagram ------------------------------------------------------------------------
 
 
-def _mermaid(states: tuple[str, ...], transitions: list[dict[str, Any]], initial: str) -> list[str]:
+def _mermaid(states: dict[str, str], transitions: list[dict[str, Any]], initial: str) -> list[str]:
     lines = ["stateDiagram-v2", f"    [*] --> {initial}"]
-    for state in states:
-        lines.append(f"    {state}: {state}")
+    for state, words in states.items():
+        lines.append(f"    {state}: {state} — {words}")
     for t in transitions:
         sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
         for source in sources:
@@ -839,13 +843,14 @@ def mermaid_diagram() -> str:
         "## Procedure",
         "",
         "```mermaid",
-        *_mermaid(PROCEDURE_STATES, PROCEDURE_TRANSITIONS, "no_shoe"),
+        *_mermaid({st: STATE_WORDS[st] for st in PROCEDURE_STATES}, PROCEDURE_TRANSITIONS,
+                  "no_shoe"),
         "```",
         "",
         "## Hold",
         "",
         "```mermaid",
-        *_mermaid(HOLD_STATES, HOLD_TRANSITIONS, "running"),
+        *_mermaid({st: HOLD_WORDS[st] for st in HOLD_STATES}, HOLD_TRANSITIONS, "running"),
         "```",
         "",
     ]
