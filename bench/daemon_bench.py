@@ -1,0 +1,126 @@
+"""Daemon benchmark: time from start to READY, idle RSS and idle CPU.
+
+Runs ``pokdeng-table run`` as a real subprocess against a simulated shoe (pty) and a serial
+line panel (pty), with a file transport, a real NOTIFY_SOCKET and the watchdog on (as under
+systemd), then measures:
+
+- start → READY=1 (the datagram arriving on our notify socket), over ``--starts`` starts
+  (the first on an empty journal, the rest recovering it);
+- RSS (VmRSS, and the peak VmHWM) and CPU (utime+stime from /proc) over ``--seconds`` idle.
+
+Goals (issue 6): READY < 2 s, idle RSS < 60 MB, idle CPU < 1 % of a core.
+
+    python bench/daemon_bench.py [--seconds 60] [--starts 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from drivers.sim_shoe import ShoeSimulator  # noqa: E402
+
+
+def wait_ready(sock: socket.socket, timeout: float = 30.0) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([sock], [], [], 0.05)
+        if ready and b"READY=1" in sock.recv(4096):
+            return time.monotonic()
+    raise RuntimeError("the daemon did not send READY=1")
+
+
+def proc_figures(pid: int) -> tuple[float, int, int]:
+    """(cpu seconds, VmRSS kB, VmHWM kB) of a process."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(stat[11]) + int(stat[12])) / ticks
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.split()[0] if value.split() else ""
+    return cpu, int(fields["VmRSS"]), int(fields["VmHWM"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="idle measurement (default 60)")
+    parser.add_argument("--starts", type=int, default=5, help="starts timed to READY (default 5)")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="pdb-", dir="/tmp"))
+    shoe = ShoeSimulator(work / "shoe", "beetek").start()
+    master, slave = os.openpty()
+    config = work / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "table": {"id": "BENCH"},
+        "state_dir": str(work / "state"),
+        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
+        "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
+        "control": {"socket": str(work / "control.sock")},
+        "transports": {"file": {"path": str(work / "events.jsonl")}},
+        "logging": {"level": "info", "format": "json"},
+    }))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(work / "notify"))
+    env = {**os.environ, "NOTIFY_SOCKET": str(work / "notify"), "WATCHDOG_USEC": "10000000"}
+    command = [sys.executable, "-m", "controller", "run", "--config", str(config)]
+    log = open(work / "daemon.log", "ab")
+    try:
+        ready_times = []
+        proc = None
+        for start in range(args.starts):
+            began = time.monotonic()
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    cwd=REPO)
+            ready_times.append(wait_ready(notify) - began)
+            if start < args.starts - 1:
+                proc.terminate()
+                if proc.wait(20) != 0:
+                    raise RuntimeError("the daemon did not stop cleanly")
+        assert proc is not None
+        time.sleep(1.0)  # let start-up settle (drivers connect, first status)
+        cpu0, _, _ = proc_figures(proc.pid)
+        t0 = time.monotonic()
+        rss_samples = []
+        while time.monotonic() - t0 < args.seconds:
+            time.sleep(min(1.0, args.seconds))
+            rss_samples.append(proc_figures(proc.pid)[1])
+        cpu1, rss, hwm = proc_figures(proc.pid)
+        elapsed = time.monotonic() - t0
+        proc.terminate()
+        status = proc.wait(20)
+    finally:
+        log.close()
+        notify.close()
+        shoe.close(drain_timeout=0.2)
+        os.close(master)
+        os.close(slave)
+    print(f"start to READY: first (empty journal) {ready_times[0]:.3f} s, "
+          f"median of {len(ready_times)} {statistics.median(ready_times):.3f} s, "
+          f"max {max(ready_times):.3f} s   (goal < 2 s)")
+    print(f"idle RSS: {rss / 1024:.1f} MB at the end, max sampled "
+          f"{max(rss_samples) / 1024:.1f} MB, peak VmHWM {hwm / 1024:.1f} MB   (goal < 60 MB)")
+    print(f"idle CPU: {100 * (cpu1 - cpu0) / elapsed:.2f} % of a core over {elapsed:.0f} s   "
+          f"(goal < 1 %)")
+    print(f"clean stop: exit status {status}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
