@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "controller.commands.demo",
     "controller.commands.simulate_shoe",
     "controller.commands.read_shoe",
+    "controller.commands.read_panel",
 )
 
 

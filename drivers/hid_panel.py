@@ -273,11 +273,13 @@ class HidPanel(Driver):
 
     def __init__(self, sink: InputSink, options: Mapping[str, Any] | None = None,
                  clock: Clock = time.time, name: str | None = None, *,
-                 backend: Any = None, monotonic: Callable[[], float] = time.monotonic):
+                 backend: Any = None, monotonic: Callable[[], float] = time.monotonic,
+                 report_hook: Callable[[bytes], None] | None = None):
         super().__init__(sink, options, clock, name)
         self.config = HidPanelConfig.from_options(self.options, self.name if name else "hid_panel")
         self._backend = backend  # None: pyusb picks libusb; tests pass the emulated backend
         self._monotonic = monotonic
+        self._report_hook = report_hook  # read-panel --raw: every report as it arrives
         self._debouncer = Debouncer(self.config.debounce_s)
         self._problems = RateLimitedLog(log)
         self._led_lock = threading.Lock()
@@ -373,6 +375,8 @@ class HidPanel(Driver):
             now = self._monotonic()
             if report is not None:
                 self.counters["reports"] += 1
+                if self._report_hook is not None:
+                    self._report_hook(report)
                 try:
                     self._debouncer.feed(now, cfg.layout.decode(report))
                 except ReportError as exc:

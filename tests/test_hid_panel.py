@@ -337,3 +337,13 @@ def test_sim_panel_drives_the_real_driver():
         ("switch", "pause", True), ("device", "panel", False), ("device", "panel", True),
         ("switch", "pause", False),
     ]
+
+
+def test_report_hook_sees_every_raw_report(hardware):
+    backend, panel = hardware
+    seen: list[bytes] = []
+    with HidPanel(Collector(), options(), backend=backend, report_hook=seen.append) as driver:
+        assert driver.connected.wait(5)
+        panel.queue_inputs([(0.0, 0x81), (0.01, 0x80)])
+        wait_until(lambda: len(seen) == 2)
+    assert seen == [b"\x81", b"\x80"]
