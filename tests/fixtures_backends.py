@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -176,18 +175,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Mosquitto:
-    """A mosquitto broker on a free loopback port, with a generated config."""
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1/localhost: (cert.pem, key.pem)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return cert, key
 
-    def __init__(self, workdir: Path):
+
+class Mosquitto:
+    """A mosquitto broker on a free loopback port, with a generated config; optionally with
+    users (a password file made by mosquitto_passwd) and TLS (certfile/keyfile)."""
+
+    def __init__(self, workdir: Path, users: dict[str, str] | None = None,
+                 tls: tuple[Path, Path] | None = None):
         self.port = free_port()
         self.config = workdir / "mosquitto.conf"
-        self.config.write_text(
-            f"listener {self.port} 127.0.0.1\n"
-            "allow_anonymous true\n"
-            "persistence false\n"
-            "log_dest stderr\n"
-            "log_type error\nlog_type warning\n")
+        lines = [f"listener {self.port} 127.0.0.1", "persistence false", "log_dest stderr",
+                 "log_type error", "log_type warning", "user root"]
+        if users:
+            passwords = workdir / "mosquitto.passwd"
+            passwords.touch()
+            for user, password in users.items():
+                subprocess.run(["mosquitto_passwd", "-b", str(passwords), user, password],
+                               check=True, capture_output=True)
+            lines += ["allow_anonymous false", f"password_file {passwords}"]
+        else:
+            lines.append("allow_anonymous true")
+        if tls:
+            lines += [f"certfile {tls[0]}", f"keyfile {tls[1]}"]
+        self.config.write_text("\n".join(lines) + "\n")
         self.log = workdir / "mosquitto.log"
         self.proc: subprocess.Popen | None = None
 
@@ -216,16 +236,38 @@ class Mosquitto:
         self.proc = None
 
 
-@pytest.fixture
-def mosquitto(tmp_path: Path):
-    if not (os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)) \
-            and not shutil.which("mosquitto"):
+def need_mosquitto() -> None:
+    if not (os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)):
         pytest.skip(f"mosquitto broker not installed ({MOSQUITTO} missing; "
                     "apt-get install mosquitto — CI installs it)")
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path):
+    need_mosquitto()
     broker = Mosquitto(tmp_path)
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture
+def mosquitto_factory(tmp_path: Path):
+    """Start brokers with options: ``mosquitto_factory(users=…, tls=…)``."""
+    need_mosquitto()
+    started: list[Mosquitto] = []
+
+    def make(**options) -> Mosquitto:
+        folder = tmp_path / f"broker{len(started)}"
+        folder.mkdir()
+        broker = Mosquitto(folder, **options)
+        broker.start()
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()
 
 
 class TcpRelay:

@@ -7,7 +7,6 @@ import hmac
 import json
 import logging
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
-from fixtures_backends import WebhookBackend, webhook, webhook_secret  # noqa: F401
+from fixtures_backends import make_certificate, webhook, webhook_secret  # noqa: F401
 from journal_helpers import TABLE, event
 
 
@@ -116,14 +115,7 @@ def test_config_errors_name_the_option(tmp_path, webhook_secret, monkeypatch):
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True)
-    return cert, key
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

@@ -17,9 +17,11 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.journal import Journal
 from controller.outbox import Outbox
-from controller.transports import TransientError, TransportConfigError, create
+from controller.transports import (PermanentError, TransientError, TransportConfigError,
+                                   create)
 from controller.transports.mqtt import MqttTransport, MqttTransportSettings
-from fixtures_backends import TcpRelay, mosquitto  # noqa: F401
+from fixtures_backends import (TcpRelay, make_certificate, mosquitto,  # noqa: F401
+                               mosquitto_factory)
 from journal_helpers import TABLE, event, fill
 
 pytestmark = pytest.mark.mosquitto
@@ -203,3 +205,41 @@ def test_config_errors_name_the_option(tmp_path):
                                             password_file=str(tmp_path / "none")), table=TABLE)
     with pytest.raises(TransportConfigError, match="topic level"):
         MqttTransport(MqttTransportSettings("127.0.0.1"), table="a/b")
+
+
+def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
+    broker = mosquitto_factory(users={"table-t7": "s3cret pass"})
+    good = tmp_path / "mqtt.password"
+    good.write_text("s3cret pass\n")
+    t = MqttTransport(settings(broker.port, username="table-t7", password_file=str(good)),
+                      table=TABLE)
+    try:
+        t.deliver([event(1)])
+    finally:
+        t.close()
+    bad = tmp_path / "wrong.password"
+    bad.write_text("guess\n")
+    t = MqttTransport(settings(broker.port, username="table-t7", password_file=str(bad)),
+                      table=TABLE)
+    try:
+        with pytest.raises(PermanentError, match="refused this table: (Not authorized|Bad user)"):
+            t.deliver([event(1)])
+    finally:
+        t.close()
+
+
+def test_tls_with_a_private_ca(mosquitto_factory, tmp_path):
+    cert, key = make_certificate(tmp_path)
+    broker = mosquitto_factory(tls=(cert, key))
+    t = MqttTransport(settings(broker.port, tls=True, ca_file=str(cert)), table=TABLE)
+    try:
+        t.deliver([event(1), event(2)])
+    finally:
+        t.close()
+    untrusted = MqttTransport(settings(broker.port, tls=True, connect_timeout_s=1.0),
+                              table=TABLE)
+    try:
+        with pytest.raises(TransientError, match="not connected.*TLS"):
+            untrusted.deliver([event(1)])
+    finally:
+        untrusted.close()

@@ -123,6 +123,7 @@ class MqttTransport(Transport):
         client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
+        client.on_connect_fail = self._on_connect_fail
         self._client = client
         try:
             client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
@@ -157,6 +158,11 @@ class MqttTransport(Transport):
         self._connected.set()
         log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
                  self.client_id)
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        with self._lock:
+            self._last_problem = ("connection attempt failed: broker unreachable or TLS "
+                                  "handshake refused (check host, port, tls, ca_file)")
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any,
                        reason_code: Any, properties: Any) -> None:
