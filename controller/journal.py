@@ -324,7 +324,22 @@ def read_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[di
 
 
 def verify_connection(conn: sqlite3.Connection) -> VerifyResult:
-    """Walk the whole chain; stop at the first record that does not hold."""
+    """Walk the whole chain; stop at the first record that does not hold.
+
+    Runs in one read transaction, so a journal being written meanwhile is checked as of one
+    moment (records and head from the same snapshot).
+    """
+    own_transaction = not conn.in_transaction
+    if own_transaction:
+        conn.execute("BEGIN")
+    try:
+        return _verify_snapshot(conn)
+    finally:
+        if own_transaction and conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def _verify_snapshot(conn: sqlite3.Connection) -> VerifyResult:
     prev = GENESIS_HASH
     expected_n = 1
     expected_seq = 1

@@ -218,3 +218,36 @@ def test_refuses_a_missing_directory_and_a_foreign_file(tmp_path):
     with pytest.raises(JournalError, match="junk.db"):
         Journal(junk)
     assert os.path.getsize(junk) == 2100
+
+
+def test_verify_and_export_of_a_journal_being_written(journal_path):
+    """The CLI checks a live journal as of one moment: never a false alarm mid-append."""
+    child = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from controller.journal import Journal
+        from journal_helpers import event, sample_inputs
+        j = Journal({str(journal_path)!r})
+        seq = 0
+        for i, inp in enumerate(sample_inputs(100_000)):
+            events = [event(seq + 1), event(seq + 2)]
+            seq += 2
+            j.append(inp, events)
+            if i == 20:
+                print("writing", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        counts = []
+        for _ in range(15):
+            result = verify_file(journal_path)
+            assert result.ok, result.describe()
+            counts.append(result.records)
+            exported = list(export_events(journal_path))
+            assert [json.loads(line)["seq"] for line in exported] == \
+                list(range(1, len(exported) + 1))
+        assert counts == sorted(counts) and counts[-1] > counts[0]
+    finally:
+        proc.kill()
+        proc.wait(10)
