@@ -268,6 +268,13 @@ class Journal:
         for n, body in self._rows("SELECT n, body FROM records WHERE kind='input' ORDER BY n"):
             yield _parse_input(n, body)
 
+    def last_input(self) -> Input | None:
+        """The newest journaled input (its ``at`` is where the table clock stands)."""
+        self._check_open()
+        row = self._conn.execute(
+            "SELECT n, body FROM records WHERE kind='input' ORDER BY n DESC LIMIT 1").fetchone()
+        return None if row is None else _parse_input(row[0], row[1])
+
     def events_after(self, seq: int, limit: int) -> list[dict[str, Any]]:
         """Events with seq greater than ``seq``, in seq order, at most ``limit``."""
         return read_events_after(self._conn, seq, limit)

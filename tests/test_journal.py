@@ -42,6 +42,7 @@ def test_append_returns_record_numbers_and_replays_inputs_in_order(journal_path)
     with Journal(journal_path) as j:  # reopened: state comes from the file
         assert j.last_event_seq() == 3
         assert list(j.inputs()) == inputs[:3]
+        assert j.last_input() == inputs[2]
         entries = list(j.entries())
         assert [e.record for e in entries] == [1, 4, 5]
         assert [[ev["seq"] for ev in e.events] for e in entries] == [[1, 2], [], [3]]
@@ -51,6 +52,7 @@ def test_append_returns_record_numbers_and_replays_inputs_in_order(journal_path)
 
 def test_events_after_pages_in_seq_order(journal_path):
     with Journal(journal_path) as j:
+        assert j.last_input() is None and j.events_after(0, 10) == []
         written = fill(j, 30)
         assert j.events_after(0, 1000) == written
         assert [e["seq"] for e in j.events_after(5, 3)] == [6, 7, 8]
