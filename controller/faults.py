@@ -35,6 +35,8 @@ MISREAD = "misread"
 SECOND_CUT_CARD = "second_cut_card"
 CUT_CARD_NO_SHOE = "cut_card_no_shoe"
 SHOE_LOST = "shoe_lost"
+JOURNAL_UNWRITABLE = "journal_unwritable"
+CONTROLLER_FAULT = "controller_fault"
 
 FAULTS: dict[str, Rule] = {
     rule.code: rule
@@ -115,6 +117,20 @@ FAULTS: dict[str, Rule] = {
             "Pauses (the countdown freezes). Between rounds a lost shoe only blocks "
             "`start_round` and `new_shoe` (see `shoe_disconnected`).",
             "Reconnect the shoe, then resume; or `cancel_round`.",
+        ),
+        Rule(
+            JOURNAL_UNWRITABLE,
+            "The daemon could not write the journal (disk full, I/O error) and reports it with "
+            "a `fault` input once it can journal again.",
+            "Pauses (the countdown freezes): nothing may happen that is not recorded.",
+            "Fix the storage, then supervisor `resume`; or `cancel_round`.",
+        ),
+        Rule(
+            CONTROLLER_FAULT,
+            "Any other failure the controller itself reports with a `fault` input; the "
+            "input's own code and reason are kept in the event's `detail`.",
+            "Pauses.",
+            "Supervisor `resume` once the cause is fixed; or `cancel_round`.",
         ),
     )
 }

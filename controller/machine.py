@@ -30,6 +30,7 @@ from transitions import Machine
 from controller import faults
 from controller.cards import DEFAULT_DECKS, Card, ShoeComposition
 from controller.events import iso_time, make_event
+from controller.inputs import Fault as ControllerFault
 from controller.inputs import (
     Button,
     CardScan,
@@ -44,6 +45,8 @@ from controller.inputs import (
 from controller.rules import HAND_ORDER, POSITIONS, Hand, evaluate_hand, round_result_data
 
 log = logging.getLogger(__name__)
+# The daemon routes logs through its own handlers; alone (replay, tests) the machine is quiet.
+log.addHandler(logging.NullHandler())
 
 REVEAL_MODES = ("auto", "button")
 
@@ -651,6 +654,14 @@ class TableMachine:
             self._resume()
             self._take_card(inp.card, entered=True)
 
+    def _on_controller_fault(self, inp: ControllerFault) -> None:
+        """The controller itself failed (journal, …): pause until the supervisor resumes."""
+        if inp.code in faults.FAULTS:
+            self._fault(inp.code, inp.reason)
+        else:
+            self._fault(faults.CONTROLLER_FAULT, f"controller fault {inp.code}: {inp.reason}",
+                        {"code": inp.code, "reason": inp.reason})
+
     def _on_tick(self, inp: Tick) -> None:
         pass  # the clock moved; due timers already fired
 
@@ -662,6 +673,7 @@ class TableMachine:
         Switch: _on_switch,
         DeviceStatus: _on_device,
         Supervisor: _on_supervisor,
+        ControllerFault: _on_controller_fault,
         Tick: _on_tick,
     }
 

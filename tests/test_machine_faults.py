@@ -329,3 +329,17 @@ def test_faults_doc_is_generated_from_the_fault_table() -> None:
         "docs/faults.md drifted: run `python -m controller.faults > docs/faults.md`")
     for code in list(faults.FAULTS) + list(faults.REJECTIONS):
         assert f"`{code}`" in committed
+
+
+def test_controller_fault_input_pauses_until_resume() -> None:
+    from controller.inputs import Fault as ControllerFault
+
+    t = Table().ready().open_round(cards=2)
+    known = t.feed(ControllerFault(t.b.t, "journal_unwritable", "disk full"))
+    assert known[-1]["data"] == {"code": faults.JOURNAL_UNWRITABLE, "reason": "disk full"}
+    assert t.machine.next_deadline() is None
+    other = t.feed(ControllerFault(t.b.t, "clock_jump", "the clock jumped 3 s"))
+    data = paused_with(other, faults.CONTROLLER_FAULT)
+    assert data["detail"] == {"code": "clock_jump", "reason": "the clock jumped 3 s"}
+    assert types(t.feed(t.b.supervisor("resume"))) == ["resumed"]
+    assert t.machine.next_deadline() is not None
