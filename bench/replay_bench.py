@@ -1,0 +1,64 @@
+"""Replay speed of the table machine (a benchmark, not a test).
+
+Crash recovery rebuilds the table by replaying the journal through a fresh machine, so the
+time to replay one whole shoe is what a restart costs. Goal: one shoe in under 50 ms.
+
+    python bench/replay_bench.py [--shoes 40]
+
+Prints: rounds per second over many shoes (machine only, and with events serialised to JSON
+lines as `pokdeng-table replay` does), and the median / worst time for one whole 8-deck shoe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from controller.events import to_json_line
+from controller.machine import MachineSettings, TableMachine
+from controller.scriptgen import shoe_script
+
+
+def replay_shoe(script, settings: MachineSettings, serialise: bool) -> tuple[int, int]:
+    machine = TableMachine(settings)  # a fresh machine, as recovery builds one
+    events = rounds = 0
+    for inp in script:
+        for event in machine.handle(inp):
+            events += 1
+            if event["type"] == "round_result":
+                rounds += 1
+            if serialise:
+                to_json_line(event)
+    return rounds, events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shoes", type=int, default=40)
+    args = parser.parse_args()
+    settings = MachineSettings()
+    scripts = [shoe_script(seed) for seed in range(args.shoes)]  # generated before timing
+    inputs = sum(len(s) for s in scripts)
+    replay_shoe(scripts[0], settings, False)  # warm up imports and caches
+
+    for serialise in (False, True):
+        times, rounds, events = [], 0, 0
+        for script in scripts:
+            start = time.perf_counter()
+            r, e = replay_shoe(script, settings, serialise)
+            times.append(time.perf_counter() - start)
+            rounds += r
+            events += e
+        total = sum(times)
+        label = "machine + JSON lines" if serialise else "machine only"
+        print(f"[{label}] {args.shoes} shoes, {inputs} inputs, {events} events, {rounds} rounds "
+              f"in {total:.3f} s")
+        print(f"  throughput: {rounds / total:,.0f} rounds/s, {inputs / total:,.0f} inputs/s, "
+              f"{events / total:,.0f} events/s")
+        print(f"  one whole shoe: median {statistics.median(times) * 1000:.1f} ms, "
+              f"worst {max(times) * 1000:.1f} ms (goal < 50 ms)")
+
+
+if __name__ == "__main__":
+    main()
