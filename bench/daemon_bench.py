@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,14 @@ def wait_ready(sock: socket.socket, timeout: float = 30.0) -> float:
         if ready and b"READY=1" in sock.recv(4096):
             return time.monotonic()
     raise RuntimeError("the daemon did not send READY=1")
+
+
+def drain(sock: socket.socket) -> None:
+    try:
+        while True:
+            sock.recv(4096)
+    except OSError:
+        return
 
 
 def proc_figures(pid: int) -> tuple[float, int, int]:
@@ -93,6 +102,8 @@ def main() -> int:
                 if proc.wait(20) != 0:
                     raise RuntimeError("the daemon did not stop cleanly")
         assert proc is not None
+        # Read the notify socket from now on, as systemd does (WATCHDOG=1, STATUS=).
+        threading.Thread(target=drain, args=(notify,), daemon=True).start()
         time.sleep(1.0)  # let start-up settle (drivers connect, first status)
         cpu0, _, _ = proc_figures(proc.pid)
         t0 = time.monotonic()

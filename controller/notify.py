@@ -47,7 +47,10 @@ class Notifier:
         message = "\n".join(assignments).encode()
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                # Non-blocking: a service manager that does not read must never stall the
+                # table loop (a full datagram queue would block a plain send).
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
             self._sock.sendto(message, _address(self._address))
             return True
         except OSError as exc:

@@ -88,3 +88,14 @@ def test_library_logs_go_through_the_same_json_chain() -> None:
         assert "timestamp" in line and "level" in line
     assert lines[1]["logger"] == "serial" and lines[1]["level"] == "warning"
     assert lines[0]["seq"] == 5
+
+
+def test_a_receiver_that_does_not_read_never_blocks_the_sender() -> None:
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        path = str(Path(tmp) / "n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.bind(path)
+            notifier = Notifier({"NOTIFY_SOCKET": path})
+            results = [notifier.watchdog() for _ in range(500)]  # far beyond the queue length
+            assert results[0] is True and results[-1] is False
+            notifier.close()

@@ -63,6 +63,8 @@ def next_step(status: dict[str, Any]) -> str:
         fault = status.get("fault") or {}
         reason = fault.get("reason") if isinstance(fault, dict) else None
         return f"PAUSED: {reason} — call supervisor" if reason else "PAUSED — call supervisor"
+    if status.get("betting_open") and status.get("next_target") is None:
+        return "all cards dealt — wait for betting to close"
     prompt = status.get("prompt")
     if prompt:
         return str(prompt)
