@@ -343,3 +343,16 @@ def test_controller_fault_input_pauses_until_resume() -> None:
     assert data["detail"] == {"code": "clock_jump", "reason": "the clock jumped 3 s"}
     assert types(t.feed(t.b.supervisor("resume"))) == ["resumed"]
     assert t.machine.next_deadline() is not None
+
+
+def test_misread_during_the_shoe_burns_way_out_end_shoe() -> None:
+    t = Table()
+    t.feed(t.b.button("new_shoe"), t.b.card("5C"), t.b.card("2D"))
+    paused_with(t.feed(t.b.misread()), faults.MISREAD)
+    assert t.feed(t.b.button("cancel_round"))[0]["data"]["code"] == faults.NOT_ALLOWED
+    events = t.feed(t.b.supervisor("end_shoe"))
+    assert types(events) == ["shoe_ended", "resumed"]
+    assert events[0]["data"]["reason"] == "ended_by_supervisor"
+    assert events[0]["data"]["cards_drawn"] == 2
+    assert t.machine.state == "no_shoe" and t.status()["paused"] is False
+    assert types(t.feed(t.b.button("new_shoe"))) == ["shoe_started"]
