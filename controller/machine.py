@@ -42,7 +42,7 @@ from controller.inputs import (
     Switch,
     Tick,
 )
-from controller.rules import HAND_ORDER, POSITIONS, Hand, evaluate_hand, round_result_data
+from controller.rules import HAND_ORDER, Hand, evaluate_hand, round_result_data
 
 log = logging.getLogger(__name__)
 # The daemon routes logs through its own handlers; alone (replay, tests) the machine is quiet.
@@ -155,12 +155,10 @@ class Fault:
 class RoundState:
     number: int
     cards: list[Card] = field(default_factory=list)
-    entered: set[int] = field(default_factory=set)  # indexes of cards entered by hand
     betting_open: bool = True
     closes_at: float | None = None  # table clock; None while paused or closed
     seconds_left: float | None = None  # kept while paused
     revealed: dict[str, Hand] = field(default_factory=dict)
-    cut_card_drawn: bool = False
 
     @property
     def complete(self) -> bool:
@@ -412,8 +410,8 @@ class TableMachine:
 
     # --- input handlers ---------------------------------------------------------------------
 
-    def _on_card(self, inp: CardScan, *, entered: bool = False) -> None:
-        self._take_card(inp.card, entered=entered)
+    def _on_card(self, inp: CardScan) -> None:
+        self._take_card(inp.card)
 
     def _take_card(self, card: Card, *, entered: bool = False) -> None:
         if self.hold == "paused":
@@ -459,8 +457,7 @@ class TableMachine:
             self.round.cards.append(card)
             data: dict[str, Any] = {"index": index, "target": ROUND_TARGETS[index]}
             if entered:
-                self.round.entered.add(index)
-                data["entered"] = True
+                data["entered"] = True  # typed in by the supervisor after a misread
             self._emit("card_dealt", data)
             self.deal_card()
 
@@ -516,8 +513,6 @@ class TableMachine:
                         "resume")
         else:
             self.cut_card_seen = self.last_round = True
-            if self.round is not None:
-                self.round.cut_card_drawn = True
             self._emit("cut_card_drawn", {"last_round": True})
 
     def _on_switch(self, inp: Switch) -> None:
