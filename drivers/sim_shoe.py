@@ -189,6 +189,11 @@ class ShoeSimulator:
         with self._lock:
             self._write(self._noise(length))
 
+    def send_raw(self, data: bytes) -> None:
+        """Write bytes exactly as given (hand-made frames, a bench check of a parser)."""
+        with self._lock:
+            self._write(data)
+
     def send_input(self, inp: Input) -> None:
         """Send one shoe-side table-script input (card, cut_card or misread)."""
         with self._lock:

@@ -29,7 +29,7 @@ _WHITESPACE = frozenset(b" \t\r\n\x00")
 _WARNING = re.compile(r"W0x[0-9A-Fa-f]{1,4}")
 _ALARM_ID = re.compile(r"[A-Za-z0-9]{1,8}")
 
-_OUTSIDE, _SECTION, _FRAME = range(3)
+_OUTSIDE, _SECTION, _FRAME, _SKIP = range(4)  # _SKIP: rest of an over-long run
 
 
 class BeeTekParser(ShoeParser):
@@ -66,6 +66,9 @@ class BeeTekParser(ShoeParser):
             elif byte == 0x5B:  # "[" always starts a section tag
                 self._abandon(out)
                 self._state = _SECTION
+            elif self._state == _SKIP:
+                if byte in _WHITESPACE:
+                    self._state = _OUTSIDE
             elif self._state == _OUTSIDE:
                 if byte in _WHITESPACE:
                     self._flush_garbage(out)
@@ -73,6 +76,7 @@ class BeeTekParser(ShoeParser):
                     self._garbage.append(byte)
                     if len(self._garbage) >= self.max_frame:
                         self._flush_garbage(out)
+                        self._state = _SKIP
             elif self._state == _SECTION:
                 if byte == 0x5D:  # "]"
                     self._section = self._buffer.decode("ascii", "replace")
@@ -100,16 +104,18 @@ class BeeTekParser(ShoeParser):
     def _abandon(self, out: list[Output]) -> None:
         """A new "<" or "[" arrived: whatever was unfinished is garbage."""
         self._flush_garbage(out)
-        if self._state != _OUTSIDE:
+        if self._state in (_FRAME, _SECTION):
             opener = b"<" if self._state == _FRAME else b"["
             self._drop("garbage", opener + bytes(self._buffer), out)
         self._buffer.clear()
+        self._state = _OUTSIDE
 
     def _drop(self, code: str, raw: bytes, out: list[Output]) -> None:
         what = "over-long" if code == "frame_too_long" else "unfinished"
         out.append(Problem(code, f"dropped {what} beetek frame {printable(raw)}", raw))
         self._buffer.clear()
-        self._state = _OUTSIDE
+        # after an over-long run, skip to the next white space or frame start in silence
+        self._state = _SKIP if code == "frame_too_long" else _OUTSIDE
 
     def _flush_garbage(self, out: list[Output]) -> None:
         if self._garbage:
