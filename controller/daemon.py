@@ -152,6 +152,7 @@ class Daemon:
         self._version = 0
         self._changed = threading.Condition()
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self._leds: dict[str, bool] | None = None
         self.settings = config.machine_settings()
 
     # -- posting (any thread) -----------------------------------------------------------------
@@ -233,6 +234,10 @@ class Daemon:
             log.error("cannot start", reason=str(exc))
             self._shutdown()
             return exc.exit_status
+        except Exception as exc:
+            log.exception("cannot start", reason=str(exc))
+            self._shutdown()
+            return 1
         try:
             self._loop()
         finally:
@@ -272,6 +277,8 @@ class Daemon:
             raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
         for driver in self.drivers:
             driver.start()
+        self._leds = None
+        self._update_leds(self.snapshot())
         if self.config.control is not None:
             self.control = ControlServer(self.config.control.socket, self, group=self.config.control.group,
                                          mode=self.config.control.mode)
@@ -463,6 +470,25 @@ class Daemon:
             self._version += 1
             self._changed.notify_all()
         self.notifier.status(status_line(snapshot))
+        self._update_leds(snapshot)
+
+    def _update_leds(self, status: dict[str, Any]) -> None:
+        """Light the panel button that is the dealer's next step (where the panel has LEDs)."""
+        running = not status.get("paused") and not status.get("storage_fault")
+        state = status.get("state")
+        leds = {"new_shoe": running and state == "no_shoe",
+                "start_round": running and state == "ready",
+                "reveal": running and state == "revealing" and self.settings.reveal == "button"}
+        if leds == self._leds:
+            return
+        self._leds = leds
+        for driver in self.drivers:
+            set_leds = getattr(driver, "set_leds", None)
+            if callable(set_leds):
+                try:
+                    set_leds(leds)
+                except Exception as exc:  # an LED is a nicety; never stop the table for it
+                    log.warning("cannot set the panel LEDs", error=str(exc))
 
     # -- disk safety --------------------------------------------------------------------------
     def _storage_failed(self, exc: BaseException) -> None:
@@ -486,13 +512,9 @@ class Daemon:
         """Try to journal the storage fault; once it sticks, the table runs from the journal."""
         from controller.journal import JournalError
 
-        pause: Input = self._stamp(Fault(0.0, "journal_unwritable",
-                                         self._storage_fault or "journal write failed"))
-        try:
-            events = self.machine.handle(pause)
-        except Exception:  # a machine that does not know the fault input: a plain pause
-            pause = with_time(Supervisor(0.0, "pause"), pause.at)
-            events = self.machine.handle(pause)
+        pause = self._stamp(Fault(0.0, "journal_unwritable",
+                                  self._storage_fault or "journal write failed"))
+        events = self.machine.handle(pause)
         try:
             self.journal.append(pause, events)
         except (JournalError, OSError) as exc:

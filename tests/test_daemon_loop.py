@@ -127,4 +127,37 @@ def test_a_failed_journal_write_rebuilds_and_pauses(state_dir: Path,
     with Journal(state_dir / "journal.sqlite") as journal:
         assert journal.verify().ok
         events = journal.events_after(0, 100)
-    assert [e["type"] for e in events][-1] == "paused"
+    assert events[-1]["type"] == "paused"
+    assert events[-1]["data"]["code"] == "journal_unwritable"
+    assert "disk full" in events[-1]["data"]["reason"]
+
+
+def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Path) -> None:
+    from drivers.sim_panel import SimPanel
+
+    config = parse_config({
+        "table": {"id": "L2"},
+        "state_dir": str(state_dir),
+        "shoe": {"driver": "beetek", "url": "/dev/null"},
+        "control": {"socket": str(state_dir / "c.sock")},
+    }, "test")
+    panels: list[SimPanel] = []
+
+    def make_panel(sink, clock):
+        panels.append(SimPanel(sink, {"reconnect_seconds": 0.1}, clock, "panel"))
+        return panels[0]
+
+    daemon = Daemon(config, notifier=Notifier({}), drivers=[make_panel], transports=[])
+    thread = run_in_thread(daemon)
+    try:
+        panel = panels[0]
+        wait_for(lambda: panel.connected.is_set())
+        wait_for(lambda: panel.leds.get("new_shoe") is True)
+        assert panel.leds.get("start_round") is False
+        panel.press("new_shoe")
+        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        wait_for(lambda: panel.leds.get("new_shoe") is False)
+    finally:
+        daemon.request_stop()
+        thread.join(10)
+    assert not panels[0].running  # the daemon stopped its driver
