@@ -47,6 +47,7 @@ log = logging.getLogger("pokdeng.drivers.line_panel")
 
 MAX_LINE = 64
 STATUS_QUERY = b"status?\n"
+STATUS_ANSWER_SECONDS = 2.0  # warn when the panel has not said where its key switch is by then
 READ_TIMEOUT_S = 0.05
 
 
@@ -167,6 +168,7 @@ class LinePanel(Driver):
         self._problems = RateLimitedLog(log)
         self._splitter = LineSplitter(MAX_LINE, self._line_too_long)
         self._switch_levels: dict[str, bool] = {}
+        self._status_deadline: float | None = None
         self._led_lock = threading.Lock()
         self._led_states: dict[str, bool] = {}
         self._led_pending: dict[str, bool] = {}
@@ -174,7 +176,7 @@ class LinePanel(Driver):
         self._link = SerialLink(
             self.config.url, device=self.device, sink=self.post, clock=self.clock,
             on_bytes=self._on_bytes, on_open=self._on_open, on_lost=self._on_lost,
-            on_idle=self._flush_leds, baudrate=self.config.baudrate,
+            on_idle=self._on_idle, baudrate=self.config.baudrate,
             read_timeout=READ_TIMEOUT_S, reconnect_seconds=self.config.reconnect_seconds, log=log)
         self.connected = threading.Event()
         self.counters = {"lines": 0, "bad_lines": 0, "too_long": 0, "presses": 0,
@@ -206,6 +208,7 @@ class LinePanel(Driver):
         self._splitter.reset()
         self._switch_levels = {}  # unknown until the panel answers the query
         self._link.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
+        self._status_deadline = self._monotonic() + STATUS_ANSWER_SECONDS
         with self._led_lock:
             self._led_pending = dict(self._led_states)
         self.connected.set()
@@ -216,7 +219,16 @@ class LinePanel(Driver):
     def _on_bytes(self, data: bytes) -> None:
         for line in self._splitter.feed(data):
             self._handle_line(line)
+        self._on_idle()
+
+    def _on_idle(self) -> None:
         self._flush_leds()
+        deadline = self._status_deadline
+        if deadline is not None and not self._switch_levels and self._monotonic() > deadline:
+            self._status_deadline = None  # once per connection
+            log.warning("serial panel %s has not reported its key switch position (no answer "
+                        "to status? within %g s): check the panel firmware", self.config.url,
+                        STATUS_ANSWER_SECONDS)
 
     def _line_too_long(self) -> None:
         self.counters["too_long"] += 1

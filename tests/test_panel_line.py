@@ -215,3 +215,18 @@ def test_bad_options_name_the_option(tmp_path, bad, message):
     with pytest.raises(DriverConfigError) as err:
         LinePanelConfig.from_options(opts)
     assert message in str(err.value)
+
+
+def test_a_panel_that_never_reports_its_switch_is_warned_about(line, caplog, monkeypatch):
+    import drivers.line_panel
+
+    monkeypatch.setattr(drivers.line_panel, "STATUS_ANSWER_SECONDS", 0.1)
+    caplog.set_level(logging.WARNING, logger="pokdeng.drivers.line_panel")
+    sink = Collector()
+    with LinePanel(sink, options(line)):
+        line.expect(b"status?\n")
+        wait_until(lambda: any("has not reported its key switch" in r.message
+                               for r in caplog.records))
+        line.send(b"reveal\n")
+        sink.wait_count(Button, 1)
+    assert sum("has not reported" in r.message for r in caplog.records) == 1
