@@ -147,8 +147,8 @@ def round_result_lines(event: dict[str, Any]) -> list[str]:
             outcome += f" {result['odds']}"
         returned = result["player_bet_return"] * 100
         pair = f"   pair bet returns {result['pair_bet_return'] * 100}" if result["pair"] else ""
-        lines.append(f"  {pos:<7}{_hand_text(hands[pos]):<34}{outcome:<9} "
-                     f"bet 100 (200 held) returns {returned:>3}{pair}")
+        lines.append(f"  {pos:<7}{_hand_text(hands[pos]):<40} {outcome:<9} "
+                     f"returns {returned:>3}{pair}")
     return lines
 
 
@@ -370,7 +370,9 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
               f"speed x{options.speed:g}{', resuming' if resumed else ''}\n"
               f"  state: {state_dir}  (rerun with --state-dir {state_dir} to carry on)\n"
               f"  events: {events}\n"
-              f"  dealer view: pokdeng-table watch --socket {config.control.socket}\n")
+              f"  dealer view: pokdeng-table watch --socket {config.control.socket}\n"
+              f"  results per 100 staked: a Player bet deducts 200 (stake + the held 100) and "
+              f"returns 0-400; a Pair bet returns 1200 on a pair\n")
     out.flush()
 
     shoe_sim = ShoeSimulator(shoe_link, "beetek", decks=state["decks"], seed=state["seed"])
