@@ -389,7 +389,9 @@ class TableMachine:
     def _resume(self) -> None:
         self.fault = None
         self.card_owed = None  # a ninth copy not entered by now was set aside
-        self.resume_table()
+        if not self.resume_table():
+            # Callers check _resume_blocker first; reaching this is a bug, never a silent resume.
+            raise RuntimeError(f"resume refused by the hold's conditions: {self._resume_blocker()}")
         data: dict[str, Any] = {}
         if self.round is not None and self.round.closes_at is not None:
             data["betting_closes_at"] = iso_time(self.round.closes_at)

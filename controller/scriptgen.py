@@ -22,6 +22,7 @@ from controller.inputs import (
     CardScan,
     CutCard,
     DeviceStatus,
+    Fault,
     Input,
     Misread,
     Supervisor,
@@ -159,6 +160,9 @@ class ScriptBuilder:
 
     def supervisor(self, action: str, card: str | None = None) -> Input:
         return self._add(Supervisor(self.t, action, parse_card(card) if card else None))
+
+    def controller_fault(self, code: str, reason: str) -> Input:
+        return self._add(Fault(self.t, code, reason))
 
     def tick(self, at: float | None = None) -> Input:
         if at is not None:

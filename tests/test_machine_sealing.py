@@ -23,7 +23,7 @@ from controller.scriptgen import ScriptBuilder, shuffled_shoe
 DISTURBANCES = (
     "any_card", "misread", "cut_card", "switch_on", "sup_pause", "cancel_round", "sup_cancel",
     "enter_card", "reveal", "start_round", "new_shoe", "end_shoe", "sup_end_shoe", "shoe_off",
-    "shoe_on", "panel_off", "card", "tick",
+    "shoe_on", "panel_off", "card", "tick", "controller_fault",
 )
 RECOVERIES = ("switch_off", "sup_resume", "enter_card", "shoe_on", "cancel_round", "none")
 
@@ -66,6 +66,9 @@ def table_scripts(draw):
             b.cut_card()
         elif action == "tick":
             b.tick()
+        elif action == "controller_fault":
+            b.controller_fault(*draw(st.sampled_from([("journal_unwritable", "disk full"),
+                                                      ("clock_jump", "clock jumped")])))
 
     def maybe_disturb() -> None:
         if draw(st.integers(0, 7)) == 0:
