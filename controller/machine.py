@@ -3,7 +3,8 @@
 Pure and single-owner: ``TableMachine.handle(input)`` returns the events that input caused.
 No threads, no I/O, no wall clock: the clock is the input's ``at`` (table-clock seconds), and
 the betting countdown fires when an input's ``at`` reaches its deadline, before that input is
-handled. The daemon posts a ``Tick`` at ``next_deadline()`` so the countdown closes on time.
+handled, and its events carry the deadline's time. The daemon posts a ``Tick`` at
+``next_deadline()`` so the countdown closes on time. Same inputs, byte-identical events.
 
 Two orthogonal state machines (``transitions``, states and transitions as data below):
 
