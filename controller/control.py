@@ -37,6 +37,10 @@ class ControlError(Exception):
     """The control socket cannot be served or reached; the message says why."""
 
 
+class ControlConfigError(ControlError):
+    """The control section names something this system does not have (e.g. the group)."""
+
+
 class ControlHandler(Protocol):
     """What the daemon offers the control socket (all thread-safe)."""
 
@@ -124,7 +128,7 @@ class ControlServer:
         try:
             return grp.getgrnam(self.group).gr_gid
         except KeyError:
-            raise ControlError(f"control.group: no group named {self.group!r} on this "
+            raise ControlConfigError(f"control.group: no group named {self.group!r} on this "
                                f"system (create it, e.g. with systemd-sysusers)") from None
 
     def _remove_stale_socket(self) -> None:

@@ -246,9 +246,11 @@ class Daemon:
 
     def start(self) -> None:
         """Recover, catch up the clock, start drivers, outbox and control socket, READY=1."""
-        from controller.control import ControlError, ControlServer
+        from controller.control import ControlConfigError, ControlError, ControlServer
         from controller.journal import Journal, JournalCorrupt, JournalError
         from controller.recovery import RecoveryError, recover
+        from controller.transports import TransportConfigError
+        from drivers.base import DriverConfigError
 
         started = time.monotonic()
         os.makedirs(self.config.state_dir, exist_ok=True)
@@ -267,9 +269,6 @@ class Daemon:
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
         self._publish(self.machine.status())
-        from controller.transports import TransportConfigError
-        from drivers.base import DriverConfigError
-
         try:
             self._start_outbox()
             self.drivers = self._create_drivers()
@@ -279,14 +278,14 @@ class Daemon:
             driver.start()
         self._leds = None
         self._update_leds(self.snapshot())
-        if self.config.control is not None:
-            self.control = ControlServer(self.config.control.socket, self, group=self.config.control.group,
-                                         mode=self.config.control.mode)
-            try:
-                self.control.start()
-            except ControlError as exc:
-                self.control = None
-                raise StartupError(str(exc), EX_CONFIG if "control.group" in str(exc) else 1) from None
+        control = self.config.control
+        self.control = ControlServer(control.socket, self, group=control.group, mode=control.mode)
+        try:
+            self.control.start()
+        except ControlError as exc:
+            self.control = None
+            status = EX_CONFIG if isinstance(exc, ControlConfigError) else 1
+            raise StartupError(str(exc), status) from None
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=self.journal.record_count(),
