@@ -403,12 +403,29 @@ class Daemon:
         try:
             events = self._handle(work.inp)
         except Exception as exc:  # the loop must survive anything one input does
-            log.exception("input could not be handled", kind=work.inp.kind)
+            reason = self._controller_failed(work.inp, exc)
             if work.reply is not None and not work.reply.done():
-                work.reply.set_result({"ok": False, "error": f"internal error: {exc}"})
+                work.reply.set_result({"ok": False, "error": reason})
             return
         if work.reply is not None and not work.reply.done():
             work.reply.set_result(supervisor_answer(events, self._storage_fault))
+
+    def _controller_failed(self, inp: Input, exc: Exception) -> str:
+        """A bug met an input: undo it (rebuild from the journal) and pause for the supervisor.
+
+        The message names the exception's type only: its text or traceback might carry a
+        sealed card value, so the details go to the log at DEBUG.
+        """
+        from controller.recovery import recover
+
+        reason = (f"internal error ({type(exc).__name__}) while handling a {inp.kind} input; "
+                  f"the input was not applied")
+        log.error("input could not be handled; rebuilding from the journal and pausing",
+                  kind=inp.kind, error_type=type(exc).__name__)
+        log.debug("input failure details", exc_info=exc)
+        self.machine = recover(self.journal, self.settings)
+        self._handle(Fault(0.0, "controller_error", reason))
+        return reason
 
     def _stamp(self, inp: Input) -> Input:
         at = max(self.clock.now(), self._last_at)

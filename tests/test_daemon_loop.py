@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import threading
@@ -161,3 +162,33 @@ def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Pa
         daemon.request_stop()
         thread.join(10)
     assert not panels[0].running  # the daemon stopped its driver
+
+
+def test_an_input_that_breaks_the_machine_is_undone_and_pauses(state_dir: Path) -> None:
+    daemon = make_daemon(state_dir)
+    thread = run_in_thread(daemon)
+    try:
+        daemon.post(Button(0.0, "new_shoe"))
+        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        machine = daemon.machine
+
+        def broken(inp):
+            machine.composition = None  # half-done damage before the failure
+            raise RuntimeError("bug with secret KD in its message")
+
+        machine.handle = broken
+        future = daemon.submit(CardScan(0.0, parse_card("KD")))
+        answer = future.result(10)
+        assert not answer["ok"] and "RuntimeError" in answer["error"]
+        assert "KD" not in answer["error"]
+        snap = daemon.snapshot()
+        assert snap["paused"] and snap["fault"]["code"] == "controller_fault"
+        assert snap["fault"]["detail"]["code"] == "controller_error"
+        assert "KD" not in json.dumps(snap)
+        assert snap["state"] == "awaiting_flip" and snap["cards_drawn"] == 0
+        assert daemon.machine is not machine  # rebuilt, not the damaged one
+    finally:
+        daemon.request_stop()
+        thread.join(10)
+    with Journal(state_dir / "journal.sqlite") as journal:
+        assert [inp.kind for inp in journal.inputs()] == ["button", "fault"]
