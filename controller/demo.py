@@ -40,6 +40,7 @@ DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
 PAUSE_BETWEEN_ROUNDS = 3  # table seconds the result stays up before the next start_round
 STALL_SECONDS = 10.0      # real seconds without progress before the demo gives up
+PAUSE_PATIENCE = 120.0    # real seconds a paused table waits for a supervisor to resume it
 
 DEMO_CONFIG = """
 table:
@@ -312,6 +313,10 @@ class DemoDealer:
                 self._act(status)
             elif status.get("state") == "betting" and status.get("next_target") is None:
                 last_progress = time.monotonic()  # waiting for the countdown is progress
+            elif status.get("paused"):
+                # A supervisor (`pokdeng-table supervisor …`) may resume or cancel; wait a while.
+                if time.monotonic() - last_progress > PAUSE_PATIENCE:
+                    raise DemoError(f"the table stayed paused: {status.get('prompt')}")
             elif time.monotonic() - last_progress > STALL_SECONDS:
                 raise DemoError(f"the table made no progress for {STALL_SECONDS:g} s "
                                 f"(state {status.get('state')}: {status.get('prompt')})")
@@ -319,7 +324,7 @@ class DemoDealer:
     def _act(self, status: dict[str, Any]) -> None:
         state = status.get("state")
         if status.get("paused"):
-            raise DemoError(f"the table paused: {status.get('prompt')}")
+            return  # the view shows why; the dealer waits for the supervisor
         if state == "no_shoe":
             self.panel.press("new_shoe")
             return
@@ -339,6 +344,9 @@ class DemoDealer:
         if drawn >= len(cards):
             raise DemoError("the shoe is empty")
         self._sleep_table(DEAL_SECONDS)
+        now = self.daemon.snapshot()  # a supervisor may have paused while the dealer reached
+        if now.get("paused") or now.get("cards_drawn") != drawn:
+            return
         if drawn >= cut_at and not status.get("last_round"):
             self.shoe_sim.send_cut_card()
         self.shoe_sim.send_card(cards[drawn])
