@@ -194,6 +194,7 @@ class DemoView:
         self.shoe_ended = threading.Event()
         self.round_results = threading.Semaphore(0)
         self._thread = threading.Thread(target=self._print_loop, name="demo-view", daemon=True)
+        self._closed_output = False
 
     def start(self) -> None:
         self._thread.start()
@@ -225,8 +226,17 @@ class DemoView:
                     line = event_line(event) if show else None
                     lines = [line] if line else []
                 for line in lines:
-                    self.out.write(line + "\n")
+                    self._write(line + "\n")
+            self._write("")
+
+    def _write(self, text: str) -> None:
+        if self._closed_output:
+            return
+        try:
+            self.out.write(text)
             self.out.flush()
+        except (BrokenPipeError, ValueError):  # `demo | head`: stop printing, keep playing
+            self._closed_output = True
 
 
 # --- the dealer --------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from controller.control import ControlClient
 from controller.events import validate_event
 from controller.journal import verify_file
 from drivers.sim_shoe import ShoeSimulator
-from tests.daemon_helpers import (
+from daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     cli,
