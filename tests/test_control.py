@@ -160,3 +160,31 @@ def test_group_is_applied(sock_dir: Path) -> None:
         assert info.st_gid == os.getgid() and stat.S_IMODE(info.st_mode) == 0o600
     finally:
         server.close()
+
+
+def test_dealer_view_says_what_to_do_next() -> None:
+    import io
+
+    from controller.commands.watch import dealer_view, follow, next_step
+
+    base = {"table": "T1", "shoe": 2, "round": 5, "state": "betting", "betting_open": True,
+            "betting_closes_at": "2026-01-01T00:00:10.000Z", "now": 1767225606.2,
+            "next_target": "P3", "prompt": "deal to P3", "cards_left": 300,
+            "devices": {"shoe": True, "panel": False}}
+    lines = dealer_view(base)
+    assert lines[0] == "table T1 · shoe 2 · round 5"
+    assert lines[1] == ">> deal to P3"
+    assert "betting closes in 4 s" in lines and "NOT CONNECTED: panel" in lines
+    assert next_step({**base, "next_target": None}) == "all cards dealt — wait for betting to close"
+    paused = {**base, "paused": True, "fault": {"code": "ninth_copy", "reason": "9th 7♥"}}
+    assert next_step(paused) == "PAUSED: 9th 7♥ — call supervisor"
+    assert next_step({**base, "storage_fault": "disk full"}).startswith("STOP")
+    out = io.StringIO()
+    follow([base, dict(base), {**base, "next_target": "P4", "prompt": "deal to P4"}], out,
+           tty=False)
+    printed = out.getvalue().splitlines()
+    assert len(printed) == 2  # one line per change
+    assert "deal to P3" in printed[0] and "deal to P4" in printed[1]
+    screen = io.StringIO()
+    follow([base], screen, tty=True)
+    assert screen.getvalue().startswith("\x1b[H\x1b[2J")
