@@ -142,3 +142,14 @@ def test_every_split_point_gives_the_same_result():
     for cut in range(1, len(data)):
         parser = PdtParser()
         assert parser.feed(data[:cut]) + parser.feed(data[cut:]) == whole
+
+
+def test_every_example_frame_in_the_protocol_document_is_valid():
+    from pathlib import Path
+    doc = (Path(__file__).parent.parent / "docs" / "pdt-protocol.md").read_text()
+    frames = [line.strip().split("\\r\\n")[0] for line in doc.splitlines()
+              if line.strip().startswith("$PDT,") and "*" in line and "<" not in line]
+    assert len(frames) >= 7
+    for frame in frames:
+        body, crc = frame[1:].split("*")
+        assert crc16_ccitt_false(body.encode()) == int(crc, 16), frame

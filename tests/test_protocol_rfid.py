@@ -106,3 +106,10 @@ def test_encoder_misread_and_corrupt_lines():
     parser = RfidParser(REGISTRY)
     assert parser.feed(enc.misread())[0].code == "rfid_unknown_uid"
     assert parser.feed(enc.corrupt(enc.tag("0011AABB")))[0].code == "bad_line"
+
+
+def test_the_example_registry_in_config_loads():
+    from pathlib import Path
+    registry = load_registry(Path(__file__).parent.parent / "config" / "cards.example.csv")
+    assert registry["0450000000000D"] == parse_card("AH")
+    assert list(registry.values()).count(CUT) == 1

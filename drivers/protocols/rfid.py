@@ -9,7 +9,8 @@ Faults, each a ``Misread`` so the table pauses rather than guesses:
 - ``rfid_duplicate_uid``: a UID seen before in this shoe — a physical card came back. The
   driver's ``new_shoe()`` (called by the daemon when the table starts a shoe) forgets the UIDs.
 
-Registry file: CSV ``uid,card`` (a header line ``uid,card`` is allowed, ``#`` starts a comment).
+Registry file: CSV ``uid,card``; a header row ``uid,card`` is allowed, ``#`` starts a comment
+line. Example: ``config/cards.example.csv``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def parse_registry(lines: Iterable[str], source: str = "registry") -> Registry:
         if len(row) != 2:
             raise ProtocolConfigError(f"{where}: expected 'uid,card', got {len(row)} field(s)")
         uid_text, card_text = row[0].strip(), row[1].strip()
-        if number == 1 and uid_text.lower() == "uid":
-            continue  # header
+        if not registry and cut_seen_at is None and uid_text.lower() == "uid":
+            continue  # header (the first row that is not a comment)
         uid = normalize_uid(uid_text)
         if uid is None:
             raise ProtocolConfigError(
