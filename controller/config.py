@@ -92,9 +92,6 @@ class Section:
             self.error(key, "required, missing")
         return default
 
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
     # -- typed getters ------------------------------------------------------------------------
     def get_str(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = (),
                 pattern: re.Pattern[str] | None = None, what: str = "") -> Any:
