@@ -215,3 +215,17 @@ def test_config_check_command(tmp_path: Path) -> None:
                               str(tmp_path / "nope.yaml")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == EX_CONFIG and "cannot read the config file" in missing.stderr
+
+
+def test_daemon_exits_78_when_a_secret_file_cannot_be_read(tmp_path: Path) -> None:
+    data = base_config(tmp_path)
+    data["transports"] = {"http": {"url": "https://127.0.0.1:9/events",
+                                   "secret_file": str(tmp_path / "missing-secret")}}
+    del data["panel"]
+    path = write(tmp_path, data)
+    result = subprocess.run([sys.executable, "-m", "controller", "run", "--config", str(path)],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "NOTIFY_SOCKET": ""})
+    assert result.returncode == EX_CONFIG
+    assert "secret_file: cannot read" in result.stdout + result.stderr
+    assert "missing-secret" in result.stdout + result.stderr
