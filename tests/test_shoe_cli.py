@@ -203,3 +203,42 @@ def test_read_shoe_without_a_shoe_reports_it_and_retries_until_sigterm(tmp_path)
     assert [json.loads(l) for l in lines.lines][0]["connected"] is False
     assert len(lines.lines) == 1  # reported once, however many retries
     assert err.count("retrying in 0.1 s") >= 2 and "attempt 2" in err
+
+
+def test_simulate_shoe_hold_keeps_the_line_open_until_sigterm(tmp_path):
+    script = tmp_path / "one.jsonl"
+    script.write_text('{"at": 0, "kind": "card", "card": "AS"}\n')
+    link = tmp_path / "shoe"
+    sim = subprocess.Popen(CLI + ["simulate-shoe", "--link", str(link), "--script", str(script),
+                                  "--hold"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not link.exists():
+            assert time.monotonic() < deadline and sim.poll() is None
+            time.sleep(0.05)
+        reader, lines = start_reader(link, "beetek", None)
+        try:
+            lines.wait_for(lambda got: len(shoe_lines(got)) == 1)
+            time.sleep(0.3)
+            assert sim.poll() is None  # still holding the line
+        finally:
+            status, err = stop(reader)
+            lines.join()
+        sim.send_signal(signal.SIGTERM)
+        _, sim_err = sim.communicate(timeout=15)
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+    assert sim.returncode == 0 and "holding the line open" in sim_err
+    assert not link.exists()  # the simulator removed its link on the way out
+    assert shoe_lines(lines.lines) == [("card", "AS")]
+
+
+def test_read_shoe_ends_cleanly_on_ctrl_c(tmp_path):
+    proc, lines = start_reader(tmp_path / "nothing", "pdt", None)
+    lines.wait_for(lambda got: len(got) >= 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    lines.join()
+    assert proc.returncode == 0 and "Traceback" not in err and "stopped" in err
