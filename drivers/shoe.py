@@ -7,6 +7,8 @@ or ``shoe`` with a ``protocol`` option. Options (unknown ones are rejected)::
     protocol: beetek             # only for the "shoe" name: beetek | rfid | pdt
     baudrate: 9600               # default per protocol: beetek/rfid 9600, pdt 115200
     reconnect_seconds: 2.0       # retry period while the shoe is away
+    read_timeout: 0.2            # longest blocking read; bounds how fast stop() and the
+                                 # silence check react
     serial: {parity: N, …}       # extra pyserial settings (bytesize parity stopbits …)
     cut_card_frames: ["<Card:CUT>"]   # beetek: the frame(s) that mean the cut card
     registry: /etc/pokdeng/cards.csv  # rfid: the UID -> card registry (required)

@@ -13,10 +13,6 @@ STREAM = (b" [Game]<Card:4S>  [Manual Burn Cards]<Card:H3> [Game]<Card:10d>"
           b" [Game]<Game> <Alarm:E3 Card Not Read> <W0x01> [Game]<Card:CUT> ")
 
 
-def outputs_of(parser, data, at=1.5):
-    return parser.feed(data, at)
-
-
 def test_decodes_cards_both_orders_misreads_alarms_warnings_and_cut_card():
     out = BeeTekParser().feed(STREAM, 2.0)
     assert out[:3] == [CardScan(2.0, parse_card("4S")), CardScan(2.0, parse_card("3H")),
