@@ -12,6 +12,7 @@ or ``shoe`` with a ``protocol`` option. Options (unknown ones are rejected)::
     serial: {parity: N, …}       # extra pyserial settings (bytesize parity stopbits …)
     cut_card_frames: ["<Card:CUT>"]   # beetek: the frame(s) that mean the cut card
     registry: /etc/pokdeng/cards.csv  # rfid: the UID -> card registry (required)
+    repeat_window_seconds: 0     # rfid: a tag repeated within this time is one read (0 = off)
     silence_seconds: 5.0         # pdt: no frame (not even a heartbeat) this long = shoe lost
 
 Posts ``CardScan``, ``CutCard``, ``Misread`` and ``DeviceStatus(name="shoe")`` stamped with
@@ -36,7 +37,7 @@ PROTOCOLS = ("beetek", "rfid", "pdt")
 _COMMON_OPTIONS = {"url", "baudrate", "reconnect_seconds", "serial", "read_timeout"}
 _PROTOCOL_OPTIONS = {
     "beetek": {"cut_card_frames"},
-    "rfid": {"registry"},
+    "rfid": {"registry", "repeat_window_seconds"},
     "pdt": {"silence_seconds"},
 }
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -83,7 +84,8 @@ def make_parser(protocol: str, options: Mapping[str, Any]) -> ShoeParser:
         if not options.get("registry"):
             raise DriverConfigError("rfid shoe: option 'registry' (the UID -> card CSV file) "
                                     "is required")
-        return RfidParser(load_registry(options["registry"]))
+        return RfidParser(load_registry(options["registry"]),
+                          options.get("repeat_window_seconds", 0.0))
     if protocol == "pdt":
         from drivers.protocols.pdt import PdtParser
         return PdtParser()

@@ -113,3 +113,22 @@ def test_the_example_registry_in_config_loads():
     registry = load_registry(Path(__file__).parent.parent / "config" / "cards.example.csv")
     assert registry["0450000000000D"] == parse_card("AH")
     assert list(registry.values()).count(CUT) == 1
+
+
+def test_repeat_window_merges_a_reader_repeating_one_tag_but_not_a_card_coming_back():
+    parser = RfidParser(REGISTRY, repeat_window_seconds=0.5)
+    first = parser.feed(b"0011AABB\r\n", 10.0)
+    repeat = parser.feed(b"0011AABB\r\n", 10.3)
+    later = parser.feed(b"0011AABB\r\n", 12.0)  # out of the window: the card came back
+    assert first[0].kind == "card"
+    assert isinstance(repeat[0], Problem) and repeat[0].code == "repeat"
+    assert later[0].code == "rfid_duplicate_uid"
+    strict = RfidParser(REGISTRY)  # default: no window, every repeat is a duplicate
+    strict.feed(b"0011AABB\r\n", 10.0)
+    assert strict.feed(b"0011AABB\r\n", 10.01)[0].code == "rfid_duplicate_uid"
+
+
+@pytest.mark.parametrize("bad", [-1, 6, "1", True])
+def test_bad_repeat_window_is_refused(bad):
+    with pytest.raises(ProtocolConfigError, match="repeat_window_seconds"):
+        RfidParser(REGISTRY, repeat_window_seconds=bad)

@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
                              "repeat for several")
     parser.add_argument("--reconnect-seconds", type=float, default=1.0,
                         help="retry period while the shoe is away (default 1)")
+    parser.add_argument("--repeat-window-seconds", type=float,
+                        help="rfid: a tag reported again within this time is one read "
+                             "(default 0 = every repeat is a duplicate)")
     parser.add_argument("--silence-seconds", type=float,
                         help="pdt: report the shoe lost after this long without a frame "
                              "(default 5, 0 = never)")
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         options["baudrate"] = args.baudrate
     if args.cut_card_frame:
         options["cut_card_frames"] = args.cut_card_frame
+    if args.repeat_window_seconds is not None:
+        options["repeat_window_seconds"] = args.repeat_window_seconds
     if args.silence_seconds is not None:
         options["silence_seconds"] = args.silence_seconds
 

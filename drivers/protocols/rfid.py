@@ -9,6 +9,10 @@ Faults, each a ``Misread`` so the table pauses rather than guesses:
 - ``rfid_duplicate_uid``: a UID seen before in this shoe — a physical card came back. The
   driver's ``new_shoe()`` (called by the daemon when the table starts a shoe) forgets the UIDs.
 
+Readers that report a tag more than once while it passes the antenna: set
+``repeat_window_seconds`` (default 0, off) and the same UID again, right after itself, within
+that many seconds is one read (logged), not a duplicate card.
+
 Registry file: CSV ``uid,card``; a header row ``uid,card`` is allowed, ``#`` starts a comment
 line. Example: ``config/cards.example.csv``.
 """
@@ -110,16 +114,23 @@ class RfidParser(ShoeParser):
     default_baudrate = 9600
     max_frame = 64
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, repeat_window_seconds: float = 0.0):
         super().__init__()
         if not registry:
             raise ProtocolConfigError("rfid: the card registry is empty")
+        if isinstance(repeat_window_seconds, bool) or not isinstance(
+                repeat_window_seconds, (int, float)) or not 0 <= repeat_window_seconds <= 5:
+            raise ProtocolConfigError(f"rfid repeat_window_seconds: expected 0 to 5 seconds, "
+                                      f"got {repeat_window_seconds!r}")
         self.registry = dict(registry)
+        self.repeat_window_seconds = float(repeat_window_seconds)
         self._lines = LineBuffer(self.max_frame, start=b"\x02")
         self._seen: set[str] = set()
+        self._last: tuple[str, float] | None = None  # the previous tag and when it was read
 
     def new_shoe(self) -> None:
         self._seen.clear()
+        self._last = None
 
     def _discard(self) -> bytes:
         return self._lines.discard()
@@ -141,6 +152,13 @@ class RfidParser(ShoeParser):
         return out
 
     def _tag(self, uid: str, at: float) -> Output:
+        previous, self._last = self._last, (uid, at)
+        if (self.repeat_window_seconds and previous is not None and previous[0] == uid
+                and 0 <= at - previous[1] <= self.repeat_window_seconds):
+            # some readers report a tag again while it is still in the field: one card
+            return Problem("repeat", f"tag {uid} reported again within "
+                                     f"{self.repeat_window_seconds:g} s; taken as one read",
+                           uid.encode("ascii"), level="info")
         entry = self.registry.get(uid)
         if entry is None:
             return Misread(at, "rfid_unknown_uid",
