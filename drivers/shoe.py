@@ -200,6 +200,8 @@ class SerialShoe(Driver):
                 self._silent = False
                 self.log.info("%s shoe: frames again after a silence", self.protocol_name)
                 self._update_status()
+        else:
+            self._on_idle()  # bytes, but no valid frame: noise does not count as a heartbeat
         for out in outputs:
             if isinstance(out, Problem):
                 self._problem(out)
@@ -216,7 +218,7 @@ class SerialShoe(Driver):
         if (self.silence_seconds and not self._silent and self._link_up
                 and time.monotonic() - self._last_frame_at > self.silence_seconds):
             self._silent = True
-            self.log.warning("%s shoe: nothing received for %g s (not even a heartbeat); "
+            self.log.warning("%s shoe: no valid frame for %g s (not even a heartbeat); "
                              "reporting the shoe lost", self.protocol_name, self.silence_seconds)
             self._update_status()
 

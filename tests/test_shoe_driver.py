@@ -244,3 +244,37 @@ def test_problem_log_is_rate_limited_per_kind_and_says_how_many_were_held(caplog
                      "beetek shoe: noise again (+4 more of this kind in the last 10 s)"]
     dumps = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(dumps) == 7 and "80 81" in dumps[0]  # every one hex-dumped at DEBUG
+
+
+def test_pdt_line_noise_without_valid_frames_counts_as_silence(tmp_path):
+    link = tmp_path / "shoe"
+    sink = Collector()
+    stop = threading.Event()
+    with ShoeSimulator(link, "pdt", heartbeat_seconds=60) as sim:
+        with make_shoe("pdt", link, sink, silence_seconds=0.6):
+            sim.send_card("9H")
+            sink.wait_for(lambda s: len(s.shoe_inputs) == 1)
+
+            def babble():
+                while not stop.wait(0.05):
+                    sim.send_garbage(8)
+
+            noise = threading.Thread(target=babble, daemon=True)
+            noise.start()
+            try:
+                sink.wait_for(lambda s: s.statuses == [True, False])
+            finally:
+                stop.set()
+                noise.join(5)
+            sim.send_card("8H")  # a valid frame: the shoe is back
+            sink.wait_for(lambda s: s.statuses == [True, False, True])
+            sink.wait_for(lambda s: len(s.shoe_inputs) == 2)
+
+
+def test_loop_url_is_opened_through_serial_for_url():
+    sink = Collector()
+    with BeeTekShoe(sink, {"url": "loop://", "reconnect_seconds": 0.05}) as shoe:
+        sink.wait_for(lambda s: s.statuses == [True])
+        assert shoe.link.write(b" [Game]<Card:4S> ")  # loop:// hands it straight back
+        sink.wait_for(lambda s: len(s.shoe_inputs) == 1)
+    assert summary(sink.shoe_inputs) == [("card", "4S")]
