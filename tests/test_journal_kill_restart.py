@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -88,7 +89,49 @@ def test_sigkill_at_50_random_points_loses_nothing_and_invents_nothing(
 
 # -- the real daemon: `pokdeng-table demo` (simulated shoe on a pty, simulated panel, file sink)
 
-DEMO_SPEED = "200"   # table time x200: a whole shoe in ~4 s of real time
+DEMO_SPEED = "200"   # table time x200: a whole shoe (~570+ events) in ~4 s of real time
+STARTUP_KILLS = 10   # of the 50 kills, these land during start-up and recovery
+SHOE_EVENTS_AT_LEAST = 500  # a demo shoe leaves 52-78 cards behind the cut: >= 26 rounds
+PROGRESS_TIMEOUT_S = 20.0   # no new event for this long: the daemon is stuck (the test fails)
+
+
+def journal_seq(conn: sqlite3.Connection | None, path: Path) -> tuple[sqlite3.Connection | None,
+                                                                        int]:
+    """The journal's last event seq, read-only (0 while the daemon has not created it yet)."""
+    if conn is None:
+        if not path.exists():
+            return None, 0
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    try:
+        return conn, int(conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0] or 0)
+    except sqlite3.OperationalError:  # tables not created yet, or a busy moment: ask again
+        return conn, 0
+
+
+def kill_when(proc: subprocess.Popen, journal: Path, target: int | None,
+              startup_delay: float) -> None:
+    """SIGKILL ``proc`` once the journal holds event ``target`` (None: after ``startup_delay``
+    seconds, i.e. during start-up and recovery). Progress, not time, decides where a kill
+    lands, so a loaded machine changes how long this takes, not where the kills fall."""
+    conn = None
+    try:
+        if target is None:
+            time.sleep(startup_delay)
+        else:
+            last_seq, last_change = -1, time.monotonic()
+            while proc.poll() is None:
+                conn, seq = journal_seq(conn, journal)
+                if seq >= target:
+                    break
+                if seq != last_seq:
+                    last_seq, last_change = seq, time.monotonic()
+                elif time.monotonic() - last_change > PROGRESS_TIMEOUT_S:
+                    break  # stuck: kill anyway; the spread assertion reports it
+                time.sleep(0.002)
+    finally:
+        if conn is not None:
+            conn.close()
+    proc.send_signal(signal.SIGKILL)
 
 
 def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
@@ -98,26 +141,32 @@ def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     state, sink = tmp_path / "state", tmp_path / "events.jsonl"
+    journal_path = state / "journal.sqlite"
     command = [sys.executable, "-m", "controller", "demo", "--speed", DEMO_SPEED, "--quiet",
                "--state-dir", str(state), "--events", str(sink), "--seed", str(seed % 1000)]
+    # 40 kills at random event seqs spread over the shoe, 10 during start-up/recovery, mixed.
+    targets: list[int | None] = sorted(rng.sample(range(1, SHOE_EVENTS_AT_LEAST),
+                                                  KILLS - STARTUP_KILLS))
+    for _ in range(STARTUP_KILLS):
+        targets.insert(rng.randrange(len(targets) + 1), None)
     progress = []
-    for _ in range(KILLS):
+    for target in targets:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
-        time.sleep(rng.uniform(0.25, 0.8))  # startup and recovery included: kill anywhere
-        proc.send_signal(signal.SIGKILL)
+        kill_when(proc, journal_path, target, rng.uniform(0.0, 0.4))
         proc.wait(10)
         err = proc.stderr.read()
         proc.stderr.close()
-        assert proc.returncode == -signal.SIGKILL, f"seed {seed}: demo failed early: {err}"
-        if (state / "journal.sqlite").exists():
-            with Journal(state / "journal.sqlite") as j:
+        assert proc.returncode == -signal.SIGKILL, \
+            f"seed {seed}: demo exited {proc.returncode} before event {target}: {err[-2000:]}"
+        if journal_path.exists():
+            with Journal(journal_path) as j:
                 progress.append(j.last_event_seq())
     final = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert final.returncode == 0, f"seed {seed}: {final.stdout[-500:]} {final.stderr[-2000:]}"
-    assert len(set(progress)) >= 20, f"seed {seed}: kills did not spread over the shoe"
+    assert len(set(progress)) >= 20, \
+        f"seed {seed}: kills did not spread over the shoe: {progress}"
 
-    journal_path = state / "journal.sqlite"
     journaled = [json.loads(line) for line in export_events(journal_path)]
     assert [e["seq"] for e in journaled] == list(range(1, len(journaled) + 1))
     delivered = [json.loads(line) for line in sink.read_text().splitlines()]
@@ -130,4 +179,4 @@ def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
         recover(j, MachineSettings(table_id="DEMO-1", betting_seconds=15.0, reveal="auto",
                                    decks=8))
     print(f"seed {seed}: {KILLS} daemon kills, {len(journaled)} events, "
-          f"{len(delivered) - len(journaled)} repeats, progress {progress[:5]}…{progress[-3:]}")
+          f"{len(delivered) - len(journaled)} repeats, progress {progress}")
