@@ -109,6 +109,10 @@ class SerialLink:
                 if not stop.is_set():
                     self.log.warning("%s: lost %s (%s)", self.device, self.url, _reason(exc))
                 return
+            except Exception:  # e.g. a pyserial bug while the port vanishes: reopen, loudly
+                self.log.exception("%s: unexpected error reading %s; reopening it",
+                                   self.device, self.url)
+                return
             if data:
                 self._on_bytes(data)
             else:
