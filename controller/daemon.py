@@ -8,7 +8,10 @@ writes the journal. For each input the owner:
    clock, as the table-script contract requires);
 2. lets the machine handle it and journals the input with its events in one transaction;
    if that write fails, the in-memory machine may be ahead of the disk, so it is rebuilt from
-   the journal and the table is paused with a storage fault until a write succeeds again;
+   the journal and the table stops with a storage fault until a write succeeds again. Inputs
+   that arrive meanwhile (a card already drawn is a fact) are *held*, in order, in memory; once
+   the ``journal_unwritable`` pause is journaled they are applied through this same path, on a
+   paused table, so nothing reaches the machine unjournaled and nothing is lost;
 3. wakes the outbox, publishes the sealed status (control socket, ``STATUS=``), binds
    table/shoe/round to the log context and logs the events (already sealed by the machine:
    no card value of a round before its betting closed; raw card inputs are never logged).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import queue
+from collections import deque
 import signal
 import threading
 import time
@@ -43,6 +47,7 @@ STORAGE_RETRY_S = 5.0         # how often a failed journal is retried
 SUPERVISOR_REPLY_S = 10.0     # how long a control client waits for the owner
 EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
 FLUSH_ON_STOP_S = 2.0         # how long a stop waits for the backends to catch up
+HELD_INPUTS_MAX = 10_000      # inputs held in memory while the journal cannot be written
 
 
 class TableClock:
@@ -106,6 +111,8 @@ def status_line(status: dict[str, Any]) -> str:
     fault = status.get("fault")
     if status.get("storage_fault"):
         parts.append(f"STORAGE FAULT: {status['storage_fault']}")
+        if status.get("held_inputs"):
+            parts.append(f"{status['held_inputs']} inputs held")
     elif status.get("paused"):
         reason = fault.get("reason") if isinstance(fault, dict) else None
         parts.append(f"PAUSED: {reason}" if reason else "PAUSED")
@@ -145,6 +152,9 @@ class Daemon:
         self.ready = threading.Event()  # set once READY=1 was sent
         self._storage_fault: str | None = None
         self._storage_retry_at = 0.0
+        # Inputs that arrived while the journal could not be written, in arrival order.
+        self._held: deque[Input] = deque()
+        self._held_dropped = 0
         self._watchdog_interval = self.notifier.watchdog_interval()
         self._watchdog_due = 0.0
         # The published snapshot: replaced whole by the owner, read by other threads.
@@ -332,6 +342,11 @@ class Daemon:
         # What the devices sent before they stopped was accepted: handle it, lose nothing.
         if self.machine is not None and self.journal is not None:
             self._drain()
+            if self._storage_fault:  # one last try for what is held
+                self._retry_storage()
+            if self._held:
+                log.error("stopping with inputs that could not be journaled; they are lost",
+                          held=len(self._held), kinds=sorted({i.kind for i in self._held}))
         if self.control is not None:
             self.control.close()
         if self.outbox is not None:
@@ -400,6 +415,12 @@ class Daemon:
             self._watchdog_due = now + self._watchdog_interval
 
     def _process(self, work: _Work) -> None:
+        if self._storage_fault and work.reply is not None:
+            # A supervisor sees the refusal and can act again later; only what the devices
+            # already did is held.
+            if not work.reply.done():
+                work.reply.set_result(supervisor_answer([], self._storage_fault))
+            return
         try:
             events = self._handle(work.inp)
         except Exception as exc:  # the loop must survive anything one input does
@@ -438,21 +459,44 @@ class Daemon:
 
         if self._storage_fault:
             # The journal cannot take records: acting on input now would not survive a
-            # restart. The table is paused; the supervisor sees why.
-            log.error("input refused: the journal cannot be written", kind=inp.kind,
-                      fault=self._storage_fault)
+            # restart. Keep it for when the journal works again (the table is stopped).
+            self._hold(inp)
             return []
-        inp = self._stamp(inp)
-        events = self.machine.handle(inp)
+        stamped = self._stamp(inp)
+        events = self.machine.handle(stamped)
         if not events and inp.kind == "tick":
             return []  # a tick that fired nothing need not be journaled
         try:
-            self.journal.append(inp, events)
+            self.journal.append(stamped, events)
         except (JournalError, OSError) as exc:
+            # This input goes first when the journal works again: what is held is only ever
+            # what came after it.
+            self._hold(inp, first=True)
             self._storage_failed(exc)
             return []
-        self._after_journal(inp, events)
+        self._after_journal(stamped, events)
         return events
+
+    def _hold(self, inp: Input, first: bool = False) -> None:
+        """Keep an input that cannot be journaled now; it is applied once the journal works.
+
+        Ticks only move the clock and are not kept. Beyond ``HELD_INPUTS_MAX`` each input is
+        dropped with an ERROR line naming its kind (never a card value: it may be sealed).
+        """
+        if inp.kind == "tick":
+            return
+        if len(self._held) >= HELD_INPUTS_MAX:
+            self._held_dropped += 1
+            log.error("input dropped: the journal cannot be written and the hold is full",
+                      kind=inp.kind, held=len(self._held), dropped=self._held_dropped)
+        elif first:
+            self._held.appendleft(inp)
+        else:
+            self._held.append(inp)
+            log.warning("input held: the journal cannot be written", kind=inp.kind,
+                        held=len(self._held))
+        if self._storage_fault:
+            self._publish_storage_fault()
 
     def _after_journal(self, inp: Input, events: list[dict[str, Any]]) -> None:
         if events and self.outbox is not None:
@@ -481,6 +525,9 @@ class Daemon:
         snapshot = dict(status)
         snapshot["table"] = self.config.table.id
         snapshot["storage_fault"] = self._storage_fault
+        snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
+        snapshot["held_inputs"] = len(self._held)
+        snapshot["dropped_inputs"] = self._held_dropped
         with self._changed:
             self._snapshot = snapshot
             self._version += 1
@@ -521,8 +568,11 @@ class Daemon:
             raise
         self._storage_fault = reason
         self._storage_retry_at = time.monotonic()  # first retry right away: may be transient
+        self._publish_storage_fault()
+
+    def _publish_storage_fault(self) -> None:
         self._publish(dict(self.machine.status(), paused=True,
-                           fault={"code": "storage", "reason": reason}))
+                           fault={"code": "journal_unwritable", "reason": self._storage_fault}))
 
     def _retry_storage(self) -> None:
         """Try to journal the storage fault; once it sticks, the table runs from the journal."""
@@ -540,9 +590,24 @@ class Daemon:
             self._storage_retry_at = time.monotonic() + STORAGE_RETRY_S
             log.error("journal still cannot be written", error=str(exc))
             return
-        log.warning("journal writable again; the table stays paused for the supervisor")
+        log.warning("journal writable again; the table stays paused for the supervisor",
+                    held=len(self._held))
         self._storage_fault = None
         self._after_journal(pause, events)
+        self._apply_held()
+
+    def _apply_held(self) -> None:
+        """Apply the held inputs in arrival order, each journaled first, on the paused table.
+
+        They are stamped now (the table clock never runs backwards past the pause); the
+        machine treats e.g. a card during a pause as a fault, and the supervisor decides.
+        If the journal fails again the rest stay held, in order.
+        """
+        if self._held:
+            log.warning("applying the inputs held while the journal could not be written",
+                        held=len(self._held))
+        while self._held and not self._storage_fault:
+            self._process(_Work(self._held.popleft()))
 
 
 def supervisor_answer(events: list[dict[str, Any]], storage_fault: str | None) -> dict[str, Any]:

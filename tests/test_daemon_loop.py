@@ -89,8 +89,8 @@ def test_stop_handles_what_was_already_queued(state_dir: Path) -> None:
     assert kinds == ["button", "card", "card", "card"]
 
 
-def test_a_failed_journal_write_rebuilds_and_pauses(state_dir: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 0.1)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)
@@ -108,29 +108,55 @@ def test_a_failed_journal_write_rebuilds_and_pauses(state_dir: Path,
 
         daemon.journal.append = append
         daemon.post(CardScan(0.0, parse_card("5H")))
-        wait_for(lambda: daemon.snapshot().get("storage_fault") is not None)
+        daemon.post(CardScan(0.0, parse_card("6D")))
+        wait_for(lambda: daemon.snapshot().get("held_inputs") == 2)
         snap = daemon.snapshot()
-        # The machine was rebuilt from the journal: the card that could not be written is
-        # not half-applied, and the table shows why it stopped.
+        # The machine was rebuilt from the journal: the cards that could not be written are
+        # not half-applied, they are held, and the table shows why it stopped.
         assert snap["state"] == "awaiting_flip" and snap["cards_drawn"] == 0
-        assert "disk full" in snap["storage_fault"]
-        assert "STORAGE FAULT" in status_line(snap)
+        assert "disk full" in snap["storage_fault"] and snap["journal"] == "unwritable"
+        assert snap["paused"] is True
+        assert "STORAGE FAULT" in status_line(snap) and "2 inputs held" in status_line(snap)
         answer = daemon.control_supervisor("resume", None)
         assert not answer["ok"] and "journal write failed" in answer["error"]
 
-        failing.clear()  # the disk is back: the retry journals a pause and clears the fault
+        failing.clear()  # the disk is back: the retry journals a pause, then the held cards
         wait_for(lambda: daemon.snapshot().get("storage_fault") is None)
         snap = daemon.snapshot()
-        assert snap["paused"] is True and snap["state"] == "awaiting_flip"
+        assert snap["paused"] is True and snap["held_inputs"] == 0
+        assert snap["journal"] == "ok"
     finally:
         daemon.request_stop()
         thread.join(10)
     with Journal(state_dir / "journal.sqlite") as journal:
         assert journal.verify().ok
+        inputs = [inp.kind for inp in journal.inputs()]
         events = journal.events_after(0, 100)
-    assert events[-1]["type"] == "paused"
-    assert events[-1]["data"]["code"] == "journal_unwritable"
-    assert "disk full" in events[-1]["data"]["reason"]
+    # Journaled in order: the pause first, then both cards as they arrived (on a paused table:
+    # faults for the supervisor, nothing lost).
+    assert inputs == ["button", "fault", "card", "card"]
+    pauses = [e["data"]["code"] for e in events if e["type"] == "paused"]
+    assert pauses[0] == "journal_unwritable"
+    assert "disk full" in [e for e in events if e["type"] == "paused"][0]["data"]["reason"]
+    assert pauses[1:] == ["card_while_paused", "card_while_paused"]
+
+
+def test_inputs_beyond_the_hold_bound_are_dropped_and_counted(
+        state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 60)
+    monkeypatch.setattr(daemon_module, "HELD_INPUTS_MAX", 3)
+    daemon = make_daemon(state_dir)
+    thread = run_in_thread(daemon)
+    try:
+        daemon.journal.append = lambda inp, events: (_ for _ in ()).throw(
+            JournalError("disk full (test)"))
+        for _ in range(5):
+            daemon.post(Button(0.0, "new_shoe"))
+        wait_for(lambda: daemon.snapshot().get("dropped_inputs") == 2)
+        assert daemon.snapshot()["held_inputs"] == 3
+    finally:
+        daemon.request_stop()
+        thread.join(10)
 
 
 def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Path) -> None:
