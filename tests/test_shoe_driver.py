@@ -278,3 +278,39 @@ def test_loop_url_is_opened_through_serial_for_url():
         assert shoe.link.write(b" [Game]<Card:4S> ")  # loop:// hands it straight back
         sink.wait_for(lambda s: len(s.shoe_inputs) == 1)
     assert summary(sink.shoe_inputs) == [("card", "4S")]
+
+
+def test_an_unexpected_read_error_reopens_the_port_and_the_thread_lives(tmp_path,
+                                                                      monkeypatch, caplog):
+    """A URL scheme of our own (pyserial protocol handler) whose first port blows up."""
+    import serial
+
+    package = tmp_path / "flaky_handlers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "protocol_flaky.py").write_text(
+        "from serial.urlhandler.protocol_loop import Serial as Loop\n"
+        "OPENED = []\n"
+        "class Serial(Loop):\n"
+        "    def from_url(self, url):\n"
+        "        return super().from_url('loop://')\n"
+        "    def open(self):\n"
+        "        super().open()\n"
+        "        OPENED.append(self)\n"
+        "        self.write(b' [Game]<Card:%dS> ' % (len(OPENED) + 1))\n"
+        "    def read(self, size=1):\n"
+        "        if len(OPENED) == 1 and not self.in_waiting:\n"
+        "            raise TypeError('simulated library bug')\n"
+        "        return super().read(size)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(serial, "protocol_handler_packages",
+                        serial.protocol_handler_packages + ["flaky_handlers"])
+    caplog.set_level(logging.ERROR, logger="pokdeng.drivers")
+    sink = Collector()
+    with BeeTekShoe(sink, {"url": "flaky://", "reconnect_seconds": 0.05}) as shoe:
+        sink.wait_for(lambda s: len(s.shoe_inputs) == 2)
+        assert shoe.running
+    assert summary(sink.shoe_inputs) == [("card", "2S"), ("card", "3S")]
+    assert sink.statuses[:3] == [True, False, True]
+    assert any("simulated library bug" in (r.exc_text or "") or r.exc_info
+               for r in caplog.records)
