@@ -110,6 +110,40 @@ class Entry:
     events: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class ArchiveBase:
+    """Where the live journal starts once older records were archived (meta ``archive_base``).
+
+    Records 1..``records`` (events 1..``seq``) live in the archives; ``hash`` is the hash of
+    record ``records`` (the next record's prev_hash); ``checkpoint`` is the table machine's
+    state right after it, so recovery starts there instead of replaying the archives.
+    """
+    records: int
+    hash: str
+    seq: int
+    checkpoint: dict[str, Any]
+
+    def to_json(self) -> str:
+        return canonical_json({"records": self.records, "hash": self.hash, "seq": self.seq,
+                               "checkpoint": self.checkpoint})
+
+
+def read_base(conn: sqlite3.Connection) -> ArchiveBase | None:
+    """The journal's archive base, or None when nothing was ever archived."""
+    row = conn.execute("SELECT value FROM meta WHERE key='archive_base'").fetchone()
+    if row is None:
+        return None
+    try:
+        data = json.loads(row[0])
+        base = ArchiveBase(int(data["records"]), str(data["hash"]), int(data["seq"]),
+                           dict(data["checkpoint"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise JournalError(f"meta archive_base is not valid: {exc}") from None
+    if base.records < 1 or base.seq < 0 or len(base.hash) != 64:
+        raise JournalError(f"meta archive_base is not valid: {row[0][:200]}")
+    return base
+
+
 def connect(path: str | Path, *, synchronous: str = "FULL",
             check_same_thread: bool = True) -> sqlite3.Connection:
     """Open the journal database in WAL mode; autocommit, explicit transactions."""
@@ -160,19 +194,26 @@ class Journal:
                                    (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
                 raise JournalError(
-                    f"{self.path}: journal schema {row[0]}, this version reads {SCHEMA_VERSION}")
+                    f"journal schema {row[0]}, this version reads {SCHEMA_VERSION}")
             head = self._conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
             last = self._conn.execute(
                 "SELECT n, hash FROM records ORDER BY n DESC LIMIT 1").fetchone()
             seq = self._conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
+            self._base = read_base(self._conn)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise JournalError(f"{self.path}: not a usable journal database: {exc}") from None
+        except JournalError as exc:
+            self._conn.close()
+            raise JournalError(f"{self.path}: {exc}") from None
         if created:
             _fsync_directory(self.path)
-        self._records = 0 if last is None else int(last[0])
-        self._last_hash = GENESIS_HASH if last is None else str(last[1])
-        self._last_seq = 0 if seq is None else int(seq)
+        # Archived records are gone from the table; numbering and the chain carry on from them.
+        base_records, base_hash, base_seq = (0, GENESIS_HASH, 0) if self._base is None else (
+            self._base.records, self._base.hash, self._base.seq)
+        self._records = base_records if last is None else int(last[0])
+        self._last_hash = base_hash if last is None else str(last[1])
+        self._last_seq = base_seq if seq is None else int(seq)
         head_records = 0 if head is None else int(head[0])
         if head_records != self._records:
             # Do not write on top of a journal whose end is missing or was added to.
@@ -283,7 +324,13 @@ class Journal:
         return self._last_seq
 
     def record_count(self) -> int:
+        """The number of the newest record (archived records included)."""
         return self._records
+
+    def base(self) -> ArchiveBase | None:
+        """Where the live journal starts (None when nothing was archived)."""
+        self._check_open()
+        return read_base(self._conn)
 
     def verify(self) -> VerifyResult:
         self._check_open()
@@ -346,71 +393,114 @@ def verify_connection(conn: sqlite3.Connection) -> VerifyResult:
             conn.execute("ROLLBACK")
 
 
+class ChainWalker:
+    """Checks records one after another against the chain; shared by the live journal and its
+    archives, so both are held to exactly the same rules.
+
+    ``check`` returns None when the record holds, else the reason it does not.
+    """
+
+    def __init__(self, after_records: int = 0, after_hash: str = GENESIS_HASH,
+                 after_seq: int = 0):
+        self.next_n = after_records + 1
+        self.prev = after_hash
+        self.next_seq = after_seq + 1
+        self.records = 0
+        self.events = 0
+        # With records archived, the live journal starts on an input (archives end on one's
+        # last event), so "an event before any input" only applies from genesis.
+        self._seen_input = after_records > 0
+
+    def check(self, n: Any, kind: Any, event_seq: Any, written: Any, body: Any,
+              prev_hash: Any, digest: Any) -> str | None:
+        if n != self.next_n:
+            return f"missing: the next record is {n}"
+        if prev_hash != self.prev:
+            return "prev_hash does not match the hash of the record before it"
+        if not isinstance(body, str) or not isinstance(written, float) \
+                or kind not in ("input", "event") or not isinstance(prev_hash, str):
+            return "a column holds a value of the wrong type"
+        if record_hash(n, kind, event_seq, written, prev_hash, body) != digest:
+            return "hash does not match the record's contents"
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            return "body is not JSON"
+        if kind == "input":
+            if event_seq is not None:
+                return "input record carries an event seq"
+            try:
+                from_dict(obj)
+            except ScriptError as exc:
+                return f"input is not valid: {exc}"
+            self._seen_input = True
+        else:
+            if not self._seen_input:
+                return "event before any input"
+            if event_seq != self.next_seq or not isinstance(obj, dict) \
+                    or obj.get("seq") != event_seq:
+                return f"event seq {event_seq} where {self.next_seq} was expected"
+            self.next_seq += 1
+            self.events += 1
+        self.prev = digest
+        self.next_n += 1
+        self.records += 1
+        return None
+
+    @property
+    def last_record(self) -> int:
+        return self.next_n - 1
+
+    @property
+    def last_seq(self) -> int:
+        return self.next_seq - 1
+
+
 def _verify_snapshot(conn: sqlite3.Connection) -> VerifyResult:
-    prev = GENESIS_HASH
-    expected_n = 1
-    expected_seq = 1
-    events = 0
-    checked = 0
+    try:
+        base = read_base(conn)
+    except JournalError as exc:
+        return VerifyResult(False, 0, 0, None, str(exc))
+    except sqlite3.DatabaseError as exc:
+        return VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
+    walker = ChainWalker() if base is None else ChainWalker(base.records, base.hash, base.seq)
 
     def bad(n: int | None, reason: str) -> VerifyResult:
-        return VerifyResult(False, checked, events, n, reason)
+        return VerifyResult(False, walker.records, walker.events, n, reason)
 
     try:
         cursor = conn.execute(
             "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records ORDER BY n")
-        seen_input = False
         while True:
             chunk = cursor.fetchmany(_FETCH_CHUNK)
             if not chunk:
                 break
-            for n, kind, event_seq, written, body, prev_hash, digest in chunk:
-                if n != expected_n:
-                    return bad(expected_n, f"missing: the next record is {n}")
-                if prev_hash != prev:
-                    return bad(n, "prev_hash does not match the hash of the record before it")
-                if not isinstance(body, str) or not isinstance(written, float) \
-                        or kind not in ("input", "event"):
-                    return bad(n, "a column holds a value of the wrong type")
-                if record_hash(n, kind, event_seq, written, prev_hash, body) != digest:
-                    return bad(n, "hash does not match the record's contents")
-                try:
-                    obj = json.loads(body)
-                except ValueError:
-                    return bad(n, "body is not JSON")
-                if kind == "input":
-                    if event_seq is not None:
-                        return bad(n, "input record carries an event seq")
-                    try:
-                        from_dict(obj)
-                    except ScriptError as exc:
-                        return bad(n, f"input is not valid: {exc}")
-                    seen_input = True
-                else:
-                    if not seen_input:
-                        return bad(n, "event before any input")
-                    if event_seq != expected_seq or not isinstance(obj, dict) \
-                            or obj.get("seq") != event_seq:
-                        return bad(n, f"event seq {event_seq} where {expected_seq} was expected")
-                    expected_seq += 1
-                    events += 1
-                prev = digest
-                expected_n += 1
-                checked += 1
+            for row in chunk:
+                first_live = base is not None and walker.records == 0
+                problem = walker.check(*row)
+                if problem is None:
+                    continue
+                if first_live and row[0] == base.records + 1 and row[5] != base.hash:
+                    problem = ("prev_hash does not match the hash of the last archived record "
+                               f"as the journal records it (meta archive_base {base.hash[:12]}…)")
+                elif first_live and row[0] != base.records + 1:
+                    problem = (f"missing: records 1..{base.records} are archived, so the live "
+                               f"journal should start at {base.records + 1}, not {row[0]}")
+                return bad(walker.next_n if problem.startswith("missing") else row[0], problem)
         head = conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
         head_records, head_hash = (0, GENESIS_HASH) if head is None else head
-        if head_records != checked or head_hash != prev:
-            return bad(_first_off_head(head_records, checked),
+        if head_records != walker.last_record or head_hash != walker.prev:
+            return bad(_first_off_head(head_records, walker.last_record),
                        f"head says {head_records} records ending in hash {head_hash[:12]}…, "
-                       f"the chain has {checked} ending in {prev[:12]}…: records were cut "
-                       "from the end or added without the journal")
+                       f"the chain has {walker.last_record} ending in {walker.prev[:12]}…: "
+                       "records were cut from the end or added without the journal")
         for transport, last_seq in conn.execute("SELECT transport, last_seq FROM delivery"):
-            if last_seq > expected_seq - 1:
+            if last_seq > walker.last_seq:
                 return bad(None, f"transport {transport!r} delivered up to seq {last_seq} but "
-                                 f"the journal ends at seq {expected_seq - 1}")
+                                 f"the journal ends at seq {walker.last_seq}")
     except sqlite3.DatabaseError as exc:
-        return bad(expected_n, f"database unreadable: {exc}")
-    return VerifyResult(True, checked, events)
+        return bad(walker.next_n, f"database unreadable: {exc}")
+    return VerifyResult(True, walker.records, walker.events)
 
 
 def verify_file(path: str | Path) -> VerifyResult:

@@ -3,7 +3,8 @@
 The machine is pure and deterministic, so replaying the journaled inputs must give exactly
 the journaled events (same seq, same id, same body). Each recomputed event is checked against
 the stored one; any difference means the journal and the rules in this build disagree, and
-the table must not carry on as if nothing happened. Nothing is appended here: the caller
+the table must not carry on as if nothing happened. Once older shoes are archived
+(controller/archive.py) the replay starts from the checkpoint stored at the archive cut. Nothing is appended here: the caller
 decides what happens next (for example a tick at the current time, which closes a betting
 window that ran out while the process was down).
 """
@@ -50,7 +51,20 @@ def recover(journal: Journal, settings: Any, *, verify: bool = True,
         result = journal.verify()
         if not result.ok:
             raise JournalCorrupt(str(journal.path), result)
-    machine = machine_factory(settings)
+    base = journal.base()
+    if base is None:
+        machine = machine_factory(settings)
+    else:
+        # Older shoes were archived: start from the checkpoint taken at the archive cut.
+        from_checkpoint = getattr(machine_factory, "from_checkpoint", None)
+        if from_checkpoint is None:
+            raise RecoveryError(f"{journal.path}: records 1..{base.records} are archived and "
+                                f"{machine_factory!r} cannot start from a checkpoint")
+        try:
+            machine = from_checkpoint(settings, base.checkpoint)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RecoveryError(f"{journal.path}: the checkpoint at archived record "
+                                f"{base.records} does not load: {exc}") from None
     for entry in journal.entries():
         try:
             events = machine.handle(entry.input)
