@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 PROG = "read-panel"
@@ -77,51 +75,24 @@ def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     from controller.config import ConfigError
-    from controller.inputs import Input, to_json
+    from controller.commands import device_reader
     from drivers import registry
     from drivers.base import DriverConfigError
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         stream=sys.stderr, format=f"{PROG}: %(message)s")
-    output_lock = threading.Lock()
-
-    def print_input(inp: Input) -> None:
-        with output_lock:
-            sys.stdout.write(to_json(inp) + "\n")
-            sys.stdout.flush()
-
     def print_report(report: bytes) -> None:
         value = int.from_bytes(report, "little")
         bits = [str(n) for n in range(8 * len(report)) if value >> n & 1]
-        with output_lock:
-            print(f"{PROG}: report {report.hex(' ')} (bits set: {', '.join(bits) or 'none'})",
-                  file=sys.stderr, flush=True)
+        device_reader.print_problem(
+            PROG, f"report {report.hex(' ')} (bits set: {', '.join(bits) or 'none'})")
 
     try:
         name, options = _driver_spec(args)
         extra = {"report_hook": print_report} if args.raw and name == "hid_panel" else {}
-        panel = registry.create(name, print_input, options, **extra)
-    except ConfigError as exc:
+        panel = registry.create(name, device_reader.print_input, options, **extra)
+    except (ConfigError, DriverConfigError, ValueError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except (DriverConfigError, ValueError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        panel.start()
-        while not stop.wait(0.5):
-            if not panel.running:  # the driver thread ended on its own: say so, don't hang
-                print(f"{PROG}: the panel driver stopped", file=sys.stderr)
-                return 1
-    finally:
-        panel.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    counts = getattr(panel, "counters", {})
-    summary = ", ".join(f"{key} {value}" for key, value in sorted(counts.items())) or "nothing"
-    print(f"{PROG}: stopped; {summary}", file=sys.stderr)
-    return 0
+    return device_reader.run_until_signal(panel, PROG, "panel",
+                                          lambda: getattr(panel, "counters", {}))

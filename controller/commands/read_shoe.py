@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 PROG = "read-shoe"
@@ -45,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.inputs import Input, to_json
+    from controller.commands import device_reader
     from drivers.base import DriverConfigError
     from drivers.protocols.base import Problem, hex_dump
     from drivers.shoe import SerialShoe
@@ -65,42 +63,17 @@ def run(args: argparse.Namespace) -> int:
     if args.silence_seconds is not None:
         options["silence_seconds"] = args.silence_seconds
 
-    output_lock = threading.Lock()
-
-    def print_input(inp: Input) -> None:
-        with output_lock:
-            sys.stdout.write(to_json(inp) + "\n")
-            sys.stdout.flush()
-
     def print_problem(problem: Problem) -> None:
         if problem.level == "debug" and not args.verbose:
             return
-        line = f"{PROG}: {problem.code}: {problem.message}"
+        line = f"{problem.code}: {problem.message}"
         if args.verbose and problem.raw:
             line += f" [{hex_dump(problem.raw)}]"
-        with output_lock:
-            print(line, file=sys.stderr, flush=True)
+        device_reader.print_problem(PROG, line)
 
     try:
-        shoe = SerialShoe(print_input, options, problem_sink=print_problem)
+        shoe = SerialShoe(device_reader.print_input, options, problem_sink=print_problem)
     except DriverConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        shoe.start()
-        while not stop.wait(0.5):
-            if not shoe.running:  # the driver thread ended on its own: say so, don't hang
-                print(f"{PROG}: the shoe driver stopped", file=sys.stderr)
-                return 1
-    finally:
-        shoe.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    counts = shoe.counts
-    summary = ", ".join(f"{key} {value}" for key, value in sorted(counts.items())) or "nothing"
-    print(f"{PROG}: stopped; received {summary}", file=sys.stderr)
-    return 0
+    return device_reader.run_until_signal(shoe, PROG, "shoe", lambda: shoe.counts)
