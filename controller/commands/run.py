@@ -18,11 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="override logging.level")
     parser.add_argument("--log-format", choices=("auto", "json", "console"),
                         help="override logging.format")
+    parser.add_argument("--clock-speed", type=float, default=1.0, metavar="X",
+                        help="testing only (soak, benchmarks): run table time X times faster "
+                             "than the wall clock; never on a live table")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.daemon import Daemon
+    from controller.daemon import Daemon, TableClock
     from controller.logging_setup import setup_logging
 
     try:
@@ -31,4 +34,9 @@ def run(args: argparse.Namespace) -> int:
         print(exc.report(), file=sys.stderr)
         return EX_CONFIG
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    if not args.clock_speed > 0:
+        print("--clock-speed must be > 0", file=sys.stderr)
+        return 2
+    if args.clock_speed != 1.0:
+        return Daemon(config, clock=TableClock(args.clock_speed)).run()
     return Daemon(config).run()
