@@ -55,6 +55,9 @@ class WebhookBackend:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The reply goes out in two writes; with Nagle on, the second waits ~40 ms for the
+            # client's delayed ACK. Backends set TCP_NODELAY; so does this one.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
