@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from controller.journal import connect, read_events_after
+from controller.journal import JournalError, connect, read_base, read_events_after
 from controller.transports import PermanentError, TransientError, Transport
 
 log = logging.getLogger("pokdeng.outbox")
@@ -169,12 +169,20 @@ class Outbox:
         """Each transport's delivered position; a new transport starts at the beginning."""
         conn = connect(self.path, synchronous="NORMAL")
         try:
+            base = read_base(conn)
+            start = 0 if base is None else base.seq
             for name, worker in self._workers.items():
-                conn.execute("INSERT OR IGNORE INTO delivery(transport, last_seq, updated) "
-                             "VALUES (?, 0, ?)", (name, time.time()))
+                added = conn.execute(
+                    "INSERT OR IGNORE INTO delivery(transport, last_seq, updated) "
+                    "VALUES (?, ?, ?)", (name, start, time.time())).rowcount
+                if added and start:
+                    # The journal no longer holds them; a new backend that needs them gets
+                    # them from `pokdeng-table journal export --archives`.
+                    log.warning("outbox %s: new transport starts after seq %d: events 1-%d "
+                                "are archived and are not sent", name, start, start)
                 worker.delivered_seq = int(conn.execute(
                     "SELECT last_seq FROM delivery WHERE transport=?", (name,)).fetchone()[0])
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, JournalError) as exc:
             raise OutboxError(f"{self.path}: cannot read delivery positions: {exc}") from None
         finally:
             conn.close()

@@ -333,3 +333,43 @@ def test_parse_duration():
     assert parse_duration("1.5w") == 1.5 * 604800
     with pytest.raises(ValueError):
         parse_duration("7 days")
+
+
+def test_the_real_daemon_carries_on_after_its_first_shoe_is_archived(tmp_path):
+    """demo (the real daemon) plays a shoe; the shoe is archived; the daemon restarts from the
+    checkpoint and plays on: ids continue, the sink gets each event once, the chain holds."""
+    state, sink = tmp_path / "state", tmp_path / "events.jsonl"
+    demo = [sys.executable, "-m", "controller", "demo", "--speed", "200", "--quiet",
+            "--state-dir", str(state), "--events", str(sink), "--seed", "5"]
+    first = subprocess.run(demo, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr[-2000:]
+    journal = state / "journal.sqlite"
+    shoe1 = [json.loads(line) for line in export_events(journal)]
+    done = subprocess.run([sys.executable, "-m", "controller", "journal", "archive",
+                           str(journal), "--older-than", "0s"], capture_output=True, text=True)
+    assert done.returncode == 0 and "shoe(s) 1)" in done.stdout, done.stdout + done.stderr
+    assert list(export_events(journal)) == []
+    second = subprocess.run(demo + ["--rounds", "2"], capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0, second.stderr[-2000:]
+    delivered = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert [e["seq"] for e in delivered] == list(range(1, len(delivered) + 1))
+    assert delivered[:len(shoe1)] == shoe1 and delivered[-1]["shoe"] == 2
+    assert [json.loads(b) for b in export_with_archives(journal)] == delivered
+    check = verify_with_archives(journal)
+    assert check.ok and check.events == len(delivered), check.describe()
+
+
+def test_a_transport_added_after_archiving_starts_at_the_live_journal(table, tmp_path, caplog):
+    table.shoe(1)
+    table.between_shoes()
+    cut = archive_closed_shoes(table.path, 0.0, settings=SETTINGS)
+    sink = tmp_path / "new.jsonl"
+    with caplog.at_level("WARNING", logger="pokdeng.outbox"):
+        outbox = Outbox(table.path, [create("file", {"path": str(sink)}, table="T7")],
+                        idle_poll_s=0.05)
+    assert f"events 1-{cut.last_seq} are archived" in caplog.text
+    with outbox:
+        assert outbox.wait_delivered(len(table.events), 10)
+        assert outbox.status()["file"]["backlog"] == 0
+    assert [json.loads(line) for line in sink.read_text().splitlines()] == \
+        table.events[cut.last_seq:]
