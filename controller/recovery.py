@@ -4,9 +4,9 @@ The machine is pure and deterministic, so replaying the journaled inputs must gi
 the journaled events (same seq, same id, same body). Each recomputed event is checked against
 the stored one; any difference means the journal and the rules in this build disagree, and
 the table must not carry on as if nothing happened. Once older shoes are archived
-(controller/archive.py) the replay starts from the checkpoint stored at the archive cut. Nothing is appended here: the caller
-decides what happens next (for example a tick at the current time, which closes a betting
-window that ran out while the process was down).
+(controller/archive.py) the replay starts from the checkpoint stored at the archive cut.
+Nothing is appended here: the caller decides what happens next (for example a tick at the
+current time, which closes a betting window that ran out while the process was down).
 """
 
 from __future__ import annotations
