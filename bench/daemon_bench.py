@@ -65,12 +65,8 @@ def proc_figures(pid: int) -> tuple[float, int, int]:
     return cpu, int(fields["VmRSS"]), int(fields["VmHWM"])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="idle measurement (default 60)")
-    parser.add_argument("--starts", type=int, default=5, help="starts timed to READY (default 5)")
-    args = parser.parse_args()
-
+def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
+    """Start-to-READY times over ``starts`` starts, then idle RSS and CPU over ``seconds``."""
     work = Path(tempfile.mkdtemp(prefix="pdb-", dir="/tmp"))
     shoe = ShoeSimulator(work / "shoe", "beetek").start()
     master, slave = os.openpty()
@@ -92,12 +88,12 @@ def main() -> int:
     try:
         ready_times = []
         proc = None
-        for start in range(args.starts):
+        for start in range(starts):
             began = time.monotonic()
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     cwd=REPO)
             ready_times.append(wait_ready(notify) - began)
-            if start < args.starts - 1:
+            if start < starts - 1:
                 proc.terminate()
                 if proc.wait(20) != 0:
                     raise RuntimeError("the daemon did not stop cleanly")
@@ -108,8 +104,8 @@ def main() -> int:
         cpu0, _, _ = proc_figures(proc.pid)
         t0 = time.monotonic()
         rss_samples = []
-        while time.monotonic() - t0 < args.seconds:
-            time.sleep(min(1.0, args.seconds))
+        while time.monotonic() - t0 < seconds:
+            time.sleep(min(1.0, seconds))
             rss_samples.append(proc_figures(proc.pid)[1])
         cpu1, rss, hwm = proc_figures(proc.pid)
         elapsed = time.monotonic() - t0
@@ -121,15 +117,30 @@ def main() -> int:
         shoe.close(drain_timeout=0.2)
         os.close(master)
         os.close(slave)
-    print(f"start to READY: first (empty journal) {ready_times[0]:.3f} s, "
-          f"median of {len(ready_times)} {statistics.median(ready_times):.3f} s, "
-          f"max {max(ready_times):.3f} s   (goal < 2 s)")
-    print(f"idle RSS: {rss / 1024:.1f} MB at the end, max sampled "
-          f"{max(rss_samples) / 1024:.1f} MB, peak VmHWM {hwm / 1024:.1f} MB   (goal < 60 MB)")
-    print(f"idle CPU: {100 * (cpu1 - cpu0) / elapsed:.2f} % of a core over {elapsed:.0f} s   "
-          f"(goal < 1 %)")
-    print(f"clean stop: exit status {status}")
     shutil.rmtree(work, ignore_errors=True)
+    return {
+        "starts": len(ready_times), "ready_first_s": ready_times[0],
+        "ready_median_s": statistics.median(ready_times), "ready_max_s": max(ready_times),
+        "idle_seconds": elapsed, "rss_mb": rss / 1024, "rss_max_sampled_mb": max(rss_samples) / 1024,
+        "hwm_mb": hwm / 1024, "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed,
+        "stop_exit_status": status,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="idle measurement (default 60)")
+    parser.add_argument("--starts", type=int, default=5, help="starts timed to READY (default 5)")
+    args = parser.parse_args()
+    f = measure(args.seconds, args.starts)
+    print(f"start to READY: first (empty journal) {f['ready_first_s']:.3f} s, "
+          f"median of {f['starts']} {f['ready_median_s']:.3f} s, "
+          f"max {f['ready_max_s']:.3f} s   (goal < 2 s)")
+    print(f"idle RSS: {f['rss_mb']:.1f} MB at the end, max sampled "
+          f"{f['rss_max_sampled_mb']:.1f} MB, peak VmHWM {f['hwm_mb']:.1f} MB   (goal < 60 MB)")
+    print(f"idle CPU: {f['idle_cpu_pct']:.2f} % of a core over {f['idle_seconds']:.0f} s   "
+          f"(goal < 1 %)")
+    print(f"clean stop: exit status {f['stop_exit_status']}")
     return 0
 
 

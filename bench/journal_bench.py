@@ -25,19 +25,16 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[index]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shoes", type=int, default=3)
-    parser.add_argument("--dir", help="directory for the journal (default: a temp dir)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as folder:
+def measure(shoes: int = 3, directory: str | None = None) -> dict[str, float]:
+    """Append rate and latency (fsync per input) and verify speed, in a temp dir on ``directory``."""
+    with tempfile.TemporaryDirectory(dir=directory) as folder:
         path = Path(folder) / "bench.sqlite"
         journal = Journal(path)
         machine = TableMachine(MachineSettings(table_id="BENCH"))
         latencies: list[float] = []
         events = 0
         started = time.perf_counter()
-        for shoe in range(args.shoes):
+        for shoe in range(shoes):
             for inp in shoe_script(shoe, start_at=machine.clock):
                 produced = machine.handle(inp)
                 t0 = time.perf_counter()
@@ -49,17 +46,33 @@ def main() -> None:
         result = journal.verify()
         verify_s = time.perf_counter() - t0
         journal.close()
-        latencies.sort()
-        print(f"journal: {path.parent} ({args.shoes} shoes)")
-        print(f"inputs appended: {len(latencies)}, events: {events}, records: {result.records}")
-        print(f"append rate: {len(latencies) / sum(latencies):.0f} inputs/s "
-              f"({events / sum(latencies):.0f} events/s) with fsync per input; "
-              f"end to end incl. machine {len(latencies) / elapsed:.0f} inputs/s")
-        print(f"append latency ms: p50 {percentile(latencies, 0.5) * 1e3:.2f}  "
-              f"p99 {percentile(latencies, 0.99) * 1e3:.2f}  "
-              f"max {latencies[-1] * 1e3:.2f}  mean {statistics.mean(latencies) * 1e3:.2f}")
-        print(f"verify: {result.records} records in {verify_s * 1e3:.0f} ms "
-              f"({result.records / verify_s:.0f} records/s)")
+    latencies.sort()
+    return {
+        "directory": str(Path(folder).parent), "shoes": shoes, "inputs": len(latencies),
+        "events": events, "records": result.records,
+        "inputs_per_s": len(latencies) / sum(latencies), "events_per_s": events / sum(latencies),
+        "end_to_end_inputs_per_s": len(latencies) / elapsed,
+        "p50_ms": percentile(latencies, 0.5) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3,
+        "max_ms": latencies[-1] * 1e3, "mean_ms": statistics.mean(latencies) * 1e3,
+        "verify_ms": verify_s * 1e3, "verify_records_per_s": result.records / verify_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shoes", type=int, default=3)
+    parser.add_argument("--dir", help="directory for the journal (default: a temp dir)")
+    args = parser.parse_args()
+    f = measure(args.shoes, args.dir)
+    print(f"journal: {f['directory']} ({f['shoes']} shoes)")
+    print(f"inputs appended: {f['inputs']}, events: {f['events']}, records: {f['records']}")
+    print(f"append rate: {f['inputs_per_s']:.0f} inputs/s ({f['events_per_s']:.0f} events/s) "
+          f"with fsync per input; end to end incl. machine {f['end_to_end_inputs_per_s']:.0f} "
+          f"inputs/s")
+    print(f"append latency ms: p50 {f['p50_ms']:.2f}  p99 {f['p99_ms']:.2f}  "
+          f"max {f['max_ms']:.2f}  mean {f['mean_ms']:.2f}")
+    print(f"verify: {f['records']} records in {f['verify_ms']:.0f} ms "
+          f"({f['verify_records_per_s']:.0f} records/s)")
 
 
 if __name__ == "__main__":

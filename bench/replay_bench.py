@@ -33,15 +33,14 @@ def replay_shoe(script, settings: MachineSettings, serialise: bool) -> tuple[int
     return rounds, events
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shoes", type=int, default=40)
-    args = parser.parse_args()
+def measure(shoes: int = 40) -> dict[str, dict[str, float]]:
+    """Figures per mode ("machine", "json"): rounds/s, inputs/s, events/s, one shoe's median
+    and worst replay time in ms, and the totals."""
     settings = MachineSettings()
-    scripts = [shoe_script(seed) for seed in range(args.shoes)]  # generated before timing
+    scripts = [shoe_script(seed) for seed in range(shoes)]  # generated before timing
     inputs = sum(len(s) for s in scripts)
     replay_shoe(scripts[0], settings, False)  # warm up imports and caches
-
+    figures: dict[str, dict[str, float]] = {}
     for serialise in (False, True):
         times, rounds, events = [], 0, 0
         for script in scripts:
@@ -51,13 +50,26 @@ def main() -> None:
             rounds += r
             events += e
         total = sum(times)
-        label = "machine + JSON lines" if serialise else "machine only"
-        print(f"[{label}] {args.shoes} shoes, {inputs} inputs, {events} events, {rounds} rounds "
-              f"in {total:.3f} s")
-        print(f"  throughput: {rounds / total:,.0f} rounds/s, {inputs / total:,.0f} inputs/s, "
-              f"{events / total:,.0f} events/s")
-        print(f"  one whole shoe: median {statistics.median(times) * 1000:.1f} ms, "
-              f"worst {max(times) * 1000:.1f} ms (goal < 50 ms)")
+        figures["json" if serialise else "machine"] = {
+            "shoes": shoes, "inputs": inputs, "events": events, "rounds": rounds,
+            "seconds": total, "rounds_per_s": rounds / total, "inputs_per_s": inputs / total,
+            "events_per_s": events / total,
+            "shoe_median_ms": statistics.median(times) * 1000, "shoe_worst_ms": max(times) * 1000}
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shoes", type=int, default=40)
+    args = parser.parse_args()
+    for mode, f in measure(args.shoes).items():
+        label = "machine + JSON lines" if mode == "json" else "machine only"
+        print(f"[{label}] {f['shoes']} shoes, {f['inputs']} inputs, {f['events']} events, "
+              f"{f['rounds']} rounds in {f['seconds']:.3f} s")
+        print(f"  throughput: {f['rounds_per_s']:,.0f} rounds/s, {f['inputs_per_s']:,.0f} inputs/s, "
+              f"{f['events_per_s']:,.0f} events/s")
+        print(f"  one whole shoe: median {f['shoe_median_ms']:.1f} ms, "
+              f"worst {f['shoe_worst_ms']:.1f} ms (goal < 50 ms)")
 
 
 if __name__ == "__main__":

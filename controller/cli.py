@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "controller.commands.simulate_shoe",
     "controller.commands.read_shoe",
     "controller.commands.read_panel",
+    "controller.commands.bench",
 )
 
 

@@ -1,0 +1,221 @@
+"""Every benchmark in one table: ``pokdeng-table bench`` (or ``python bench/report.py``).
+
+Runs, in this order, and prints one table of figures at the end:
+
+- exact RTP: the whole ``pokdeng-table rtp`` process, timed (start-up included);
+- replay: rounds/s and one whole shoe's replay time (bench/replay_bench.py);
+- journal: appends/s with an fsync per input, p50/p99 (bench/journal_bench.py, on --dir);
+- latency: card frame on the shoe's pty -> ``card_dealt`` at an MQTT subscriber and at an HTTP
+  server, through the real daemon, p50/p99 and the ratio to a bare relay
+  (bench/latency_bench.py; needs mosquitto);
+- daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
+  20 s by default, --full for 60 s);
+- soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak.py; needs
+  mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
+
+``--skip latency,soak`` leaves parts out. Each part is also runnable alone (see its file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+PARTS = ("rtp", "replay", "journal", "latency", "daemon", "soak")
+SOAK_RECORD = REPO / "docs" / "soak-figures.json"
+
+Row = tuple[str, str, str]  # figure, value, goal or note
+
+
+def rtp_rows() -> list[Row]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "controller", "rtp", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        return [("exact RTP (pokdeng-table rtp)", "FAILED", done.stderr.strip()[:80])]
+    return [("exact RTP, whole process", f"{elapsed:.2f} s", "8 decks, enumerated exactly")]
+
+
+def replay_rows(shoes: int) -> list[Row]:
+    from bench.replay_bench import measure
+
+    figures = measure(shoes)
+    machine, json_lines = figures["machine"], figures["json"]
+    return [
+        ("replay rounds/s (machine)", f"{machine['rounds_per_s']:,.0f}", f"{shoes} shoes"),
+        ("replay rounds/s (+ JSON lines)", f"{json_lines['rounds_per_s']:,.0f}", ""),
+        ("replay one shoe, median / worst",
+         f"{machine['shoe_median_ms']:.1f} / {machine['shoe_worst_ms']:.1f} ms", "goal < 50 ms"),
+    ]
+
+
+def journal_rows(shoes: int, directory: str | None) -> list[Row]:
+    from bench.journal_bench import measure
+
+    f = measure(shoes, directory)
+    return [
+        ("journal appends/s (fsync each)", f"{f['inputs_per_s']:,.0f}",
+         f"{f['events_per_s']:,.0f} events/s; on {f['directory']}"),
+        ("journal append p50 / p99", f"{f['p50_ms']:.2f} / {f['p99_ms']:.2f} ms", ""),
+        ("journal verify", f"{f['verify_records_per_s']:,.0f} records/s", ""),
+    ]
+
+
+LATENCY_ROW = re.compile(r"^(real daemon|bare relay)\s+-> (MQTT|HTTP) \w+\s+([\d.]+)\s+([\d.]+)")
+LATENCY_RATIO = re.compile(r"^ratio real/bare (MQTT|HTTP): p50 x([\d.]+), p99 x([\d.]+)")
+
+
+def latency_rows(rounds: int) -> list[Row]:
+    if not os.access(MOSQUITTO, os.X_OK):
+        return [("card -> backend latency", "skipped",
+                 f"mosquitto missing at {MOSQUITTO} (apt-get install mosquitto)")]
+    done = subprocess.run([sys.executable, str(BENCH / "latency_bench.py"), "--rounds",
+                           str(rounds)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return [("card -> backend latency", "FAILED", done.stderr.strip()[-100:])]
+    paths: dict[tuple[str, str], tuple[str, str]] = {}
+    ratios: dict[str, tuple[str, str]] = {}
+    for line in done.stdout.splitlines():
+        if m := LATENCY_ROW.match(line):
+            paths[(m[1], m[2])] = (m[3], m[4])
+        elif m := LATENCY_RATIO.match(line):
+            ratios[m[1]] = (m[2], m[3])
+    rows: list[Row] = []
+    for transport in ("MQTT", "HTTP"):
+        real = paths.get(("real daemon", transport))
+        bare = paths.get(("bare relay", transport))
+        ratio = ratios.get(transport)
+        if not real:
+            rows.append((f"card -> {transport} latency", "?", "latency_bench output not parsed"))
+            continue
+        note = f"bare relay {bare[0]} / {bare[1]} ms" if bare else ""
+        if ratio:
+            note += f"; ratio p50 x{ratio[0]}, p99 x{ratio[1]}"
+        rows.append((f"card -> {transport} p50 / p99", f"{real[0]} / {real[1]} ms", note))
+    return rows
+
+
+def daemon_rows(idle_seconds: float, starts: int) -> list[Row]:
+    from bench.daemon_bench import measure
+
+    f = measure(idle_seconds, starts)
+    return [
+        ("daemon start to READY", f"{f['ready_median_s']:.2f} s",
+         f"median of {f['starts']}, first {f['ready_first_s']:.2f} s; goal < 2 s"),
+        ("daemon idle RSS", f"{f['rss_mb']:.1f} MB", f"peak {f['hwm_mb']:.1f} MB; goal < 60 MB"),
+        ("daemon idle CPU", f"{f['idle_cpu_pct']:.2f} %",
+         f"of a core over {f['idle_seconds']:.0f} s; goal < 1 %"),
+    ]
+
+
+def soak_rows(shoes: int) -> list[Row]:
+    rows: list[Row] = []
+    if not os.access(MOSQUITTO, os.X_OK):
+        rows.append(("soak (short)", "skipped", f"mosquitto missing at {MOSQUITTO}"))
+    else:
+        try:
+            from bench.soak import SoakOptions, run_soak
+        except ImportError as exc:  # the soak borrows the test suite's backends
+            rows.append(("soak (short)", "skipped", f"needs pip install -e '.[test]' ({exc})"))
+        else:
+            result = run_soak(SoakOptions(shoes=shoes, seed=1, kills=1))
+            f = result.figures()
+            rows.append((f"soak {f['shoes']} shoes", "OK" if result.ok else "FAILED",
+                         f"{f['rounds']} rounds, {f['events']} events, "
+                         f"{sum(f['faults_injected'].values())} faults, {f['restarts']} "
+                         f"restarts, {f['duration_s']} s"
+                         + ("" if result.ok else "; " + "; ".join(result.problems)[:200])))
+    if SOAK_RECORD.exists():
+        f = json.loads(SOAK_RECORD.read_text())
+        rows.append((f"soak recorded ({f['shoes']} shoes)", "OK" if f.get("ok") else "FAILED",
+                     f"{f['rounds']} rounds, {sum(f['faults_injected'].values())} faults, "
+                     f"{f['restarts']} restarts, {f['duration_s'] / 60:.0f} min; RSS "
+                     f"{f['rss_kb_reference'] / 1024:.1f} -> {f['rss_kb_last'] / 1024:.1f} MB "
+                     f"({f['rss_growth_pct']:+.1f} %) shoe {f['reference_shoe']} -> "
+                     f"{f['shoes']}; threads {f['threads_reference']} -> {f['threads_last']}, "
+                     f"fds {f['fds_reference']} -> {f['fds_last']}"))
+    return rows
+
+
+def print_table(rows: list[Row], out: Any = sys.stdout) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    head = ("figure", "value", "goal / note")
+    out.write(f"{head[0]:<{widths[0]}}  {head[1]:>{widths[1]}}  {head[2]}\n")
+    out.write(f"{'-' * widths[0]}  {'-' * widths[1]}  {'-' * 11}\n")
+    for figure, value, note in rows:
+        out.write(f"{figure:<{widths[0]}}  {value:>{widths[1]}}  {note}\n")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip", default="", metavar="PARTS",
+                        help=f"comma-separated parts to leave out: {', '.join(PARTS)}")
+    parser.add_argument("--full", action="store_true",
+                        help="the daemon's idle window is 60 s (default 20 s)")
+    parser.add_argument("--idle-seconds", type=float, default=None,
+                        help="the daemon's idle window in seconds (default 20, --full 60)")
+    parser.add_argument("--replay-shoes", type=int, default=40)
+    parser.add_argument("--journal-shoes", type=int, default=3)
+    parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
+    parser.add_argument("--latency-rounds", type=int, default=8, help="13 cards each (default 8)")
+    parser.add_argument("--soak-shoes", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    skip = {part.strip() for part in args.skip.split(",") if part.strip()}
+    unknown = skip - set(PARTS)
+    if unknown:
+        print(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; parts: {', '.join(PARTS)}",
+              file=sys.stderr)
+        return 2
+    idle = args.idle_seconds if args.idle_seconds is not None else (60.0 if args.full else 20.0)
+    parts: list[tuple[str, Callable[[], list[Row]]]] = [
+        ("rtp", rtp_rows),
+        ("replay", lambda: replay_rows(args.replay_shoes)),
+        ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
+        ("latency", lambda: latency_rows(args.latency_rounds)),
+        ("daemon", lambda: daemon_rows(idle, 5)),
+        ("soak", lambda: soak_rows(args.soak_shoes)),
+    ]
+    rows: list[Row] = []
+    failed = False
+    for name, part in parts:
+        if name in skip:
+            continue
+        print(f"bench: {name} …", file=sys.stderr, flush=True)
+        try:
+            rows += part()
+        except Exception as exc:  # one broken part must not hide the others' figures
+            rows.append((name, "FAILED", f"{type(exc).__name__}: {exc}"[:160]))
+        failed |= any(value == "FAILED" for _, value, _ in rows)
+    print(f"pokdeng-table benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps([dict(zip(("figure", "value", "note"), r))
+                                               for r in rows], indent=2) + "\n")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
