@@ -1,0 +1,38 @@
+"""``pokdeng-table bench``: finds the clone's bench/ folder and prints one table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    # Run from elsewhere: the command must find bench/ through the installed package.
+    return subprocess.run([sys.executable, "-m", "controller", "bench", *args],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = bench("--skip", "latency,daemon,soak", "--replay-shoes", "2", "--journal-shoes", "1",
+                 "--json", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:2] == ["figure", "value"]
+    figures = {row["figure"]: row for row in json.loads(out.read_text())}
+    assert set(figures) == {"exact RTP, whole process", "replay rounds/s (machine)",
+                            "replay rounds/s (+ JSON lines)", "replay one shoe, median / worst",
+                            "journal appends/s (fsync each)", "journal append p50 / p99",
+                            "journal verify"}
+    for figure, row in figures.items():
+        assert figure in done.stdout
+        assert row["value"] not in ("FAILED", "?", "")
+    assert float(figures["replay rounds/s (machine)"]["value"].replace(",", "")) > 0
+
+
+def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:
+    done = bench("--skip", "latency,bogus", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "bogus" in done.stderr and "rtp, replay" in done.stderr
