@@ -50,6 +50,7 @@ def test_sigkill_at_50_random_points_loses_nothing_and_invents_nothing(
     journal = tmp_path / "journal.db"
     kill_points = sorted(rng.sample(range(len(inputs)), KILLS))
     kills = 0
+    progress = []   # event seq journaled at each kill
     for point in kill_points:
         proc = start(journal, script, webhook.url, webhook_secret)
         first_line = proc.stdout.readline()
@@ -66,7 +67,12 @@ def test_sigkill_at_50_random_points_loses_nothing_and_invents_nothing(
         proc.stdout.close()
         proc.stderr.close()
         kills += 1
+        with Journal(journal) as j:
+            progress.append(j.last_event_seq())
     assert kills >= 50, f"seed {seed}"
+    # Kill points are input indexes the process reported (progress, not time): they spread
+    # over the shoe however slow the machine is.
+    assert len(set(progress)) >= 20, f"seed {seed}: kills did not spread: {progress}"
     final = start(journal, script, webhook.url, webhook_secret)
     out, err = final.communicate(timeout=60)
     assert final.returncode == 0, f"seed {seed}: {out[-500:]} {err[-2000:]}"
