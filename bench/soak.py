@@ -511,7 +511,11 @@ class Soak:
         self.shoe.send_card(card)
         after = self.watch.wait(lambda s: s.get("cards_drawn") != drawn or bool(s.get("paused"))
                                 or s.get("shoe") != shoe, "a card to be taken")
-        if after.get("cards_drawn") == drawn + 1 and in_round and epoch == self.result.restarts:
+        taken = (after.get("cards_drawn") == drawn + 1 and after.get("shoe") == shoe) or (
+            # the last card of the shoe's last round settles it and ends the shoe at once
+            after.get("state") == "no_shoe" and status.get("last_round")
+            and status.get("cards_dealt") == 12)
+        if taken and in_round and epoch == self.result.restarts:
             self.sent[(shoe, int(status["round"]), int(status["cards_dealt"]))] = card
 
     def _new_round(self, key: tuple[int, int]) -> None:
