@@ -121,9 +121,10 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
         assert not answer["ok"] and "journal write failed" in answer["error"]
 
         failing.clear()  # the disk is back: the retry journals a pause, then the held cards
-        wait_for(lambda: daemon.snapshot().get("storage_fault") is None)
+        wait_for(lambda: daemon.snapshot().get("storage_fault") is None
+                 and daemon.snapshot().get("held_inputs") == 0)
         snap = daemon.snapshot()
-        assert snap["paused"] is True and snap["held_inputs"] == 0
+        assert snap["paused"] is True
         assert snap["journal"] == "ok"
     finally:
         daemon.request_stop()
