@@ -141,6 +141,7 @@ def test_a_full_journal_holds_inputs_and_the_table_carries_on(
                    for m in notify.messages)
         shown = cli("status", "--socket", str(tmp_path / "control.sock"))
         assert "STORAGE FAULT" in shown.stdout, shown.stdout
+        assert f"{status['held_inputs']} inputs held" in shown.stdout, shown.stdout
         time.sleep(0.5)
         # Nothing unjournaled left the table: the sink has no event past the journal's end.
         assert max(e["seq"] for e in sink_events(events_path)) <= journaled_seq

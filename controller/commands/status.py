@@ -82,7 +82,10 @@ def status_text(status: dict[str, Any]) -> list[str]:
     elif "backend" in status:
         lines.append("backend: no transports configured")
     if status.get("storage_fault"):
-        lines.append(f"STORAGE FAULT: {status['storage_fault']}")
+        lines.append(f"STORAGE FAULT: {status['storage_fault']}; "
+                     f"{status.get('held_inputs', 0)} inputs held until the journal works"
+                     + (f", {status['dropped_inputs']} dropped" if status.get("dropped_inputs")
+                        else ""))
     lines.append(f"fault: {_fault_text(status.get('fault'))}")
     if status.get("last_fault"):
         lines.append(f"last fault: {_fault_text(status.get('last_fault'))}")

@@ -56,7 +56,9 @@ def betting_seconds_left(status: dict[str, Any]) -> float | None:
 def next_step(status: dict[str, Any]) -> str:
     """The one thing the dealer should do now, in plain words."""
     if status.get("storage_fault"):
-        return f"STOP — the table cannot record: {status['storage_fault']} — call supervisor"
+        held = status.get("held_inputs") or 0
+        return (f"STOP — the table cannot record: {status['storage_fault']}"
+                + (f" ({held} inputs held)" if held else "") + " — call supervisor")
     if status.get("state") in ("stopped", "starting"):
         return f"table {status.get('state')}"
     if status.get("paused"):
