@@ -94,6 +94,7 @@ class ProcSample:
     threads: int
     fds: int
     cpu_s: float
+    fd_targets: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -301,9 +302,15 @@ def proc_sample(pid: int, shoe: int) -> ProcSample:
                   if ":" in line)
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed while we looked
     return ProcSample(shoe=shoe, pid=pid, rss_kb=int(fields["VmRSS"].split()[0]),
-                      threads=int(fields["Threads"]), fds=len(os.listdir(f"/proc/{pid}/fd")),
-                      cpu_s=cpu)
+                      threads=int(fields["Threads"]), fds=len(targets), cpu_s=cpu,
+                      fd_targets=sorted(targets))
 
 
 class Soak:
@@ -474,8 +481,22 @@ class Soak:
 
     def _shoe_done(self, shoe: int) -> None:
         self.result.shoes = shoe
+        if shoe in (self.rss_from, self.options.shoes):
+            # Compare like with like: no outage on, every backend connected and caught up
+            # (a connection that is down is one fd and a thread-state fewer, not a leak fixed).
+            self._settle_backends()
         if self.proc is not None:
-            sample = proc_sample(self.proc.pid, shoe)
+            try:  # a status request opens the outbox's lazy status connection: warm it first
+                self.watch.client.status()
+            except ControlError:
+                pass
+            # Threads and fds that come and go (a control connection being served, a backend
+            # reconnecting) are not leaks: keep the lowest of a few looks.
+            looks = []
+            for _ in range(5):
+                looks.append(proc_sample(self.proc.pid, shoe))
+                time.sleep(0.1)
+            sample = min(looks, key=lambda look: (look.threads, look.fds))
             self.result.samples.append(sample)
             if shoe == self.rss_from:
                 self.result.reference = sample
@@ -577,6 +598,20 @@ class Soak:
             time.sleep(0.02)
         return True
 
+    def _settle_backends(self) -> int:
+        """End every outage and wait until both backends have every journaled event."""
+        for kind in list(self._outages):
+            self._outages[kind] = 1
+        self._outage_tick()
+        last_seq = int(self.watch.wait(lambda s: True, "a status")["seq"])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (self._max_seq(self.webhook.events) >= last_seq
+                    and self._max_seq(self.subscriber.received()) >= last_seq):
+                break
+            time.sleep(0.05)
+        return last_seq
+
     def _outage_tick(self) -> None:
         """Between rounds: outages that have lasted their rounds end."""
         for kind in list(self._outages):
@@ -624,17 +659,7 @@ class Soak:
     def _finish(self) -> None:
         from controller.journal import Journal
 
-        for kind in list(self._outages):
-            self._outages[kind] = 1
-        self._outage_tick()
-        status = self.watch.wait(lambda s: True, "a status")
-        last_seq = int(status["seq"])
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if (self._max_seq(self.webhook.events) >= last_seq
-                    and self._max_seq(self.subscriber.received()) >= last_seq):
-                break
-            time.sleep(0.1)
+        last_seq = self._settle_backends()
         with Journal(self.work / "state" / "journal.sqlite") as journal:
             journaled = journal.events_after(0, last_seq + 10)
         problems = self.result.problems
@@ -672,7 +697,8 @@ class Soak:
             if fin.threads > ref.threads:
                 problems.append(f"threads grew {ref.threads} -> {fin.threads}")
             if fin.fds > ref.fds + 1:  # one connection may be mid-reconnect
-                problems.append(f"fds grew {ref.fds} -> {fin.fds}")
+                grown = sorted(set(fin.fd_targets) - set(ref.fd_targets))
+                problems.append(f"fds grew {ref.fds} -> {fin.fds}: new {', '.join(grown)}")
         for kind in FAULT_KINDS:
             if self.options.kills == 0 and kind == "sigkill":
                 continue
