@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from controller.retention import RetentionSettings
+
 
 EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
 
@@ -280,6 +282,7 @@ class Config:
     mqtt: MqttConfig | None = None
     file_sink: FileSinkConfig | None = None
     logging: LoggingConfig = LoggingConfig()
+    journal: RetentionSettings = RetentionSettings()
     source: str | None = None
 
     @property
@@ -445,6 +448,18 @@ def _read_logging(s: Section | None) -> LoggingConfig:
     return config
 
 
+def _read_journal(s: Section | None) -> RetentionSettings:
+    if s is None:
+        return RetentionSettings()
+    settings = RetentionSettings(
+        archive=s.get_bool("archive", True),
+        retention_days=s.get_float("retention_days", 30.0, minval=0, maxval=36500),
+        archive_dir=s.get_path("archive_dir", None),
+    )
+    s.finish()
+    return settings
+
+
 def _optional(section: Section | None, reader: Callable[[Section], Any]) -> Any:
     return reader(section) if section is not None else None
 
@@ -476,13 +491,14 @@ def parse_config(data: Any, source: str | None = None,
         file_sink = _optional(transports_s.get_section("file"), _read_file_sink)
         transports_s.finish()
     logging_config = _read_logging(root.get_section("logging"))
+    journal = _read_journal(root.get_section("journal"))
     root.finish()
     if errors:
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   http=http, mqtt=mqtt, file_sink=file_sink, logging=logging_config,
-                  source=source)
+                  journal=journal, source=source)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

@@ -145,6 +145,7 @@ class Daemon:
         self.journal: Any = None
         self.outbox: Any = None
         self.control: Any = None
+        self.retention: Any = None
         self.drivers: list[Any] = []
         self._last_at = 0.0
         self._stop = threading.Event()
@@ -211,6 +212,8 @@ class Daemon:
                 status["backend"] = self.outbox.status()
             except Exception as exc:  # status must answer even if the outbox is unwell
                 status["backend"] = {"error": str(exc)}
+        if self.retention is not None:
+            status["journal_archive"] = self.retention.status()
         return status
 
     def control_watch_interval(self) -> float:
@@ -303,6 +306,16 @@ class Daemon:
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
+        self._start_retention()
+
+    def _start_retention(self) -> None:
+        from controller.retention import JournalRetention
+
+        if not self.config.journal.archive:
+            return
+        self.retention = JournalRetention(self.config.journal_path, self.config.journal,
+                                          self.settings)
+        self.retention.start()
 
     def _start_outbox(self) -> None:
         from controller.outbox import Outbox
@@ -349,6 +362,8 @@ class Daemon:
                           held=len(self._held), kinds=sorted({i.kind for i in self._held}))
         if self.control is not None:
             self.control.close()
+        if self.retention is not None:
+            self.retention.stop()
         if self.outbox is not None:
             try:
                 # Give the backends a moment to take what is journaled; the rest goes on the
@@ -508,6 +523,8 @@ class Daemon:
             log.info(event["type"], seq=event["seq"], data=event.get("data"))
             if event["type"] == "shoe_started":
                 self._tell_drivers_new_shoe()
+            elif event["type"] == "shoe_ended" and self.retention is not None:
+                self.retention.shoe_ended(event["seq"])
         self._publish(status)
         for listener in self._event_listeners:
             try:

@@ -31,6 +31,7 @@ def base_config(tmp_path: Path) -> dict[str, Any]:
             "file": {"path": str(tmp_path / "events.jsonl")},
         },
         "logging": {"level": "debug", "format": "json"},
+        "journal": {"retention_days": 7, "archive_dir": str(tmp_path / "archives")},
     }
 
 
@@ -54,6 +55,8 @@ def test_good_config_reads_every_section(tmp_path: Path) -> None:
     assert config.mqtt is not None and config.mqtt.port == 1883
     assert config.mqtt.password == SecretRef(credential="mqtt-pw")
     assert config.logging.level == "debug" and config.logging.format == "json"
+    assert config.journal.archive and config.journal.retention_days == 7.0
+    assert config.journal.archive_dir == str(tmp_path / "archives")
     settings = config.machine_settings()
     assert (settings.table_id, settings.betting_seconds, settings.reveal, settings.decks) == \
         ("T01", 12.0, "button", 6)
@@ -62,6 +65,7 @@ def test_good_config_reads_every_section(tmp_path: Path) -> None:
 def test_defaults_follow_systemd_directories(tmp_path: Path) -> None:
     data = base_config(tmp_path)
     del data["state_dir"], data["control"], data["transports"], data["logging"], data["panel"]
+    del data["journal"]
     data["table"] = {"id": "T9"}
     env = {"STATE_DIRECTORY": "/var/lib/pokdeng-table", "RUNTIME_DIRECTORY": "/run/pokdeng-table"}
     config = parse_config(data, "x", environ=env)
@@ -71,6 +75,8 @@ def test_defaults_follow_systemd_directories(tmp_path: Path) -> None:
     assert config.table.decks == 8 and config.panel is None
     assert config.http is None and config.mqtt is None and config.file_sink is None
     assert config.logging.level == "info" and config.logging.format == "auto"
+    assert config.journal.archive and config.journal.retention_days == 30.0
+    assert config.journal.archive_dir is None
     outside = parse_config(data, "x", environ={})
     assert outside.control.socket == "/var/lib/pokdeng-table/control.sock"
 
@@ -85,7 +91,7 @@ def test_example_config_is_valid_and_covers_every_option() -> None:
                 "secret_credential", "ca_file", "verify_tls", "timeout_s", "batch_max",
                 "backoff_initial_s", "backoff_max_s", "topic_prefix", "tls", "username",
                 "password_credential", "password_file", "client_id", "keepalive", "level",
-                "format"):
+                "format", "archive", "retention_days", "archive_dir"):
         assert f"{key}:" in text, key
 
 
@@ -155,6 +161,10 @@ BROKEN = {
     "driver for the other device": (_mutate("shoe.driver", "line_panel"),
                                     'shoe.driver: "line_panel" drives the panel, not the shoe'),
     "driver option typo": (_mutate("shoe.baudrat", 9600), "unknown option(s) baudrat"),
+    "negative retention": (_mutate("journal.retention_days", -1),
+                           "journal.retention_days: must be a number >= 0 and <= 36500, got -1"),
+    "archive switch not a boolean": (_mutate("journal.archive", "no"),
+                                     'journal.archive: must be true or false, got "no"'),
     "relative state dir": (_mutate("state_dir", "state"),
                            'state_dir: must be an absolute path, got "state"'),
     "socket mode with execute bits": (_mutate("control.mode", 0o777),

@@ -81,6 +81,11 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("backend: " + "; ".join(parts))
     elif "backend" in status:
         lines.append("backend: no transports configured")
+    archive = status.get("journal_archive")
+    if isinstance(archive, dict) and (archive.get("last_error") or archive.get("last_result")):
+        lines.append("journal archive: " + (f"FAILED: {archive['last_error']}"
+                                            if archive.get("last_error")
+                                            else str(archive["last_result"])))
     if status.get("storage_fault"):
         lines.append(f"STORAGE FAULT: {status['storage_fault']}; "
                      f"{status.get('held_inputs', 0)} inputs held until the journal works"

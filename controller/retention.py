@@ -1,0 +1,172 @@
+"""Journal retention in the daemon: archive closed, delivered shoes on a side thread.
+
+``archive_closed_shoes`` replays the live journal to take its checkpoint, which may take
+seconds on a month of records, so it never runs on the owner loop. One thread runs it:
+
+* when a shoe ends (``shoe_ended(seq)``, called by the owner loop; it only sets a flag), after
+  waiting a while for the backends to take that shoe's events, since archiving only ever cuts
+  behind what every transport delivered;
+* once when the daemon starts, and then every ``interval_s`` (a day), for shoes that aged past
+  the retention age while the table was idle.
+
+Being one thread, two runs never overlap. Any error is logged (ERROR) and kept for ``status``;
+the daemon plays on and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+log = structlog.get_logger("pokdeng.retention")
+
+DAY_S = 86400.0
+DELIVERY_WAIT_S = 30.0   # how long a shoe's end waits for the backends before archiving
+DELIVERY_POLL_S = 0.1
+STOP_WAIT_S = 5.0        # how long a stop waits for a run in progress (a cut is crash-safe)
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """The ``journal:`` section: archive shoes whose end is older than ``retention_days``."""
+
+    archive: bool = True
+    retention_days: float = 30.0
+    archive_dir: str | None = None  # default: <journal>.archive/ next to the journal
+
+
+class JournalRetention:
+    """The archiving thread.
+
+    ``wait_delivered(seq, timeout) -> bool`` waits until every transport has delivered ``seq``;
+    by default it reads the journal's ``delivery`` table, the positions archiving itself checks
+    (the outbox publishes a position in memory a moment before it records it there).
+    """
+
+    def __init__(self, journal_path: str | Path, settings: RetentionSettings,
+                 machine_settings: Any, *,
+                 wait_delivered: Callable[[int, float], bool] | None = None,
+                 interval_s: float = DAY_S):
+        self.journal_path = Path(journal_path)
+        self.settings = settings
+        self.machine_settings = machine_settings
+        self.interval_s = interval_s
+        self._wait_delivered = wait_delivered or self._delivery_recorded
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._ended_seq = 0          # newest shoe_ended seq not yet handled by a run
+        self._status: dict[str, Any] = {
+            "retention_days": settings.retention_days, "running": False, "runs": 0,
+            "last_run_at": None, "last_result": None, "last_error": None,
+            "archived_records": 0}
+        self._thread = threading.Thread(target=self._main, name="journal-retention",
+                                        daemon=True)
+
+    # -- called by the daemon -----------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def shoe_ended(self, seq: int) -> None:
+        """A shoe's end was journaled: archive soon. Never blocks (the owner loop calls it)."""
+        with self._lock:
+            self._ended_seq = max(self._ended_seq, seq)
+        self._wake.set()
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._status)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_WAIT_S)
+            if self._thread.is_alive():
+                log.warning("stopping while a journal archive run is still going; an "
+                            "interrupted run leaves the journal whole and is redone next time")
+
+    # -- the thread ---------------------------------------------------------------------------
+    def _main(self) -> None:
+        next_daily = time.monotonic()  # first run right after start-up
+        while not self._stop.is_set():
+            self._wake.wait(max(0.0, next_daily - time.monotonic()))
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            with self._lock:
+                ended, self._ended_seq = self._ended_seq, 0
+            if ended:
+                self._wait_for_delivery(ended)
+                if self._stop.is_set():
+                    return
+            elif time.monotonic() < next_daily:
+                continue
+            self.run_once()
+            next_daily = time.monotonic() + self.interval_s
+
+    def _wait_for_delivery(self, seq: int) -> None:
+        """Give the backends up to DELIVERY_WAIT_S to take ``seq``; stop cuts the wait short."""
+        deadline = time.monotonic() + DELIVERY_WAIT_S
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                if self._wait_delivered(seq, min(1.0, deadline - time.monotonic())):
+                    return
+            except Exception as exc:  # the archive run that follows reports what is wrong
+                log.warning("cannot read the delivery positions", error=str(exc))
+                return
+
+    def _delivery_recorded(self, seq: int, timeout: float) -> bool:
+        """True once every transport's recorded position is at or past ``seq``."""
+        from controller.journal import connect
+
+        deadline = time.monotonic() + timeout
+        conn = connect(self.journal_path)
+        try:
+            while True:
+                lowest = conn.execute("SELECT MIN(last_seq) FROM delivery").fetchone()[0]
+                if lowest is None or lowest >= seq:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(DELIVERY_POLL_S)
+        finally:
+            conn.close()
+
+    def run_once(self) -> None:
+        """One archive run; logs and records its outcome, never raises."""
+        from controller.archive import archive_closed_shoes
+
+        with self._lock:
+            self._status["running"] = True
+        started = time.monotonic()
+        error = None
+        result = None
+        try:
+            result = archive_closed_shoes(
+                self.journal_path, self.settings.retention_days * DAY_S,
+                settings=self.machine_settings, archive_dir=self.settings.archive_dir)
+        except Exception as exc:  # the table plays on; the next run tries again
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("journal archive failed; nothing was removed from the journal",
+                      error=error)
+        seconds = round(time.monotonic() - started, 3)
+        if result is not None and result.archived:
+            log.info("journal archived", records=result.records,
+                     first_record=result.first_record, last_record=result.last_record,
+                     events=f"{result.first_seq}-{result.last_seq}", shoes=list(result.shoes),
+                     file=str(result.file), seconds=seconds)
+        elif result is not None:
+            log.info("journal archive: nothing archived", reason=result.reason,
+                     seconds=seconds)
+        with self._lock:
+            self._status.update(running=False, runs=self._status["runs"] + 1,
+                                last_run_at=time.time(), last_error=error,
+                                last_result=result.describe() if result is not None else None)
+            if result is not None and result.archived:
+                self._status["archived_records"] += result.records
