@@ -338,11 +338,12 @@ def _read_device(s: Section, device: str) -> DeviceConfig | None:
         s.error("driver", f"{_show(name)} drives the {cls.device}, not the {device}")
         return None
     try:
-        cls(lambda inp: None, options, name=device)  # parses options; opens nothing
-    except (DriverConfigError, ValueError, TypeError) as exc:
-        s.errors.append(f"{s.path}: {exc}")
-        return None
-    return DeviceConfig(driver=name, options=options)
+        problems = cls.check_options(options)
+    except (DriverConfigError, ValueError, TypeError) as exc:  # a driver without the contract
+        problems = [(None, str(exc))]
+    for option, problem in problems:
+        s.errors.append(f"{s.key_path(option)}: {problem}" if option else f"{s.path}: {problem}")
+    return None if problems else DeviceConfig(driver=name, options=options)
 
 
 def _default_state_dir(environ: Mapping[str, str]) -> str:

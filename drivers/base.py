@@ -23,7 +23,17 @@ class DriverError(Exception):
 
 
 class DriverConfigError(DriverError):
-    """A driver's options are wrong; the message names the option."""
+    """A driver's options are wrong; the message names the option.
+
+    ``problems`` holds ``(option, what is wrong)`` pairs, ``option`` being the key inside the
+    driver's options (``buttons.reveal``) or None for the options as a whole, so the daemon's
+    config can name each under its own key path (``panel.buttons.reveal: …``).
+    """
+
+    def __init__(self, message: str, option: str | None = None, problem: str | None = None,
+                 *, problems: list[tuple[str | None, str]] | None = None):
+        super().__init__(message)
+        self.problems = list(problems) if problems is not None else [(option, problem or message)]
 
 
 class DeviceUnavailable(DriverError):
@@ -51,6 +61,19 @@ class Driver(ABC):
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+        """What is wrong with ``options``, as ``DriverConfigError.problems``; [] when nothing.
+
+        Builds the driver without starting it: a constructor parses its options and opens no
+        device (the contract every driver keeps), so the config and the daemon share one check.
+        """
+        try:
+            cls(lambda inp: None, options)
+        except DriverConfigError as exc:
+            return exc.problems
+        return []
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:

@@ -26,7 +26,7 @@ class OptionReader:
         self._read: set[str] = set()
 
     def error(self, key: str, message: str) -> DriverConfigError:
-        return DriverConfigError(f'{self._driver} option "{key}": {message}')
+        return DriverConfigError(f'{self._driver} option "{key}": {message}', key, message)
 
     def _get(self, key: str, default: Any) -> Any:
         self._read.add(key)
@@ -113,10 +113,11 @@ class OptionReader:
         """Reject options nobody read: a typo is an error, not a silently ignored key."""
         unknown = sorted(set(self._options) - self._read)
         if unknown:
+            known = ', '.join(sorted(self._read))
             raise DriverConfigError(
                 f"{self._driver}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                f"known options: {', '.join(sorted(self._read))}"
-            )
+                f"known options: {known}",
+                problems=[(key, f"unknown option; known: {known}") for key in unknown])
 
 
 

@@ -27,7 +27,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 from drivers.base import Clock, Driver, DriverConfigError, InputSink
 from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump
@@ -78,19 +79,32 @@ def make_parser(protocol: str, options: Mapping[str, Any]) -> ShoeParser:
     """The parser for ``protocol`` configured from the driver options."""
     if protocol == "beetek":
         from drivers.protocols.beetek import DEFAULT_CUT_CARD_FRAMES, BeeTekParser
-        return BeeTekParser(options.get("cut_card_frames", DEFAULT_CUT_CARD_FRAMES))
+        with _naming("cut_card_frames"):
+            return BeeTekParser(options.get("cut_card_frames", DEFAULT_CUT_CARD_FRAMES))
     if protocol == "rfid":
         from drivers.protocols.rfid import RfidParser, load_registry
         if not options.get("registry"):
             raise DriverConfigError("rfid shoe: option 'registry' (the UID -> card CSV file) "
-                                    "is required")
-        return RfidParser(load_registry(options["registry"]),
-                          options.get("repeat_window_seconds", 0.0))
+                                    "is required", "registry",
+                                    "required: the UID -> card CSV file")
+        with _naming("registry"):
+            registry = load_registry(options["registry"])
+        with _naming("repeat_window_seconds"):
+            return RfidParser(registry, options.get("repeat_window_seconds", 0.0))
     if protocol == "pdt":
         from drivers.protocols.pdt import PdtParser
         return PdtParser()
     raise DriverConfigError(f"shoe: unknown protocol {protocol!r}; expected one of: "
                             f"{', '.join(PROTOCOLS)}")
+
+
+@contextmanager
+def _naming(option: str) -> Iterator[None]:
+    """A protocol's complaint about its option, as a config error naming that option."""
+    try:
+        yield
+    except (ProtocolError, ValueError) as exc:
+        raise DriverConfigError(str(exc), option) from None
 
 
 def _number(options: Mapping[str, Any], key: str, default: float, *, minimum: float,
@@ -99,7 +113,8 @@ def _number(options: Mapping[str, Any], key: str, default: float, *, minimum: fl
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             value >= minimum or (allow_zero and value == 0)):
         bound = f">= {minimum}" + (" or 0" if allow_zero else "")
-        raise DriverConfigError(f"shoe option {key!r}: expected a number {bound}, got {value!r}")
+        raise DriverConfigError(f"shoe option {key!r}: expected a number {bound}, got {value!r}",
+                                key, f"expected a number {bound}, got {value!r}")
     return float(value)
 
 
@@ -117,29 +132,30 @@ class SerialShoe(Driver):
         opts = self.options
         protocol = self.protocol or opts.get("protocol")
         if protocol not in PROTOCOLS:
-            raise DriverConfigError(f"shoe option 'protocol': expected one of "
-                                    f"{', '.join(PROTOCOLS)}, got {protocol!r}")
+            expected = f"expected one of {', '.join(PROTOCOLS)}, got {protocol!r}"
+            raise DriverConfigError(f"shoe option 'protocol': {expected}", "protocol", expected)
         self.protocol_name: str = protocol
         allowed = _COMMON_OPTIONS | _PROTOCOL_OPTIONS[protocol]
         if self.protocol is None:
             allowed = allowed | {"protocol"}
         unknown = sorted(set(opts) - allowed)
         if unknown:
-            raise DriverConfigError(f"{protocol} shoe: unknown option(s) {', '.join(unknown)}; "
-                                    f"known: {', '.join(sorted(allowed))}")
+            known = ', '.join(sorted(allowed))
+            raise DriverConfigError(
+                f"{protocol} shoe: unknown option(s) {', '.join(unknown)}; known: {known}",
+                problems=[(key, f"unknown option; known: {known}") for key in unknown])
         url = opts.get("url")
         if not isinstance(url, str) or not url:
-            raise DriverConfigError(f"{protocol} shoe: option 'url' (the serial port, e.g. "
-                                    "/dev/pokdeng/shoe or socket://host:port) is required")
-        try:
-            self.parser = make_parser(protocol, opts)
+            what = "the serial port, e.g. /dev/pokdeng/shoe or socket://host:port"
+            raise DriverConfigError(f"{protocol} shoe: option 'url' ({what}) is required",
+                                    "url", f"required: {what}")
+        self.parser = make_parser(protocol, opts)
+        with _naming("serial"):
             serial_settings = check_serial_settings(opts.get("serial"), "shoe option 'serial'")
-        except (ProtocolError, ValueError) as exc:
-            raise DriverConfigError(str(exc)) from None
         baudrate = opts.get("baudrate", self.parser.default_baudrate)
         if isinstance(baudrate, bool) or not isinstance(baudrate, int) or baudrate <= 0:
-            raise DriverConfigError(f"shoe option 'baudrate': expected a positive whole "
-                                    f"number, got {baudrate!r}")
+            expected = f"expected a positive whole number, got {baudrate!r}"
+            raise DriverConfigError(f"shoe option 'baudrate': {expected}", "baudrate", expected)
         self.silence_seconds = _number(opts, "silence_seconds",
                                        5.0 if protocol == "pdt" else 0.0,
                                        minimum=0.5, allow_zero=True)

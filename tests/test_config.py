@@ -110,6 +110,24 @@ def test_every_error_is_listed_at_once(tmp_path: Path) -> None:
     assert report.startswith(f"{tmp_path / 'table.yaml'}: 5 configuration errors:")
 
 
+def test_every_driver_option_error_is_listed_under_its_key_path(tmp_path: Path) -> None:
+    data = base_config(tmp_path)
+    data["shoe"].update(baudrat=9600, sped=2)
+    data["panel"] = {"driver": "hid_panel", "vendor_id": "0x16c0", "product_id": 1,
+                     "buttons": {"reveal": 2}, "debounce_msec": 20}
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, data))
+    errors = caught.value.errors
+    assert [e.split(":")[0] for e in errors] == ["shoe.baudrat", "shoe.sped",
+                                                  "panel.debounce_msec"], errors
+    assert "known: buttons, debounce_ms," in errors[2]
+    result = subprocess.run([sys.executable, "-m", "controller", "config", "check",
+                             str(tmp_path / "table.yaml")], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == EX_CONFIG and "3 configuration errors" in result.stderr
+    assert "  shoe.sped: unknown option; known: " in result.stderr
+
+
 def test_secret_reference_resolves_credentials() -> None:
     assert SecretRef(file="/a").resolve_path({}) == "/a"
     assert SecretRef(credential="k").resolve_path({"CREDENTIALS_DIRECTORY": "/run/c"}) == "/run/c/k"
@@ -160,7 +178,18 @@ BROKEN = {
     "unknown driver": (_mutate("shoe.driver", "acme"), 'shoe.driver: unknown driver "acme"'),
     "driver for the other device": (_mutate("shoe.driver", "line_panel"),
                                     'shoe.driver: "line_panel" drives the panel, not the shoe'),
-    "driver option typo": (_mutate("shoe.baudrat", 9600), "unknown option(s) baudrat"),
+    "driver option typo": (_mutate("shoe.baudrat", 9600),
+                           "shoe.baudrat: unknown option; known: baudrate, cut_card_frames,"),
+    "driver option out of range": (_mutate("shoe.reconnect_seconds", 0),
+                                   "shoe.reconnect_seconds: expected a number >= 0.01, got 0"),
+    "driver option of the wrong type": (_mutate("shoe.baudrate", "fast"),
+                                        "shoe.baudrate: expected a positive whole number, "
+                                        "got 'fast'"),
+    "driver option missing": (_mutate("shoe.url", DELETE), "shoe.url: required: the serial port"),
+    "panel option typo": (_mutate("panel.baud", 9600),
+                          "panel.baud: unknown option; known: baudrate, debounce_ms,"),
+    "panel option out of range": (_mutate("panel.debounce_ms", -1),
+                                  "panel.debounce_ms: must be in 0..1000, got -1"),
     "negative retention": (_mutate("journal.retention_days", -1),
                            "journal.retention_days: must be a number >= 0 and <= 36500, got -1"),
     "archive switch not a boolean": (_mutate("journal.archive", "no"),

@@ -74,7 +74,7 @@ def test_read_panel_uses_the_panel_section_of_a_table_config(tmp_path):
     proc = read_panel("--config", str(path))
     _, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode == 2
-    assert "unknown option(s) 'baud'" in stderr
+    assert "panel.baud: unknown option; known: baudrate" in stderr
 
 
 def test_read_panel_rejects_bad_usb_ids():
