@@ -6,6 +6,10 @@ its key path (``transports.http.timeout_s: must be a number > 0, got "abc"``). E
 collected, not raised one by one, so an installer sees the whole list at once:
 ``load_config`` raises ``ConfigError`` whose ``errors`` holds every message.
 
+The transports' options are declared once, by their settings dataclasses
+(``controller/transports/*``: field name, type, default and ``option(...)`` bounds); the
+``transports:`` section is read from those fields and yields those settings objects.
+
 Secrets never live in this file: the HTTP signing secret and the MQTT password are given as a
 file path (``secret_file``) or a systemd credential name (``secret_credential``, read from
 ``$CREDENTIALS_DIRECTORY`` at start-up, see ``LoadCredential=`` in the unit).
@@ -13,11 +17,13 @@ file path (``secret_file``) or a systemd credential name (``secret_credential``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import yaml
 
@@ -218,54 +224,6 @@ class ControlConfig:
 
 
 @dataclass(frozen=True)
-class SecretRef:
-    """Where a secret lives: a file path, or a systemd credential name."""
-
-    file: str | None = None
-    credential: str | None = None
-
-    def resolve_path(self, environ: Mapping[str, str] = os.environ) -> str:
-        if self.file is not None:
-            return self.file
-        directory = environ.get("CREDENTIALS_DIRECTORY")
-        if not directory:
-            raise ConfigError([f"credential {self.credential!r}: $CREDENTIALS_DIRECTORY is not "
-                               f"set (give it with LoadCredential= in the unit, or use a "
-                               f"*_file option)"])
-        return os.path.join(directory, str(self.credential))
-
-
-@dataclass(frozen=True)
-class HttpConfig:
-    url: str
-    secret: SecretRef
-    ca_file: str | None = None
-    verify_tls: bool = True
-    timeout_s: float = 5.0
-    batch_max: int = 100
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-
-
-@dataclass(frozen=True)
-class MqttConfig:
-    host: str
-    port: int = 1883
-    topic_prefix: str = "pokdeng"
-    tls: bool = False
-    ca_file: str | None = None
-    username: str | None = None
-    password: SecretRef | None = None
-    client_id: str | None = None
-    keepalive: int = 30
-
-
-@dataclass(frozen=True)
-class FileSinkConfig:
-    path: str
-
-
-@dataclass(frozen=True)
 class LoggingConfig:
     level: str = "info"
     format: str = "auto"
@@ -278,12 +236,23 @@ class Config:
     shoe: DeviceConfig
     panel: DeviceConfig | None
     control: ControlConfig
-    http: HttpConfig | None = None
-    mqtt: MqttConfig | None = None
-    file_sink: FileSinkConfig | None = None
+    #: kind -> that transport's settings dataclass (controller.transports), in BUILTIN order
+    transports: Mapping[str, Any] = field(default_factory=dict)
     logging: LoggingConfig = LoggingConfig()
     journal: RetentionSettings = RetentionSettings()
     source: str | None = None
+
+    @property
+    def http(self) -> Any:
+        return self.transports.get("http")
+
+    @property
+    def mqtt(self) -> Any:
+        return self.transports.get("mqtt")
+
+    @property
+    def file_sink(self) -> Any:
+        return self.transports.get("file")
 
     @property
     def journal_path(self) -> str:
@@ -384,7 +353,8 @@ def _read_control(s: Section | None, state_dir: str, environ: Mapping[str, str])
     return control
 
 
-def _read_secret(s: Section, stem: str, required: bool) -> SecretRef | None:
+def _read_secret(s: Section, stem: str, required: bool) -> tuple[str | None, str | None]:
+    """``<stem>_file`` or ``<stem>_credential``, one of them; never the secret inline."""
     file_key, cred_key = f"{stem}_file", f"{stem}_credential"
     s.reject_inline_secret(stem, file_key, cred_key)
     path = s.get_path(file_key, None)
@@ -392,52 +362,65 @@ def _read_secret(s: Section, stem: str, required: bool) -> SecretRef | None:
                            what="a credential name (letters, digits, '_', '.', '-')")
     if path is not None and credential is not None:
         s.error(file_key, f"give either {file_key} or {cred_key}, not both")
-        return None
-    if path is None and credential is None:
-        if required and not {file_key, cred_key, stem} & set(s.data):
-            s.error(file_key, f"required: the {stem} as a file path ({file_key}) or a systemd "
-                              f"credential name ({cred_key})")
-        return None
-    return SecretRef(file=path, credential=credential)
+    elif path is None and credential is None and required \
+            and not {file_key, cred_key, stem} & set(s.data):
+        s.error(file_key, f"required: the {stem} as a file path ({file_key}) or a systemd "
+                          f"credential name ({cred_key})")
+    return path, credential
 
 
-def _read_http(s: Section) -> HttpConfig:
-    url = s.get_str("url", pattern=re.compile(r"^https?://[^\s/]+"), what="an http:// or https:// URL")
-    config = HttpConfig(
-        url=url,
-        secret=_read_secret(s, "secret", required=True) or SecretRef(),
-        ca_file=s.get_path("ca_file", None),
-        verify_tls=s.get_bool("verify_tls", True),
-        timeout_s=s.get_float("timeout_s", 5.0, above=0, maxval=300),
-        batch_max=s.get_int("batch_max", 100, minval=1, maxval=10_000),
-        backoff_initial_s=s.get_float("backoff_initial_s", 0.5, above=0, maxval=60),
-        backoff_max_s=s.get_float("backoff_max_s", 30.0, above=0, maxval=3600),
-    )
+def _plain_type(hint: Any) -> Any:
+    """``str | None`` -> ``str``: the type a setting has when it is given."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+def _read_transport(s: Section, settings_class: type) -> Any:
+    """A transport's settings, read by the fields (and their ``option`` rules) of its class."""
+    hints = typing.get_type_hints(settings_class)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(settings_class):
+        rules = dict(f.metadata.get("config", {}))
+        stem = rules.pop("secret", None)
+        if stem is not None:
+            if f"{stem}_file" not in values:
+                values[f"{stem}_file"], values[f"{stem}_credential"] = _read_secret(
+                    s, stem, rules.get("required", False))
+            continue
+        default = _MISSING if f.default is dataclasses.MISSING else f.default
+        kind = _plain_type(hints[f.name])
+        if rules.pop("path", False):
+            values[f.name] = s.get_path(f.name, default)
+        elif kind is bool:
+            values[f.name] = s.get_bool(f.name, default)
+        elif kind is int:
+            values[f.name] = s.get_int(f.name, default, **rules)
+        elif kind is float:
+            values[f.name] = s.get_float(f.name, default, **rules)
+        else:
+            values[f.name] = s.get_str(f.name, default, **rules)
     s.finish()
-    return config
+    return settings_class(**values)
 
 
-def _read_mqtt(s: Section) -> MqttConfig:
-    config = MqttConfig(
-        host=s.get_str("host"),
-        port=s.get_int("port", 1883, minval=1, maxval=65535),
-        topic_prefix=s.get_str("topic_prefix", "pokdeng", pattern=re.compile(r"^[^#+\s]+$"),
-                               what="an MQTT topic without wildcards or spaces"),
-        tls=s.get_bool("tls", False),
-        ca_file=s.get_path("ca_file", None),
-        username=s.get_str("username", None),
-        password=_read_secret(s, "password", required=False),
-        client_id=s.get_str("client_id", None),
-        keepalive=s.get_int("keepalive", 30, minval=5, maxval=3600),
-    )
+def _read_transports(s: Section | None) -> dict[str, Any]:
+    from controller import transports
+
+    if s is None:
+        return {}
+    found: dict[str, Any] = {}
+    for kind in transports.available():
+        section = s.get_section(kind)
+        if section is None:
+            continue
+        try:
+            settings_class = transports.settings_class(kind)
+        except Exception as exc:  # e.g. its library is not installed
+            s.error(kind, f"the {kind} transport cannot be loaded: {exc}")
+            continue
+        found[kind] = _read_transport(section, settings_class)
     s.finish()
-    return config
-
-
-def _read_file_sink(s: Section) -> FileSinkConfig:
-    config = FileSinkConfig(path=s.get_path("path"))
-    s.finish()
-    return config
+    return found
 
 
 def _read_logging(s: Section | None) -> LoggingConfig:
@@ -461,10 +444,6 @@ def _read_journal(s: Section | None) -> RetentionSettings:
     return settings
 
 
-def _optional(section: Section | None, reader: Callable[[Section], Any]) -> Any:
-    return reader(section) if section is not None else None
-
-
 def parse_config(data: Any, source: str | None = None,
                  environ: Mapping[str, str] = os.environ) -> Config:
     """Validate a loaded YAML document; raise ConfigError listing every problem."""
@@ -484,13 +463,7 @@ def parse_config(data: Any, source: str | None = None,
     panel_s = root.get_section("panel")
     panel = _read_device(panel_s, "panel") if panel_s else None
     control = _read_control(root.get_section("control"), state_dir or DEFAULT_STATE_DIR, environ)
-    transports_s = root.get_section("transports")
-    http = mqtt = file_sink = None
-    if transports_s is not None:
-        http = _optional(transports_s.get_section("http"), _read_http)
-        mqtt = _optional(transports_s.get_section("mqtt"), _read_mqtt)
-        file_sink = _optional(transports_s.get_section("file"), _read_file_sink)
-        transports_s.finish()
+    transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
     journal = _read_journal(root.get_section("journal"))
     root.finish()
@@ -498,7 +471,7 @@ def parse_config(data: Any, source: str | None = None,
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
-                  http=http, mqtt=mqtt, file_sink=file_sink, logging=logging_config,
+                  transports=transports, logging=logging_config,
                   journal=journal, source=source)
 
 

@@ -645,26 +645,5 @@ def build_transports(config: Config) -> list[Any]:
     """The configured transports, created through controller.transports."""
     from controller import transports as transport_module
 
-    table = config.table.id
-    created = []
-    if config.http is not None:
-        http = config.http
-        created.append(transport_module.create("http", {
-            "url": http.url, "secret_file": http.secret.file,
-            "secret_credential": http.secret.credential, "ca_file": http.ca_file,
-            "verify_tls": http.verify_tls, "timeout_s": http.timeout_s,
-            "batch_max": http.batch_max, "backoff_initial_s": http.backoff_initial_s,
-            "backoff_max_s": http.backoff_max_s}, table=table))
-    if config.mqtt is not None:
-        mqtt = config.mqtt
-        options: dict[str, Any] = {
-            "host": mqtt.host, "port": mqtt.port, "topic_prefix": mqtt.topic_prefix,
-            "tls": mqtt.tls, "ca_file": mqtt.ca_file, "username": mqtt.username,
-            "client_id": mqtt.client_id, "keepalive": mqtt.keepalive}
-        if mqtt.password is not None:
-            options["password_file"] = mqtt.password.resolve_path()
-        created.append(transport_module.create("mqtt", options, table=table))
-    if config.file_sink is not None:
-        created.append(transport_module.create("file", {"path": config.file_sink.path},
-                                               table=table))
-    return created
+    return [transport_module.create(kind, settings, table=config.table.id)
+            for kind, settings in config.transports.items()]

@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.config import EX_CONFIG, ConfigError, SecretRef, load_config, parse_config
+from controller.config import EX_CONFIG, ConfigError, load_config, parse_config
+from controller.transports import TransportConfigError
+from controller.transports.http import HttpTransportSettings
+from controller.transports.mqtt import MqttTransport, MqttTransportSettings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,9 +54,13 @@ def test_good_config_reads_every_section(tmp_path: Path) -> None:
     assert config.panel is not None and config.panel.driver == "line_panel"
     assert config.control.mode == 0o660
     assert config.http is not None and config.http.timeout_s == 3.0
-    assert config.http.secret == SecretRef(file="/etc/secret")
+    assert isinstance(config.http, HttpTransportSettings)  # the transport's own settings
+    assert (config.http.secret_file, config.http.secret_credential) == ("/etc/secret", None)
     assert config.mqtt is not None and config.mqtt.port == 1883
-    assert config.mqtt.password == SecretRef(credential="mqtt-pw")
+    assert isinstance(config.mqtt, MqttTransportSettings)
+    assert (config.mqtt.password_file, config.mqtt.password_credential) == (None, "mqtt-pw")
+    assert config.mqtt.protocol == "3.1.1" and config.file_sink.batch_max == 500
+    assert list(config.transports) == ["http", "mqtt", "file"]
     assert config.logging.level == "debug" and config.logging.format == "json"
     assert config.journal.archive and config.journal.retention_days == 7.0
     assert config.journal.archive_dir == str(tmp_path / "archives")
@@ -128,11 +135,38 @@ def test_every_driver_option_error_is_listed_under_its_key_path(tmp_path: Path) 
     assert "  shoe.sped: unknown option; known: " in result.stderr
 
 
-def test_secret_reference_resolves_credentials() -> None:
-    assert SecretRef(file="/a").resolve_path({}) == "/a"
-    assert SecretRef(credential="k").resolve_path({"CREDENTIALS_DIRECTORY": "/run/c"}) == "/run/c/k"
-    with pytest.raises(ConfigError, match="CREDENTIALS_DIRECTORY is not set"):
-        SecretRef(credential="k").resolve_path({})
+def test_mqtt_password_credential_is_read_by_the_transport(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = MqttTransportSettings(host="127.0.0.1", port=9, username="u",
+                                     password_credential="mqtt-pw")
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY is not set"):
+        MqttTransport(settings, table="T01")
+    (tmp_path / "mqtt-pw").write_text("s3cret\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    transport = MqttTransport(settings, table="T01")
+    try:
+        assert transport._client._password == b"s3cret"
+    finally:
+        transport.close()
+
+
+def test_transport_options_follow_the_settings_fields(tmp_path: Path) -> None:
+    data = base_config(tmp_path)
+    data["transports"]["mqtt"].update(protocol="5", publish_timeout_s=2.5, batch_max=20)
+    data["transports"]["file"]["batch_max"] = 50
+    config = load_config(write(tmp_path, data))
+    assert (config.mqtt.protocol, config.mqtt.publish_timeout_s, config.mqtt.batch_max) == \
+        ("5", 2.5, 20)
+    assert config.file_sink.batch_max == 50
+    data["transports"]["mqtt"].update(protocol="4", reconnect_max_s=0)
+    data["transports"]["file"]["batch_max"] = 0
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, data))
+    assert caught.value.errors == [
+        'transports.mqtt.protocol: must be one of 3.1.1, 5; got "4"',
+        "transports.mqtt.reconnect_max_s: must be a number > 0 and <= 3600, got 0",
+        "transports.file.batch_max: must be an integer >= 1 and <= 10000, got 0"]
 
 
 def _mutate(path: str, value: Any):

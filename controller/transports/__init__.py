@@ -91,6 +91,18 @@ class Transport(ABC):
         self.close()
 
 
+def option(default: Any = dataclasses.MISSING, **rules: Any) -> Any:
+    """A settings field with the rules the daemon's config reads it by (controller/config.py).
+
+    The settings dataclass is the one place a transport option is declared: its name, type
+    and default from the field, and here its bounds: ``minval``/``maxval``/``above`` (numbers),
+    ``pattern`` with ``what``, ``choices`` (text), ``path=True`` (an absolute file path), or
+    ``secret="stem"`` on the ``<stem>_file``/``<stem>_credential`` pair (the secret itself is
+    never written in the config; ``required=True`` when one of the two must be given).
+    """
+    return dataclasses.field(default=default, metadata={"config": rules})
+
+
 def read_secret(option: str, path: str | None = None, credential: str | None = None) -> bytes:
     """A secret from a file, or from systemd's ``$CREDENTIALS_DIRECTORY/<credential>``.
 
@@ -130,13 +142,18 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
-    """Build a kind's settings dataclass from config options; unknown options are errors."""
+def settings_class(kind: str) -> type:
+    """The settings dataclass of ``kind`` (imports that transport's module)."""
     targets = available()
     if kind not in targets:
         raise TransportConfigError(
             f"unknown transport kind {kind!r}; known: {', '.join(sorted(targets))}")
-    cls = _load(targets[kind][1])
+    return _load(targets[kind][1])
+
+
+def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
+    """Build a kind's settings dataclass from config options; unknown options are errors."""
+    cls = settings_class(kind)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - names)
     if unknown:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.transports import Transport, TransientError, TransportConfigError
+from controller.transports import Transport, TransientError, TransportConfigError, option
 
 
 @dataclass(frozen=True)
 class FileSinkSettings:
-    path: str
-    batch_max: int = 500
+    path: str = option(path=True)
+    batch_max: int = option(500, minval=1, maxval=10_000)
 
 
 class FileSink(Transport):

@@ -28,13 +28,14 @@ import json
 import logging
 import socket
 import ssl
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from controller import __version__
 from controller.transports import (PermanentError, TransientError, Transport,
-                                   TransportConfigError, read_secret)
+                                   TransportConfigError, option, read_secret)
 
 log = logging.getLogger("pokdeng.transports.http")
 
@@ -43,15 +44,17 @@ SIGNATURE_HEADER = "X-Pokdeng-Signature"
 
 @dataclass(frozen=True)
 class HttpTransportSettings:
-    url: str
-    secret_file: str | None = None
-    ca_file: str | None = None
+    url: str = option(pattern=re.compile(r"^https?://[^\s/]+"),
+                      what="an http:// or https:// URL")
+    secret_file: str | None = option(None, secret="secret", required=True)
+    ca_file: str | None = option(None, path=True)
     verify_tls: bool = True
-    timeout_s: float = 5.0
-    batch_max: int = 100
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-    secret_credential: str | None = None  # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
+    timeout_s: float = option(5.0, above=0, maxval=300)
+    batch_max: int = option(100, minval=1, maxval=10_000)
+    backoff_initial_s: float = option(0.5, above=0, maxval=60)
+    backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
+    secret_credential: str | None = option(None, secret="secret", required=True)
 
 
 def sign(secret: bytes, body: bytes) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller import __version__
 from controller.transports import (PermanentError, TransientError, Transport,
-                                   TransportConfigError, read_secret)
+                                   TransportConfigError, option, read_secret)
 
 log = logging.getLogger("pokdeng.transports.mqtt")
 
@@ -40,23 +41,25 @@ _REFUSED_FOR_GOOD = {"Bad user name or password", "Not authorized", "Bad authent
 
 @dataclass(frozen=True)
 class MqttTransportSettings:
-    host: str
-    port: int = 1883
-    topic_prefix: str = "pokdeng"
+    host: str = option()
+    port: int = option(1883, minval=1, maxval=65535)
+    topic_prefix: str = option("pokdeng", pattern=re.compile(r"^[^#+\s]+$"),
+                               what="an MQTT topic without wildcards or spaces")
     tls: bool = False
-    ca_file: str | None = None
+    ca_file: str | None = option(None, path=True)
     username: str | None = None
-    password_file: str | None = None
+    password_file: str | None = option(None, secret="password")
+    password_credential: str | None = option(None, secret="password")  # LoadCredential= name
     client_id: str | None = None
-    keepalive: int = 30
-    protocol: str = "3.1.1"          # or "5"
-    publish_timeout_s: float = 10.0  # wait for the PUBACKs of one batch
-    connect_timeout_s: float = 5.0   # how long deliver waits for a (re)connection
-    reconnect_min_s: float = 1.0
-    reconnect_max_s: float = 30.0
-    batch_max: int = 100
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
+    keepalive: int = option(30, minval=5, maxval=3600)
+    protocol: str = option("3.1.1", choices=("3.1.1", "5"))
+    publish_timeout_s: float = option(10.0, above=0, maxval=300)  # the PUBACKs of one batch
+    connect_timeout_s: float = option(5.0, above=0, maxval=300)   # deliver waits to (re)connect
+    reconnect_min_s: float = option(1.0, above=0, maxval=3600)
+    reconnect_max_s: float = option(30.0, above=0, maxval=3600)
+    batch_max: int = option(100, minval=1, maxval=10_000)
+    backoff_initial_s: float = option(0.5, above=0, maxval=60)
+    backoff_max_s: float = option(30.0, above=0, maxval=3600)
 
 
 def _now_iso() -> str:
@@ -105,11 +108,12 @@ class MqttTransport(Transport):
         client.enable_logger(logging.getLogger("pokdeng.transports.mqtt.paho"))
         if settings.username:
             password = None
-            if settings.password_file:
+            if settings.password_file or settings.password_credential:
                 password = read_secret("mqtt transport: password_file",
-                                       settings.password_file).decode("utf-8")
+                                       settings.password_file,
+                                       settings.password_credential).decode("utf-8")
             client.username_pw_set(settings.username, password)
-        elif settings.password_file:
+        elif settings.password_file or settings.password_credential:
             raise TransportConfigError("mqtt transport: password_file given without username")
         if settings.tls:
             try:
