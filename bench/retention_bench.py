@@ -1,0 +1,75 @@
+"""Retention benchmark: what one daemon archive run costs on a journal of N closed shoes.
+
+The daemon runs ``archive_closed_shoes`` on its side thread after every shoe end, so two
+figures matter: a run that finds nothing old enough (the usual case with a 30-day retention:
+it still checks the chain), and a run that archives every shoe (replay to the cut, gzip,
+delete). The journal is written the daemon's way (machine, then one append per input) with
+8-deck shoes.
+
+    python bench/retention_bench.py [--shoes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from controller.archive import archive_closed_shoes, verify_with_archives
+from controller.inputs import DeviceStatus
+from controller.journal import Journal
+from controller.machine import MachineSettings, TableMachine
+from controller.scriptgen import shoe_script
+
+SETTINGS = MachineSettings(table_id="BENCH")
+
+
+def write_journal(path: Path, shoes: int) -> int:
+    machine = TableMachine(SETTINGS)
+    journal = Journal(path)
+    clock = 0.0
+    try:
+        for seed in range(1, shoes + 1):
+            inputs = list(shoe_script(seed, decks=8, start_at=clock + 5))
+            clock = max(inp.at for inp in inputs) + 1
+            inputs.append(DeviceStatus(at=clock, name="panel", connected=True))
+            for inp in inputs:
+                journal.append(inp, machine.handle(inp))
+        return journal.record_count()
+    finally:
+        journal.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shoes", type=int, default=10, help="closed shoes in the journal")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="retention-bench-"))
+    try:
+        path = work / "journal.sqlite"
+        started = time.perf_counter()
+        records = write_journal(path, args.shoes)
+        print(f"journal: {args.shoes} shoes, {records} records "
+              f"(written in {time.perf_counter() - started:.1f} s)")
+        started = time.perf_counter()
+        kept = archive_closed_shoes(path, 30 * 86400, settings=SETTINGS)
+        print(f"run with nothing old enough: {time.perf_counter() - started:.3f} s "
+              f"({kept.describe()})")
+        started = time.perf_counter()
+        done = archive_closed_shoes(path, 0, settings=SETTINGS)
+        seconds = time.perf_counter() - started
+        size = done.file.stat().st_size if done.file else 0
+        print(f"run archiving every shoe: {seconds:.3f} s for {done.records} records "
+              f"({done.records / seconds:.0f} records/s), archive {size / 1024:.0f} KiB, "
+              f"journal file {path.stat().st_size / 1024:.0f} KiB")
+        started = time.perf_counter()
+        check = verify_with_archives(path)
+        print(f"verify with archives: {time.perf_counter() - started:.3f} s ({check.describe()})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
