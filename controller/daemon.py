@@ -16,6 +16,10 @@ writes the journal. For each input the owner:
    table/shoe/round to the log context and logs the events (already sealed by the machine:
    no card value of a round before its betting closed; raw card inputs are never logged).
 
+Journal retention (archiving closed, delivered shoes) runs on its own thread
+(``controller/retention.py``): it replays the journal, which the owner loop must never wait
+for; the loop only tells it that a shoe ended.
+
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. The systemd watchdog is pinged from this same loop, so a stuck loop
 stops the pings and systemd restarts us.
