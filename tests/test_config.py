@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from controller.config import EX_CONFIG, ConfigError, load_config, parse_config
-from controller.transports import TransportConfigError
 from controller.transports.http import HttpTransportSettings
-from controller.transports.mqtt import MqttTransport, MqttTransportSettings
+from controller.transports.mqtt import MqttTransportSettings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -133,22 +132,6 @@ def test_every_driver_option_error_is_listed_under_its_key_path(tmp_path: Path) 
                             timeout=60)
     assert result.returncode == EX_CONFIG and "3 configuration errors" in result.stderr
     assert "  shoe.sped: unknown option; known: " in result.stderr
-
-
-def test_mqtt_password_credential_is_read_by_the_transport(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = MqttTransportSettings(host="127.0.0.1", port=9, username="u",
-                                     password_credential="mqtt-pw")
-    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
-    with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY is not set"):
-        MqttTransport(settings, table="T01")
-    (tmp_path / "mqtt-pw").write_text("s3cret\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
-    transport = MqttTransport(settings, table="T01")
-    try:
-        assert transport._client._password == b"s3cret"
-    finally:
-        transport.close()
 
 
 def test_transport_options_follow_the_settings_fields(tmp_path: Path) -> None:

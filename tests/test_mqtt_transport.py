@@ -228,6 +228,22 @@ def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
         t.close()
 
 
+def test_password_from_a_systemd_credential(mosquitto_factory, tmp_path, monkeypatch):
+    broker = mosquitto_factory(users={"table-t7": "cred pass"})
+    (tmp_path / "mqtt-password").write_text("cred pass\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    t = MqttTransport(settings(broker.port, username="table-t7",
+                               password_credential="mqtt-password"), table=TABLE)
+    try:
+        t.deliver([event(1)])
+    finally:
+        t.close()
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY")
+    with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY is not set"):
+        MqttTransport(settings(broker.port, username="table-t7",
+                               password_credential="mqtt-password"), table=TABLE)
+
+
 def test_tls_with_a_private_ca(mosquitto_factory, tmp_path):
     cert, key = make_certificate(tmp_path)
     broker = mosquitto_factory(tls=(cert, key))
