@@ -149,3 +149,38 @@ class LineBuffer:
         self._buffer.clear()
         self._overflowed = False
         return pending
+
+
+class LineShoeParser(ShoeParser):
+    """Base of the line-based protocols: frames are lines that begin with ``frame_start``.
+
+    Discarded runs (noise before a frame start, over-long lines) become problems here; a
+    subclass implements ``_line`` for each complete line.
+    """
+
+    #: the byte every frame begins with
+    frame_start: bytes = b""
+    #: how the protocol calls an over-long line and noise, in problem messages
+    too_long_message: str = "over-long line"
+    noise_message: str = "garbage"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lines = LineBuffer(self.max_frame, start=self.frame_start or None)
+
+    def _discard(self) -> bytes:
+        return self._lines.discard()
+
+    def _feed(self, data: bytes, at: float) -> list[Output]:
+        out: list[Output] = []
+        for what, raw in self._lines.push(data):
+            if what == "line":
+                out.extend(self._line(raw, at))
+                continue
+            message = self.too_long_message if what == "frame_too_long" else self.noise_message
+            out.append(Problem(what, f"dropped {message} {printable(raw)}", raw))
+        return out
+
+    @abstractmethod
+    def _line(self, raw: bytes, at: float) -> list[Output]:
+        """The inputs and problems of one complete line."""

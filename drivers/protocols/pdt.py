@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 from controller.cards import CardCodeError, parse_card
 from controller.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import LineBuffer, Output, Problem, ShoeParser, printable
+from drivers.protocols.base import LineShoeParser, Output, Problem, printable
 
 SEQ_MODULO = 65536
 #: how many recent frames the host remembers to recognise retransmissions
@@ -53,32 +53,20 @@ def frame_seq(frame: bytes) -> int | None:
     return int(match.group(2)) if match else None
 
 
-class PdtParser(ShoeParser):
+class PdtParser(LineShoeParser):
     name = "pdt"
     default_baudrate = 115200
     max_frame = 128
+    frame_start = b"$"
+    too_long_message = "over-long pdt frame"
 
     def __init__(self) -> None:
         super().__init__()
-        self._lines = LineBuffer(self.max_frame, start=b"$")
         self._expected: int | None = None  # seq of the next frame; None until the first one
         self._history: OrderedDict[int, bytes] = OrderedDict()  # recent accepted frames
         self._boot: str | None = None
         #: valid frames of any type received (heartbeats included): the driver's liveness signal
         self.frames_ok = 0
-
-    def _discard(self) -> bytes:
-        return self._lines.discard()
-
-    def _feed(self, data: bytes, at: float) -> list[Output]:
-        out: list[Output] = []
-        for what, raw in self._lines.push(data):
-            if what != "line":
-                message = "over-long pdt frame" if what == "frame_too_long" else "garbage"
-                out.append(Problem(what, f"dropped {message} {printable(raw)}", raw))
-                continue
-            out.extend(self._line(raw, at))
-        return out
 
     def _line(self, raw: bytes, at: float) -> list[Output]:
         match = _FRAME.fullmatch(raw)

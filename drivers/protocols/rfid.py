@@ -26,8 +26,8 @@ from typing import Iterable
 
 from controller.cards import Card, CardCodeError, new_shoe_cards, parse_card
 from controller.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import (LineBuffer, Output, Problem, ProtocolConfigError,
-                                    ShoeParser, printable)
+from drivers.protocols.base import (LineShoeParser, Output, Problem, ProtocolConfigError,
+                                    printable)
 
 CUT = "CUT"
 UID_HEX_LENGTHS = (8, 14, 20)
@@ -109,10 +109,13 @@ def simulated_registry(decks: int = 8) -> Registry:
     return registry
 
 
-class RfidParser(ShoeParser):
+class RfidParser(LineShoeParser):
     name = "rfid"
     default_baudrate = 9600
     max_frame = 64
+    frame_start = b"\x02"
+    too_long_message = "over-long rfid line"
+    noise_message = "bytes before a frame start"
 
     def __init__(self, registry: Registry, repeat_window_seconds: float = 0.0):
         super().__init__()
@@ -124,7 +127,6 @@ class RfidParser(ShoeParser):
                                       f"got {repeat_window_seconds!r}")
         self.registry = dict(registry)
         self.repeat_window_seconds = float(repeat_window_seconds)
-        self._lines = LineBuffer(self.max_frame, start=b"\x02")
         self._seen: set[str] = set()
         self._last: tuple[str, float] | None = None  # the previous tag and when it was read
 
@@ -132,24 +134,11 @@ class RfidParser(ShoeParser):
         self._seen.clear()
         self._last = None
 
-    def _discard(self) -> bytes:
-        return self._lines.discard()
-
-    def _feed(self, data: bytes, at: float) -> list[Output]:
-        out: list[Output] = []
-        for what, raw in self._lines.push(data):
-            if what != "line":
-                message = ("over-long rfid line" if what == "frame_too_long"
-                           else "bytes before a frame start")
-                out.append(Problem(what, f"dropped {message} {printable(raw)}", raw))
-                continue
-            text = raw.lstrip(b"\x02").decode("ascii", "replace")
-            uid = normalize_uid(text)
-            if uid is None:
-                out.append(Problem("bad_line", f"not a tag UID: {printable(raw)}", raw))
-                continue
-            out.append(self._tag(uid, at))
-        return out
+    def _line(self, raw: bytes, at: float) -> list[Output]:
+        uid = normalize_uid(raw.lstrip(b"\x02").decode("ascii", "replace"))
+        if uid is None:
+            return [Problem("bad_line", f"not a tag UID: {printable(raw)}", raw)]
+        return [self._tag(uid, at)]
 
     def _tag(self, uid: str, at: float) -> Output:
         previous, self._last = self._last, (uid, at)
