@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
 from controller.journal import Journal
 from controller.machine import MachineSettings, TableMachine
 from controller.scriptgen import shoe_script
 
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
-    return sorted_values[index]
+from bench.measuring import percentile
 
 
 def measure(shoes: int = 3, directory: str | None = None) -> dict[str, float]:
@@ -52,7 +52,7 @@ def measure(shoes: int = 3, directory: str | None = None) -> dict[str, float]:
         "events": events, "records": result.records,
         "inputs_per_s": len(latencies) / sum(latencies), "events_per_s": events / sum(latencies),
         "end_to_end_inputs_per_s": len(latencies) / elapsed,
-        "p50_ms": percentile(latencies, 0.5) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3,
+        "p50_ms": percentile(latencies, 50) * 1e3, "p99_ms": percentile(latencies, 99) * 1e3,
         "max_ms": latencies[-1] * 1e3, "mean_ms": statistics.mean(latencies) * 1e3,
         "verify_ms": verify_s * 1e3, "verify_records_per_s": result.records / verify_s,
     }

@@ -43,6 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.measuring import percentile  # noqa: E402
+
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 TABLE = "BENCH"
 RELAY_TOPIC = "relay/events"
@@ -348,11 +350,6 @@ def run_relay_phase(work: Path, cards_to_send: int, arrivals: Arrivals, http_por
         relay.wait(5)
         shoe.close(drain_timeout=0.2)
     return mqtt_ms, http_ms
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def main() -> int:

@@ -8,37 +8,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
 from controller.inputs import Button, DeviceStatus
 from drivers.hid_panel import ReportLayout
 from drivers.line_panel import LineSplitter, parse_panel_line
 from drivers.sim_panel import SimPanel
 
-
-class TimedSink:
-    def __init__(self) -> None:
-        self.arrivals: list[tuple[float, object]] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, inp: object) -> None:
-        with self.cond:
-            self.arrivals.append((time.monotonic(), inp))
-            self.cond.notify_all()
-
-    def wait(self, kind: type, n: int, timeout: float = 10.0) -> float:
-        with self.cond:
-            ok = self.cond.wait_for(
-                lambda: sum(isinstance(i, kind) for _, i in self.arrivals) >= n, timeout)
-            if not ok:
-                raise SystemExit(f"timed out waiting for {n} {kind.__name__}")
-            return [t for t, i in self.arrivals if isinstance(i, kind)][n - 1]
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+from bench.measuring import TimedSink, percentile
 
 
 def press_latency(debounce_ms: float, presses: int) -> None:
@@ -49,7 +30,7 @@ def press_latency(debounce_ms: float, presses: int) -> None:
         for n in range(1, presses + 1):
             pressed_at = time.monotonic()
             panel.press("start_round", hold_s=debounce_ms / 1000 + 0.02)
-            latencies.append((sink.wait(Button, n) - pressed_at) * 1000)
+            latencies.append((sink.wait_for(lambda i: isinstance(i, Button), n) - pressed_at) * 1000)
             while not panel.hardware.idle():
                 time.sleep(0.001)
             time.sleep(debounce_ms / 1000 + 0.005)
@@ -65,10 +46,10 @@ def stop_and_reconnect() -> None:
     panel.connected.wait(5)
     unplugged = time.monotonic()
     panel.unplug()
-    lost = sink.wait(DeviceStatus, 2) - unplugged
+    lost = sink.wait_for(lambda i: isinstance(i, DeviceStatus), 2) - unplugged
     replugged = time.monotonic()
     panel.replug()
-    back = sink.wait(DeviceStatus, 3) - replugged
+    back = sink.wait_for(lambda i: isinstance(i, DeviceStatus), 3) - replugged
     started = time.monotonic()
     panel.stop()
     stopped = time.monotonic() - started

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
 from controller.cards import ALL_CARDS
 from controller.inputs import DeviceStatus
@@ -21,24 +23,7 @@ from drivers.protocols.rfid import RfidEncoder, RfidParser, simulated_registry, 
 from drivers.shoe import SerialShoe
 from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
 
-
-class TimedSink:
-    def __init__(self) -> None:
-        self.arrivals: list[tuple[float, object]] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, inp: object) -> None:
-        with self.cond:
-            self.arrivals.append((time.perf_counter(), inp))
-            self.cond.notify_all()
-
-    def wait_count(self, predicate, n: int, timeout: float = 30.0) -> float:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while sum(1 for _, i in self.arrivals if predicate(i)) < n:
-                if not self.cond.wait(deadline - time.monotonic()):
-                    raise SystemExit(f"timed out waiting for {n} inputs")
-            return [t for t, i in self.arrivals if predicate(i)][n - 1]
+from bench.measuring import TimedSink
 
 
 def is_shoe_input(inp: object) -> bool:
@@ -68,19 +53,19 @@ def parser_throughput() -> None:
 def pty_latency(protocol: str, cards: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         link = Path(tmp) / "shoe"
-        sink = TimedSink()
+        sink = TimedSink(time.perf_counter)
         with ShoeSimulator(link, protocol, decks=8) as sim:
             options = {"url": str(link), "protocol": protocol, "reconnect_seconds": 0.05}
             if protocol == "rfid":
                 options["registry"] = str(sim.registry_path)
             with SerialShoe(sink, options):
                 sim.send_card("AS")  # waits for the driver to open the port
-                sink.wait_count(is_shoe_input, 1)
+                sink.wait_for(is_shoe_input, 1)
                 latencies = []
                 for index, card in enumerate(shuffled_shoe(1, 8)[1:cards + 1], start=2):
                     sent = time.perf_counter()
                     sim.send_card(card)
-                    latencies.append(sink.wait_count(is_shoe_input, index) - sent)
+                    latencies.append(sink.wait_for(is_shoe_input, index) - sent)
                 latencies.sort()
                 ms = [x * 1000 for x in latencies]
                 print(f"pty card->input {protocol}: median {statistics.median(ms):.2f} ms, "
@@ -90,11 +75,11 @@ def pty_latency(protocol: str, cards: int) -> None:
                 # unplug/replug detection (driver retry period 50 ms)
                 start = time.perf_counter()
                 sim.unplug()
-                lost = sink.wait_count(lambda i: isinstance(i, DeviceStatus)
+                lost = sink.wait_for(lambda i: isinstance(i, DeviceStatus)
                                        and not i.connected, 1)
                 replug = time.perf_counter()
                 sim.replug()
-                back = sink.wait_count(lambda i: isinstance(i, DeviceStatus) and i.connected, 2)
+                back = sink.wait_for(lambda i: isinstance(i, DeviceStatus) and i.connected, 2)
                 print(f"unplug->connected:false {protocol}: {(lost - start) * 1000:.1f} ms "
                       f"(includes the simulator's drain wait of 100 ms); replug->connected:true "
                       f"{(back - replug) * 1000:.1f} ms (retry period 50 ms)")
@@ -103,7 +88,7 @@ def pty_latency(protocol: str, cards: int) -> None:
 def whole_shoe(protocol: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         link = Path(tmp) / "shoe"
-        sink = TimedSink()
+        sink = TimedSink(time.perf_counter)
         cards = shuffled_shoe(9, 8)
         with ShoeSimulator(link, protocol, decks=8) as sim:
             options = {"url": str(link), "protocol": protocol}
@@ -111,11 +96,11 @@ def whole_shoe(protocol: str) -> None:
                 options["registry"] = str(sim.registry_path)
             with SerialShoe(sink, options):
                 sim.send_card(cards[0])
-                sink.wait_count(is_shoe_input, 1)
+                sink.wait_for(is_shoe_input, 1)
                 start = time.perf_counter()
                 for card in cards[1:]:
                     sim.send_card(card)
-                end = sink.wait_count(is_shoe_input, len(cards))
+                end = sink.wait_for(is_shoe_input, len(cards))
         got = [i.card for _, i in sink.arrivals if is_shoe_input(i)]
         assert got == cards, "cards lost or reordered"
         print(f"whole 8-deck shoe {protocol}: {len(cards) - 1} cards back to back in "
