@@ -16,14 +16,16 @@ answered once the owner has handled them.
 
 from __future__ import annotations
 
+import functools
 import grp
 import json
 import os
 import socket
 import stat
+import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import structlog
 
@@ -314,6 +316,29 @@ def add_socket_arguments(parser: Any) -> None:
                        help=f"the daemon's control socket (default {DEFAULT_SOCKET})")
     where.add_argument("--config", metavar="FILE",
                        help="read the socket path from the daemon's config file")
+
+
+EX_UNAVAILABLE = 69  # sysexits.h: the daemon is not reachable
+
+
+def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any], int]]:
+    """Decorate a CLI command that talks to the daemon: a bad ``--config`` exits 78 with its
+    errors listed, an unreachable daemon exits 69 with the reason, both on stderr."""
+    def decorate(command: Callable[[Any], int]) -> Callable[[Any], int]:
+        @functools.wraps(command)
+        def run(args: Any) -> int:
+            from controller.config import EX_CONFIG, ConfigError
+
+            try:
+                return command(args)
+            except ConfigError as exc:
+                print(exc.report(), file=sys.stderr)
+                return EX_CONFIG
+            except ControlError as exc:
+                print(f"pokdeng-table {prog}: {exc}", file=sys.stderr)
+                return EX_UNAVAILABLE
+        return run
+    return decorate
 
 
 def socket_path(args: Any) -> str:

@@ -7,10 +7,7 @@ import json
 import sys
 from typing import Any
 
-from controller.config import EX_CONFIG, ConfigError
-from controller.control import ControlClient, ControlError, add_socket_arguments, socket_path
-
-EX_UNAVAILABLE = 69  # sysexits.h: the daemon is not reachable
+from controller.control import ControlClient, add_socket_arguments, client_command, socket_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,15 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=show_status)
 
 
+@client_command("status")
 def show_status(args: argparse.Namespace) -> int:
-    try:
-        status = ControlClient(socket_path(args)).status()
-    except ConfigError as exc:
-        print(exc.report(), file=sys.stderr)
-        return EX_CONFIG
-    except ControlError as exc:
-        print(f"pokdeng-table status: {exc}", file=sys.stderr)
-        return EX_UNAVAILABLE
+    status = ControlClient(socket_path(args)).status()
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2, sort_keys=True))
     else:

@@ -10,9 +10,7 @@ import argparse
 import json
 import sys
 
-from controller.commands.status import EX_UNAVAILABLE
-from controller.config import EX_CONFIG, ConfigError
-from controller.control import ControlClient, ControlError, add_socket_arguments, socket_path
+from controller.control import ControlClient, add_socket_arguments, client_command, socket_path
 
 ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card")
 
@@ -29,19 +27,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=supervise)
 
 
+@client_command("supervisor")
 def supervise(args: argparse.Namespace) -> int:
     if (args.action == "enter-card") != (args.card is not None):
         print("pokdeng-table supervisor: enter-card needs a CARD, the other actions take none",
               file=sys.stderr)
         return 2
-    try:
-        answer = ControlClient(socket_path(args)).supervisor(args.action, args.card)
-    except ConfigError as exc:
-        print(exc.report(), file=sys.stderr)
-        return EX_CONFIG
-    except ControlError as exc:
-        print(f"pokdeng-table supervisor: {exc}", file=sys.stderr)
-        return EX_UNAVAILABLE
+    answer = ControlClient(socket_path(args)).supervisor(args.action, args.card)
     if args.json:
         print(json.dumps(answer, ensure_ascii=False))
     elif answer.get("ok"):

@@ -13,9 +13,8 @@ import sys
 from datetime import datetime
 from typing import Any, TextIO
 
-from controller.commands.status import EX_UNAVAILABLE
-from controller.config import EX_CONFIG, ConfigError
-from controller.control import ControlClient, ControlError, add_socket_arguments, socket_path
+from controller.control import (EX_UNAVAILABLE, ControlClient, add_socket_arguments,
+                                client_command, socket_path)
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -118,18 +117,12 @@ def follow(snapshots: Any, out: TextIO, tty: bool) -> None:
         out.flush()
 
 
+@client_command("watch")
 def watch(args: argparse.Namespace) -> int:
-    try:
-        client = ControlClient(socket_path(args))
-        if args.once:
-            print("\n".join(dealer_view(client.status())))
-            return 0
-        follow(client.watch(), sys.stdout, sys.stdout.isatty())
-    except ConfigError as exc:
-        print(exc.report(), file=sys.stderr)
-        return EX_CONFIG
-    except ControlError as exc:
-        print(f"pokdeng-table watch: {exc}", file=sys.stderr)
-        return EX_UNAVAILABLE
+    client = ControlClient(socket_path(args))
+    if args.once:
+        print("\n".join(dealer_view(client.status())))
+        return 0
+    follow(client.watch(), sys.stdout, sys.stdout.isatty())
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)
     return EX_UNAVAILABLE
