@@ -74,6 +74,14 @@ def shoe_lines(lines):
     return found
 
 
+def wait_for_paths(sim: subprocess.Popen, *paths: Path, timeout: float = 20.0) -> None:
+    """Wait until the simulator has made its link (and registry); fail if it died first."""
+    deadline = time.monotonic() + timeout
+    while not all(path.exists() for path in paths):
+        assert time.monotonic() < deadline and sim.poll() is None, sim.stderr.read()
+        time.sleep(0.05)
+
+
 def start_reader(link: Path, protocol: str, registry: Path | None):
     cmd = CLI + ["read-shoe", str(link), "--protocol", protocol, "--reconnect-seconds", "0.1"]
     if registry is not None:
@@ -105,10 +113,7 @@ def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tm
         sim_cmd += ["--registry", str(registry)]
     sim = subprocess.Popen(sim_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not link.exists() or (registry is not None and not registry.exists()):
-            assert time.monotonic() < deadline and sim.poll() is None, sim.stderr.read()
-            time.sleep(0.05)
+        wait_for_paths(sim, link, *([registry] if registry is not None else []))
         reader, lines = start_reader(link, protocol, registry)
         try:
             sim_out, sim_err = sim.communicate(timeout=60)
@@ -144,10 +149,7 @@ def test_a_shuffled_eight_deck_shoe_arrives_whole(tmp_path):
                                   "--seed", "77", "--speed", "5000"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not link.exists():
-            assert time.monotonic() < deadline and sim.poll() is None
-            time.sleep(0.05)
+        wait_for_paths(sim, link)
         reader, lines = start_reader(link, "pdt", None)
         try:
             _, sim_err = sim.communicate(timeout=60)
@@ -212,10 +214,7 @@ def test_simulate_shoe_hold_keeps_the_line_open_until_sigterm(tmp_path):
                                   "--hold"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not link.exists():
-            assert time.monotonic() < deadline and sim.poll() is None
-            time.sleep(0.05)
+        wait_for_paths(sim, link)
         reader, lines = start_reader(link, "beetek", None)
         try:
             lines.wait_for(lambda got: len(shoe_lines(got)) == 1)
