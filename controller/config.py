@@ -223,6 +223,12 @@ class ControlConfig:
     mode: int = 0o660
 
 
+#: what the daemon and ``config check`` say about a table that logs at DEBUG
+DEBUG_NOT_SEALED = ("logging at DEBUG: this table is NOT SEALED — DEBUG lines carry raw shoe "
+                    "frames, tag ids and card values of rounds whose betting is open; use it "
+                    "only on a bench, never on a live table")
+
+
 @dataclass(frozen=True)
 class LoggingConfig:
     level: str = "info"

@@ -30,7 +30,7 @@ def test_cards_cut_misread_and_heartbeats():
     out = parser.feed(data, 4.0)
     assert out[1:3] == [CardScan(4.0, parse_card("7H")), CutCard(4.0)]
     assert kinds(out) == ["hello", "card", "cut_card", "pdt_misread"]
-    assert "E2" in out[3].reason
+    assert "E2" in out[3].evidence["frame"] and "E2" not in out[3].reason
     assert parser.frames_ok == 5
 
 
