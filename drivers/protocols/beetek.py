@@ -28,7 +28,10 @@ DEFAULT_CUT_CARD_FRAMES = ("<Card:CUT>",)
 MAX_SECTION = 40
 _WHITESPACE = frozenset(b" \t\r\n\x00")
 _WARNING = re.compile(r"W0x[0-9A-Fa-f]{1,4}")
-_ALARM_ID = re.compile(r"[A-Za-z0-9]{1,8}")
+# An alarm id goes into the fault code, which is shown while betting is open, so only ids that
+# cannot spell a card are kept (a letter that is no rank or suit, then digits: E3, F12);
+# anything else is "unknown" and the whole alarm stays in the evidence.
+_ALARM_ID = re.compile(r"[BEFGILMNOPRUVWXYZ]?[0-9]{1,4}", re.IGNORECASE)
 
 _OUTSIDE, _SECTION, _FRAME, _SKIP = range(4)  # _SKIP: rest of an over-long run
 
@@ -166,15 +169,8 @@ class BeeTekParser(ShoeParser):
 
 
 def _alarm_token(alarm_id: str) -> str:
-    """The alarm id for the fault code (``E3`` -> ``e3``), or ``unknown``. An id that reads as
-    a card code (``S3``, ``7H``) is ``unknown``: the code is shown while betting is open."""
-    if not _ALARM_ID.fullmatch(alarm_id):
-        return "unknown"
-    try:
-        parse_card(alarm_id)
-    except CardCodeError:
-        return alarm_id.lower()
-    return "unknown"
+    """The alarm id for the fault code (``E3`` -> ``e3``), or ``unknown``."""
+    return alarm_id.lower() if _ALARM_ID.fullmatch(alarm_id) else "unknown"
 
 
 class BeeTekEncoder:
