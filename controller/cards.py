@@ -18,6 +18,8 @@ SUIT_SYMBOLS = {"♠": "S", "♥": "H", "♦": "D", "♣": "C"}
 DISPLAY_SUIT = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
 CARDS_PER_DECK = 52
 DEFAULT_DECKS = 8
+#: the most decks a table shoe holds (config, machine and `rtp --decks` share this bound)
+MAX_DECKS = 8
 
 ACCEPTED_FORMS = (
     "rank then suit (AS, TH, 10h, 7♣) or suit then rank (H3, ♠Q); "

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from controller.cards import DEFAULT_DECKS, MAX_DECKS
 from controller.retention import RetentionSettings
 
 
@@ -279,7 +280,7 @@ def _read_table(s: Section) -> TableConfig:
                      what="1-32 letters, digits, '_', '.', '-' starting with a letter or digit"),
         betting_seconds=s.get_float("betting_seconds", 15.0, minval=1, maxval=600),
         reveal=s.get_str("reveal", "auto", choices=("auto", "button")),
-        decks=s.get_int("decks", 8, minval=1, maxval=8),
+        decks=s.get_int("decks", DEFAULT_DECKS, minval=1, maxval=MAX_DECKS),
     )
     s.finish()
     return table

@@ -34,7 +34,7 @@ from typing import Any
 from transitions import Machine
 
 from controller import faults
-from controller.cards import DEFAULT_DECKS, Card, ShoeComposition
+from controller.cards import DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition
 from controller.events import iso_time, make_event
 from controller.inputs import Fault as ControllerFault
 from controller.inputs import (
@@ -140,8 +140,8 @@ class MachineSettings:
             raise ValueError(f"betting_seconds must be 1..600, got {self.betting_seconds!r}")
         if self.reveal not in REVEAL_MODES:
             raise ValueError(f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
-        if not (isinstance(self.decks, int) and 1 <= self.decks <= 16):
-            raise ValueError(f"decks must be 1..16, got {self.decks!r}")
+        if not (isinstance(self.decks, int) and 1 <= self.decks <= MAX_DECKS):
+            raise ValueError(f"decks must be 1..{MAX_DECKS}, got {self.decks!r}")
 
 
 @dataclass
@@ -729,8 +729,8 @@ class TableMachine:
             return f"PAUSED: {reason} — call supervisor"
         if self.state == "no_shoe":
             if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it, then press new_shoe"
-            return "press new_shoe"
+                return "shoe disconnected — reconnect it, then press NEW SHOE"
+            return "press NEW SHOE"
         if self.state == "awaiting_flip":
             return "draw the flip card"
         if self.state == "burning":
@@ -738,8 +738,8 @@ class TableMachine:
             return f"burn {self.burn_count - self.burned} more"
         if self.state == "ready":
             if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it before start_round"
-            return "press start_round" + (" (last round of this shoe)" if self.last_round else "")
+                return "shoe disconnected — reconnect it before START ROUND"
+            return "press START ROUND" + (" (last round of this shoe)" if self.last_round else "")
         assert self.round is not None
         if not self.round.complete:
             target = ROUND_TARGETS[len(self.round.cards)]
@@ -747,7 +747,7 @@ class TableMachine:
         if self.state == "betting":
             return "all cards dealt — betting closes at " + iso_time(self.round.closes_at or 0)
         if self.state == "revealing":
-            return f"press reveal for {HAND_ORDER[len(self.round.revealed)]}"
+            return f"press REVEAL for {HAND_ORDER[len(self.round.revealed)]}"
         return STATE_WORDS[self.state]
 
     def status(self) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.cards import parse_card
 from controller.inputs import CardScan, CutCard, Misread
@@ -153,3 +155,18 @@ def test_every_example_frame_in_the_protocol_document_is_valid():
     for frame in frames:
         body, crc = frame[1:].split("*")
         assert crc16_ccitt_false(body.encode()) == int(crc, 16), frame
+
+
+def _bitwise_crc16_ccitt_false(data: bytes) -> int:
+    """The textbook definition, bit by bit (docs/pdt-protocol.md), to check the fast one."""
+    crc = 0xFFFF
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+@given(st.binary(max_size=200))
+def test_the_checksum_is_crc16_ccitt_false_bit_for_bit(data):
+    assert crc16_ccitt_false(data) == _bitwise_crc16_ccitt_false(data)

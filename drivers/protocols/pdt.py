@@ -15,6 +15,7 @@ have been a card; a repeated frame (same seq, same content) is a retransmission 
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections import OrderedDict
 
@@ -31,15 +32,10 @@ _FRAME = re.compile(rb"\$(PDT,([0-9]{1,5}),([A-Z]{1,8})((?:,[^,*$\r\n]*)*))\*([0
 
 
 def crc16_ccitt_false(data: bytes) -> int:
-    """CRC-16/CCITT-FALSE: polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR.
+    """CRC-16/CCITT-FALSE: polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR —
+    what ``binascii.crc_hqx`` computes from that initial value (in C).
     Check value: crc16_ccitt_false(b"123456789") == 0x29B1."""
-    crc = 0xFFFF
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
+    return binascii.crc_hqx(data, 0xFFFF)
 
 
 def encode_frame(seq: int, frame_type: str, *fields: str) -> bytes:
