@@ -29,7 +29,7 @@ At the end it checks, and exits 1 when any fails:
 - ``journal verify`` passes;
 - RSS grew less than 10 % and threads and fds did not grow between the two samples.
 
-``run_soak(options) -> SoakResult`` is the same as a function (tests, ``bench/run``).
+``run_soak(options) -> SoakResult`` is the same as a function (tests, ``pokdeng-table bench``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Table inputs and the table-script format (DESIGN.md "Table script", a contract).
+"""Table inputs and the table-script format (docs/contracts.md "Table scripts").
 
 One input per JSON Lines line; ``at`` is seconds on the table's clock, non-decreasing. Drivers
 produce these, the daemon journals them, the table machine consumes them, and ``replay``,

@@ -899,16 +899,10 @@ def mermaid_diagram() -> str:
         *_mermaid({st: HOLD_WORDS[st] for st in HOLD_STATES}, HOLD_TRANSITIONS, "running"),
         "```",
         "",
-        "## Events beyond DESIGN.md's list",
+        "## Events",
         "",
-        "Schemas: `controller/schemas/`. Added types: `card_burned` (`number`, `burn_count`: one "
-        "of the shoe's face-down burns before round 1, no value) and `input_rejected` (`input`, "
-        "`name`, `code`, `reason`: docs/faults.md). Added fields: `round_opened.last_round`; "
-        "`card_dealt.entered` (true when the supervisor typed the card in after a misread); "
-        "`paused.detail` (the driver's or controller's own code and reason); "
-        "`resumed.betting_closes_at` and `betting_seconds_left` (the countdown restarted); "
-        "`shoe_ended.rounds_cancelled`. Round numbers count from 1 in each shoe; `seq` counts "
-        "per table across shoes.",
+        "Every event type and its fields: docs/contracts.md; their schemas: "
+        "`controller/schemas/`; faults and rejections: docs/faults.md.",
         "",
     ]
     return "\n".join(out)

@@ -1,4 +1,4 @@
-"""The table-script format (DESIGN.md "Table script")."""
+"""The table-script format (docs/contracts.md "Table scripts")."""
 
 import io
 

@@ -22,7 +22,6 @@ from typing import Union
 
 from controller.inputs import CardScan, CutCard, Misread
 
-ShoeInput = Union[CardScan, CutCard, Misread]
 
 
 class ProtocolError(Exception):
