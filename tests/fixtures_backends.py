@@ -199,26 +199,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1/localhost: (cert.pem, key.pem)."""
+def make_certificate(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate (its own CA) for ``address``/localhost: (cert.pem, key.pem)."""
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-subj", f"/CN={address}", "-addext", f"subjectAltName=IP:{address},DNS:localhost",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True)
     return cert, key
 
 
 class Mosquitto:
-    """A mosquitto broker on a free loopback port, with a generated config; optionally with
-    users (a password file made by mosquitto_passwd) and TLS (certfile/keyfile)."""
+    """A mosquitto broker on a free loopback port (or the given loopback address and port),
+    with a generated config; optionally with users (a password file made by mosquitto_passwd)
+    and TLS (certfile/keyfile)."""
 
     def __init__(self, workdir: Path, users: dict[str, str] | None = None,
-                 tls: tuple[Path, Path] | None = None):
-        self.port = free_port()
+                 tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None):
+        self.host = host
+        self.port = port or free_port()
         self.config = workdir / "mosquitto.conf"
-        lines = [f"listener {self.port} 127.0.0.1", "persistence false", "log_dest stderr",
+        lines = [f"listener {self.port} {host}", "persistence false", "log_dest stderr",
                  "log_type error", "log_type warning", "user root"]
         if users:
             passwords = workdir / "mosquitto.passwd"
@@ -241,7 +244,7 @@ class Mosquitto:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                socket.create_connection((self.host, self.port), timeout=0.2).close()
                 return
             except OSError:
                 if self.proc.poll() is not None:
