@@ -383,7 +383,10 @@ def _plain_type(hint: Any) -> Any:
 
 
 def _read_transport(s: Section, settings_class: type) -> Any:
-    """A transport's settings, read by the fields (and their ``option`` rules) of its class."""
+    """A transport's settings, read by the fields (and their ``option`` rules) of its class;
+    rules across options are the class's own (``OptionConflict`` names the option)."""
+    from controller.transports import OptionConflict
+
     hints = typing.get_type_hints(settings_class)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(settings_class):
@@ -407,7 +410,11 @@ def _read_transport(s: Section, settings_class: type) -> Any:
         else:
             values[f.name] = s.get_str(f.name, default, **rules)
     s.finish()
-    return settings_class(**values)
+    try:
+        return settings_class(**values)
+    except OptionConflict as exc:
+        s.error(exc.option, exc.problem)
+        return None
 
 
 def _read_transports(s: Section | None) -> dict[str, Any]:
