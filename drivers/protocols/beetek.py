@@ -167,11 +167,12 @@ class BeeTekParser(ShoeParser):
 
 def _alarm_token(alarm_id: str) -> str:
     """The alarm id for the fault code (``E3`` -> ``e3``), or ``unknown``. An id that reads as
-    a card code (``S3``, ``7H``) is ``unknown``: the code is shown while betting is open."""
+    a card code (``S3``, ``7H``, and ``1S`` or ``S1``: a 1 is an ace to whoever reads it) is
+    ``unknown``: the code is shown while betting is open."""
     if not _ALARM_ID.fullmatch(alarm_id):
         return "unknown"
     try:
-        parse_card(alarm_id)
+        parse_card(alarm_id.replace("10", "T").replace("1", "A"))
     except CardCodeError:
         return alarm_id.lower()
     return "unknown"
