@@ -97,13 +97,22 @@ class Leaks:
                 found.append(f"frame {frame!r}")
         return found
 
-    def check(self, channel: str, payload: Any) -> None:
-        """Fail naming the channel when ``payload`` (text or JSON-able) names a secret."""
+    def found_in(self, channel: str, payload: Any) -> list[str]:
+        """What ``payload`` (text or JSON-able) names, each finding saying the channel and
+        quoting the text (empty when nothing): a test that looks at many channels can list
+        every leaking one before it fails."""
         texts = [payload] if isinstance(payload, str) else [
             json.dumps(payload, ensure_ascii=False), json.dumps(payload)]
         for text in texts:
             found = self.find(text)
-            assert not found, f"{channel} names {found} while betting is open: {text[:600]}"
+            if found:
+                return [f"{channel} names {found} while betting is open: {text[:600]}"]
+        return []
+
+    def check(self, channel: str, payload: Any) -> None:
+        """Fail naming the channel when ``payload`` (text or JSON-able) names a secret."""
+        found = self.found_in(channel, payload)
+        assert not found, found[0]
 
 
 def spellings_found(text: str, cards: Iterable[str]) -> list[str]:

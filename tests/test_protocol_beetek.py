@@ -55,6 +55,14 @@ def test_an_unreadable_card_code_is_a_misread_not_noise():
     assert "ZZ" not in out[0].reason  # the frame may name a sealed card: evidence only
 
 
+@pytest.mark.parametrize("alarm_id", ["QH", "S3", "10H", "1S", "S1", "1s"])
+def test_an_alarm_id_that_reads_as_a_card_is_not_in_the_fault_code(alarm_id):
+    out = BeeTekParser().feed(f"<Alarm:{alarm_id}>".encode())
+    assert len(out) == 1 and out[0].code == "beetek_alarm_unknown"
+    assert alarm_id.lower() not in out[0].reason.lower()
+    assert out[0].evidence == {"frame": f"<Alarm:{alarm_id}>"}
+
+
 def test_unknown_frames_are_logged_problems():
     out = BeeTekParser().feed(b"<Hello world>")
     assert [o.code for o in out] == ["unknown_frame"]
