@@ -1,0 +1,131 @@
+"""The control socket cannot be exhausted: thousands of idle and bursting connections from an
+unprivileged account, and a daemon out of file descriptors, against the real daemon. The
+supervisor still pauses the table, the log stays small, threads and memory stay bounded.
+
+Run with ``-s`` to see the figures each test measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.control import ControlClient
+from control_helpers import NOBODY, Flood, process_figures
+from daemon_helpers import (LinePanelPty, NotifyListener, daemon_config, start_daemon,
+                            stop_daemon)
+from drivers.sim_shoe import ShoeSimulator
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
+
+
+def start(short_dir: Path, panel: LinePanelPty) -> tuple:
+    short_dir.chmod(0o755)  # the flooding account reaches the socket through it
+    # The socket's group is nogroup: the flooding account may open it, as a dealer may.
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path, group="nogroup")
+    # No journal archiving: its thread is not what these tests are about.
+    data = yaml.safe_load(config.read_text())
+    data["journal"] = {"archive": False}
+    config.write_text(yaml.safe_dump(data))
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    proc = start_daemon(config, notify.path, log)
+    notify.wait_for("READY", "1")
+    panel.wait_connected()
+    return proc, notify, log, str(short_dir / "control.sock")
+
+
+def timed_pause(sock: str) -> tuple[dict, float]:
+    started = time.monotonic()
+    answer = ControlClient(sock).supervisor("pause")
+    return answer, time.monotonic() - started
+
+
+def log_lines(log: Path, since: int) -> list[dict]:
+    """The log lines (JSON objects) written since byte ``since``."""
+    with log.open("rb") as handle:
+        handle.seek(since)
+        return [json.loads(line) if line.startswith(b"{") else {"event": line.decode()}
+                for line in handle.read().splitlines()]
+
+
+def control_tracebacks(lines: list[dict]) -> list[dict]:
+    return [line for line in lines if "logger" not in line  # printed past the log: a crash
+            or line.get("logger") == "pokdeng.control"
+            and ("exception" in line or line.get("level") in ("error", "critical"))]
+
+
+def test_thousands_of_idle_and_bursting_readers_leave_the_supervisor_room(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    _, panel = devices
+    proc, notify, log, sock = start(short_dir, panel)
+    flood = Flood(NOBODY.pw_uid, NOBODY.pw_gid, sock, idle=3000, bursts=[2000, 2000])
+    try:
+        before, log_start = process_figures(proc.pid), log.stat().st_size
+        idle = flood.idle_open()
+        answer, pause_s = timed_pause(sock)  # while the bursts are coming
+        during = process_figures(proc.pid)
+        bursts = flood.bursts()
+        after = process_figures(proc.pid)
+        status = ControlClient(sock).status()
+    finally:
+        said = flood.stop()
+        stop_daemon(proc, signal.SIGTERM)
+        notify.close()
+    lines = log_lines(log, log_start)
+    print(f"\nflood: {idle} idle connected, bursts {bursts}, held connections ended {said}; "
+          f"pause answered in {pause_s:.3f} s; daemon before {before}, during {during}, "
+          f"after {after}; {log.stat().st_size - log_start} log bytes, {len(lines)} lines")
+    assert answer == {"ok": True, "events": ["paused"]} and status["paused"] is True
+    assert idle >= 1000  # the backlog took at least that many at once
+    # Each burst connection the backlog took was answered or told "busy", none left hanging.
+    assert all(b["no_answer"] == 0 for b in bursts)
+    assert sum(b["answered"] + b["busy"] for b in bursts) >= 1000
+    # No thread per connection, no memory per connection, no line per connection.
+    assert max(during["threads"], after["threads"]) <= before["threads"] + 2
+    assert max(during["rss_kb"], after["rss_kb"]) <= before["rss_kb"] + 20_000
+    assert during["fds"] <= before["fds"] + 20
+    assert len(lines) <= 40 and not control_tracebacks(lines), control_tracebacks(lines)
+
+
+def test_out_of_descriptors_the_daemon_sheds_logs_little_and_lets_the_supervisor_in(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    _, panel = devices
+    proc, notify, log, sock = start(short_dir, panel)
+    flood = None
+    try:
+        ControlClient(sock).status()  # the outbox opens what it reads the backlog with
+        # Room for four more descriptors: the control socket runs out long before its slots do.
+        limit = process_figures(proc.pid)["fds"] + 4
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (limit, limit))
+        log_start = log.stat().st_size
+        flood = Flood(NOBODY.pw_uid, NOBODY.pw_gid, sock, idle=1000, bursts=[1000] * 3)
+        idle = flood.idle_open()
+        answer, pause_s = timed_pause(sock)
+        bursts = flood.bursts()
+        status = ControlClient(sock).status()
+        figures = process_figures(proc.pid)
+        said = flood.stop()
+        flood = None
+        assert stop_daemon(proc, signal.SIGTERM) == 0
+    finally:
+        if flood is not None:
+            flood.stop()
+        stop_daemon(proc, signal.SIGKILL)
+        notify.close()
+    lines = log_lines(log, log_start)
+    print(f"\nout of descriptors (limit {limit}): {idle} idle connected, bursts {bursts}, held "
+          f"connections ended {said}; pause answered in {pause_s:.3f} s; daemon {figures}; "
+          f"{log.stat().st_size - log_start} log bytes, {len(lines)} lines")
+    assert answer == {"ok": True, "events": ["paused"]} and status["paused"] is True
+    assert figures["fds"] <= limit
+    shed = [line["event"] for line in lines if "cannot accept connections" in line["event"]]
+    assert shed and "Too many open files" in shed[0]
+    assert sum(b["busy"] for b in bursts) > 0  # turned away with an answer, not dropped
+    assert len(lines) <= 40 and not control_tracebacks(lines), control_tracebacks(lines)
