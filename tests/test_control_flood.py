@@ -11,12 +11,13 @@ import os
 import resource
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
-from controller.control import ControlClient
+from controller.control import ControlClient, ControlError
 from control_helpers import NOBODY, Flood, process_figures
 from daemon_helpers import (LinePanelPty, NotifyListener, daemon_config, start_daemon,
                             stop_daemon)
@@ -129,3 +130,28 @@ def test_out_of_descriptors_the_daemon_sheds_logs_little_and_lets_the_supervisor
     assert shed and "Too many open files" in shed[0]
     assert sum(b["busy"] for b in bursts) > 0  # turned away with an answer, not dropped
     assert len(lines) <= 40 and not control_tracebacks(lines), control_tracebacks(lines)
+
+
+def test_a_burst_of_clients_all_get_their_answer(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    _, panel = devices
+    proc, notify, log, sock = start(short_dir, panel)
+
+    def status(_: int) -> str:
+        try:
+            return ControlClient(sock).status()["state"]
+        except ControlError as exc:
+            return str(exc)
+
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=200) as pool:
+            states = list(pool.map(status, range(2000)))
+        seconds = time.monotonic() - started
+    finally:
+        stop_daemon(proc, signal.SIGTERM)
+        notify.close()
+    failed = [state for state in states if state != "no_shoe"]
+    print(f"\nburst: 2000 status calls from 200 threads in {seconds:.2f} s, "
+          f"{len(failed)} failed")
+    assert failed == []  # a full socket is tried again, not given up on
