@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from controller.inputs import SUPERVISOR_ACTIONS
+
 MAX_REQUEST = 4096
 MAX_DEPTH = 4
 MAX_NUMBER_CHARS = 32
-SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
 COMMANDS = ("status", "supervisor", "watch")
 
 
