@@ -33,6 +33,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from controller.control_access import own_group  # noqa: E402
 from drivers.sim_shoe import ShoeSimulator  # noqa: E402
 
 
@@ -76,7 +77,7 @@ def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
         "state_dir": str(work / "state"),
         "shoe": {"driver": "beetek", "url": str(work / "shoe")},
         "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
-        "control": {"socket": str(work / "control.sock")},
+        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
         "transports": {"file": {"path": str(work / "events.jsonl")}},
         "logging": {"level": "info", "format": "json"},
     }))

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.measuring import percentile  # noqa: E402
+from controller.control_access import own_group  # noqa: E402
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 TABLE = "BENCH"
@@ -241,7 +242,7 @@ table: {{id: {table}, betting_seconds: 1, reveal: auto, decks: 8}}
 state_dir: {state}
 shoe: {{driver: beetek, url: {shoe}, reconnect_seconds: 0.2}}
 panel: {{driver: line_panel, url: {panel}, reconnect_seconds: 0.2}}
-control: {{socket: {socket}}}
+control: {{socket: {socket}, supervisor_group: {supervisor_group}}}
 transports:
   http: {{url: "http://127.0.0.1:{http_port}/events", allow_insecure: true, secret_file: {secret},
          batch_max: 100, backoff_initial_s: 0.05, backoff_max_s: 0.5}}
@@ -276,6 +277,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     config.write_text(DAEMON_CONFIG.format(
         table=TABLE, state=json.dumps(str(work / "state")), shoe=json.dumps(str(shoe_link)),
         panel=json.dumps(str(panel_link)), socket=json.dumps(str(work / "control.sock")),
+        supervisor_group=json.dumps(own_group()),
         http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port))
     (work / "state").mkdir()
     cards = iter(shuffled_shoe(7))

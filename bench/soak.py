@@ -56,6 +56,7 @@ if str(REPO) not in sys.path:
 
 from controller.cards import parse_card  # noqa: E402
 from controller.control import ControlClient, ControlError  # noqa: E402
+from controller.control_access import own_group  # noqa: E402
 from controller.rules import HAND_ORDER, evaluate_hand, round_result_data  # noqa: E402
 from drivers.sim_shoe import ShoeSimulator, cut_card_position, shuffled_shoe  # noqa: E402
 from tests.fixtures_backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
@@ -345,7 +346,8 @@ class Soak:
                      "reconnect_seconds": 0.1},
             "panel": {"driver": "line_panel", "url": str(self.work / "panel.pty"),
                       "reconnect_seconds": 0.1},
-            "control": {"socket": str(self.work / "control.sock")},
+            "control": {"socket": str(self.work / "control.sock"),
+                        "supervisor_group": own_group()},
             "transports": {
                 "http": {"url": self.webhook.url, "secret_file": str(secret), "timeout_s": 2,
                          "allow_insecure": True, "batch_max": 200, "backoff_initial_s": 0.05,

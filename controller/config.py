@@ -222,6 +222,8 @@ class ControlConfig:
     socket: str
     group: str | None = None
     mode: int = 0o660
+    supervisor_group: str = "pokdeng-supervisor"  # who may act (reading needs only the socket)
+    max_clients: int = 16
 
 
 #: what the daemon and ``config check`` say about a table that logs at DEBUG
@@ -355,6 +357,8 @@ def _read_control(s: Section | None, state_dir: str, environ: Mapping[str, str])
         socket=s.get_path("socket", _default_socket(state_dir, environ)),
         group=s.get_str("group", None),
         mode=_get_mode(s, "mode", 0o660),
+        supervisor_group=s.get_str("supervisor_group", ControlConfig.supervisor_group),
+        max_clients=s.get_int("max_clients", ControlConfig.max_clients, minval=4, maxval=1024),
     )
     s.finish()
     return control

@@ -40,7 +40,8 @@ from typing import Any, Callable, Iterable
 import structlog
 
 from controller.config import EX_CONFIG, Config, ConfigError
-from controller.inputs import Fault, Input, Supervisor, Tick, with_time
+from controller.inputs import Actor, Fault, Input, Supervisor, Tick, with_time
+from controller.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.logging_setup import bind_table_context
 from controller.notify import Notifier
 
@@ -48,7 +49,6 @@ log = structlog.get_logger("pokdeng.daemon")
 
 HOUSEKEEPING_S = 1.0          # longest the loop sleeps: storage retries, watchdog slack
 STORAGE_RETRY_S = 5.0         # how often a failed journal is retried
-SUPERVISOR_REPLY_S = 10.0     # how long a control client waits for the owner
 EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
 FLUSH_ON_STOP_S = 2.0         # how long a stop waits for the backends to catch up
 HELD_INPUTS_MAX = 10_000      # inputs held in memory while the journal cannot be written
@@ -167,6 +167,8 @@ class Daemon:
         self._version = 0
         self._changed = threading.Condition()
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self._change_listeners: list[Callable[[], None]] = []
+        self._last_actions = LastActions()
         self._leds: dict[str, bool] | None = None
         self.settings = config.machine_settings()
 
@@ -204,9 +206,18 @@ class Daemon:
         with self._changed:
             if self._version == version:
                 self._changed.wait(timeout)
+            return self.control_snapshot()
+
+    def control_snapshot(self) -> tuple[int, dict[str, Any]]:
+        """The published status, its version and the table clock now (for watchers)."""
+        with self._changed:
             snapshot = dict(self._snapshot)
             snapshot["now"] = self.clock.now()
             return self._version, snapshot
+
+    def subscribe_changes(self, callback: Callable[[], None]) -> None:
+        """``callback`` is called (on the owner thread; it must not block) at every change."""
+        self._change_listeners.append(callback)
 
     def control_status(self) -> dict[str, Any]:
         status = dict(self.snapshot())
@@ -224,20 +235,17 @@ class Daemon:
         # Heartbeats keep a dealer view's countdown honest; scaled for a fast demo clock.
         return max(0.05, min(1.0, self.clock.real_seconds(1.0)))
 
-    def control_supervisor(self, action: str, card: str | None) -> dict[str, Any]:
-        from controller.cards import CardCodeError, parse_card
+    def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future:
+        """Post a supervisor action taken by ``by``; the future holds the table's answer."""
+        from controller.cards import ACCEPTED_FORMS, CardCodeError, parse_card
 
         try:
             parsed = parse_card(card) if card is not None else None
-        except CardCodeError as exc:
-            return {"ok": False, "error": str(exc)}
+        except CardCodeError:  # its message quotes the text, which may name a sealed card
+            return _answered({"ok": False, "error": f"not a card code; accepted: {ACCEPTED_FORMS}"})
         if self._stop.is_set():
-            return {"ok": False, "error": "the daemon is stopping"}
-        future = self.submit(Supervisor(0.0, action, parsed))
-        try:
-            return future.result(SUPERVISOR_REPLY_S)
-        except Exception as exc:
-            return {"ok": False, "error": f"no answer from the table loop: {exc}"}
+            return _answered({"ok": False, "error": "the daemon is stopping"})
+        return self.submit(Supervisor(0.0, action, parsed, by))
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -263,7 +271,8 @@ class Daemon:
 
     def start(self) -> None:
         """Recover, catch up the clock, start drivers, outbox and control socket, READY=1."""
-        from controller.control import ControlConfigError, ControlError, ControlServer
+        from controller.control import ControlConfigError, ControlError
+        from controller.control_server import ControlServer
         from controller.journal import Journal, JournalCorrupt, JournalError
         from controller.recovery import RecoveryError, recover
         from controller.transports import TransportConfigError
@@ -282,6 +291,9 @@ class Daemon:
         except Exception as exc:
             raise StartupError(f"cannot recover from {self.config.journal_path}: {exc}") from None
         self._last_at = float(self.machine.status().get("clock") or 0.0)
+        self._last_actions = LastActions(
+            (entry.input, entry.events)
+            for entry in self.journal.recent_entries("supervisor", LAST_ACTIONS_KEPT))
         self.clock.catch_up(self._last_at)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
@@ -296,7 +308,9 @@ class Daemon:
         self._leds = None
         self._update_leds(self.snapshot())
         control = self.config.control
-        self.control = ControlServer(control.socket, self, group=control.group, mode=control.mode)
+        self.control = ControlServer(control.socket, self, group=control.group, mode=control.mode,
+                                     supervisor_group=control.supervisor_group,
+                                     max_clients=control.max_clients)
         try:
             self.control.start()
         except ControlError as exc:
@@ -523,18 +537,21 @@ class Daemon:
         status = self.machine.status()
         bind_table_context(self.config.table.id, status.get("shoe"), status.get("round"))
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
+        if isinstance(inp, Supervisor):
+            self._last_actions.record(inp, events)
         for event in events:
             log.info(event["type"], seq=event["seq"], data=event.get("data"))
             if event["type"] == "shoe_started":
                 self._tell_drivers_new_shoe()
             elif event["type"] == "shoe_ended" and self.retention is not None:
                 self.retention.shoe_ended(event["seq"])
-        self._publish(status)
+        # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:
                 listener(events)
             except Exception:
                 log.exception("event listener failed")
+        self._publish(status)
 
     def _tell_drivers_new_shoe(self) -> None:
         for driver in self.drivers:
@@ -549,10 +566,13 @@ class Daemon:
         snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
         snapshot["held_inputs"] = len(self._held)
         snapshot["dropped_inputs"] = self._held_dropped
+        snapshot["last_actions"] = self._last_actions.recent()
         with self._changed:
             self._snapshot = snapshot
             self._version += 1
             self._changed.notify_all()
+        for listener in self._change_listeners:
+            listener()
         self.notifier.status(status_line(snapshot))
         self._update_leds(snapshot)
 
@@ -629,6 +649,12 @@ class Daemon:
                         held=len(self._held))
         while self._held and not self._storage_fault:
             self._process(_Work(self._held.popleft()))
+
+
+def _answered(answer: dict[str, Any]) -> Future:
+    future: Future = Future()
+    future.set_result(answer)
+    return future
 
 
 def supervisor_answer(events: list[dict[str, Any]], storage_fault: str | None) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from controller.cards import Card, parse_card
 from controller.config import Config, parse_config
+from controller.control_access import own_group
 from controller.daemon import Daemon, TableClock
 from controller.notify import Notifier
 
@@ -58,6 +59,7 @@ panel:
   reconnect_seconds: 0.2
 control:
   socket: {socket}
+  supervisor_group: {supervisor_group}
 transports:
   file:
     path: {events}
@@ -112,6 +114,7 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
     text = DEMO_CONFIG.format(table=DEMO_TABLE, state_dir=json.dumps(str(state_dir)),
                               shoe_link=json.dumps(str(shoe_link)),
                               socket=json.dumps(str(socket)),
+                              supervisor_group=json.dumps(own_group()),
                               events=json.dumps(str(events)))
     return parse_config(yaml.safe_load(text), "demo config")
 

@@ -145,6 +145,7 @@ ALREADY_PAUSED = "already_paused"
 KEY_AT_PAUSE = "key_at_pause"
 RESUME_BLOCKED = "resume_blocked"
 NO_CARD_OWED = "no_card_owed"
+CARD_NOT_IN_SHOE = "card_not_in_shoe"
 
 REJECTIONS: dict[str, Rule] = {
     rule.code: rule
@@ -205,6 +206,13 @@ REJECTIONS: dict[str, Rule] = {
             "Supervisor `enter_card` when no misread card is owed.",
             "`input_rejected` (the entered card is not echoed: it may be sealed).",
             "None needed.",
+        ),
+        Rule(
+            CARD_NOT_IN_SHOE,
+            "Supervisor `enter_card` with a card this shoe cannot hold any more: every copy "
+            "of it is already drawn, or the shoe is used up.",
+            "`input_rejected` (the card is not echoed); stays paused, the card is still owed.",
+            "Check the card and enter the one actually drawn, or `cancel_round`.",
         ),
     )
 }

@@ -13,6 +13,7 @@ Kinds::
     {"at": 11.0, "kind": "switch", "name": "pause", "on": true}
     {"at": 13.0, "kind": "device", "name": "shoe", "connected": false}
     {"at": 14.0, "kind": "supervisor", "action": "enter_card", "card": "9D"}
+    {"at": 15.0, "kind": "supervisor", "action": "pause", "by": {"user": "alice", "uid": 1001}}
     {"at": 40.0, "kind": "tick"}
     {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
 
@@ -23,6 +24,8 @@ not in the card registry), so the pause says what the shoe actually saw. The ``r
 plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
 a card) goes in ``evidence``, a flat object of strings that the table keeps sealed until the
 open round's betting has closed (``fault_detail`` event, docs/faults.md).
+``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
+kernel names it); scripts written before it was added have none and replay as they did.
 """
 
 from __future__ import annotations
@@ -127,16 +130,29 @@ class DeviceStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class Actor:
+    """Who took a supervisor action: a user name and its uid."""
+    user: str
+    uid: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"user": self.user, "uid": self.uid}
+
+
+@dataclass(frozen=True, slots=True)
 class Supervisor:
     at: float
     action: str
     card: Card | None = None
+    by: Actor | None = None
     kind = "supervisor"
 
     def data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action}
         if self.card is not None:
             out["card"] = self.card.code
+        if self.by is not None:
+            out["by"] = self.by.to_dict()
         return out
 
 
@@ -188,7 +204,7 @@ _ALLOWED_KEYS = {
     "misread": {"code", "reason", "evidence"},
     "switch": {"name", "on"},
     "device": {"name", "connected"},
-    "supervisor": {"action", "card"},
+    "supervisor": {"action", "card", "by"},
     "fault": {"code", "reason"},
     "tick": set(),
 }
@@ -227,6 +243,17 @@ def _evidence(obj: dict[str, Any]) -> dict[str, str] | None:
             isinstance(key, str) and isinstance(text, str) for key, text in value.items()):
         raise ScriptError('"evidence" must be an object of strings')
     return dict(value)
+
+
+def _actor(value: Any) -> Actor | None:
+    if value is None:
+        return None
+    if isinstance(value, dict) and set(value) == {"user", "uid"}:
+        user, uid = value["user"], value["uid"]
+        if isinstance(user, str) and user and isinstance(uid, int) \
+                and not isinstance(uid, bool) and uid >= 0:
+            return Actor(user, uid)
+    raise ScriptError(f'"by" must be {{"user": name, "uid": number >= 0}}, got {json.dumps(value)}')
 
 
 def from_dict(obj: Any) -> Input:
@@ -273,7 +300,7 @@ def from_dict(obj: Any) -> Input:
                 card = parse_card(_require(obj, "card", kind))
             elif "card" in obj:
                 raise ScriptError(f'"card" only goes with "enter_card", not "{action}"')
-            return Supervisor(at, action, card)
+            return Supervisor(at, action, card, _actor(obj.get("by")))
         if kind == "fault":
             code = _optional_text(obj, "code")
             reason = _optional_text(obj, "reason")

@@ -316,6 +316,22 @@ class Journal:
             "SELECT n, body FROM records WHERE kind='input' ORDER BY n DESC LIMIT 1").fetchone()
         return None if row is None else _parse_input(row[0], row[1])
 
+    def recent_entries(self, kind: str, limit: int) -> list[Entry]:
+        """The newest ``limit`` journaled inputs of one kind with their events, oldest first."""
+        self._check_open()
+        inputs = self._conn.execute(
+            "SELECT n, body FROM records WHERE kind='input' AND json_extract(body, '$.kind')=?"
+            " ORDER BY n DESC LIMIT ?", (kind, limit)).fetchall()
+        entries = []
+        for n, body in reversed(inputs):
+            # An input's events are the event records up to the next input.
+            events = self._conn.execute(
+                "SELECT body FROM records WHERE kind='event' AND n > ? AND n < COALESCE("
+                "(SELECT MIN(n) FROM records WHERE kind='input' AND n > ?), n + 1) ORDER BY n",
+                (n, n)).fetchall()
+            entries.append(Entry(n, _parse_input(n, body), [json.loads(b) for (b,) in events]))
+        return entries
+
     def events_after(self, seq: int, limit: int) -> list[dict[str, Any]]:
         """Events with seq greater than ``seq``, in seq order, at most ``limit``."""
         return read_events_after(self._conn, seq, limit)

@@ -34,7 +34,8 @@ from typing import Any
 from transitions import Machine
 
 from controller import faults
-from controller.cards import DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition
+from controller.cards import (DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition,
+                              ShoeCompositionError)
 from controller.events import iso_time, make_event
 from controller.inputs import Fault as ControllerFault
 from controller.inputs import (
@@ -110,6 +111,10 @@ HOLD_TRANSITIONS: list[dict[str, Any]] = [
      "conditions": ["key_switch_at_run", "misread_card_entered", "shoe_back_if_cards_needed"],
      "after": "restart_countdown"},
 ]
+
+# The events a supervisor action causes that carry who took it.
+SUPERVISOR_ATTRIBUTED_EVENTS = frozenset(
+    {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected"})
 
 STATE_WORDS = {
     "no_shoe": "no shoe is open",
@@ -685,8 +690,24 @@ class TableMachine:
             if blocker:
                 self._reject(inp, *blocker)
                 return
+            try:
+                self.composition.check_draw(inp.card)
+            except ShoeCompositionError:
+                self._reject(inp, faults.CARD_NOT_IN_SHOE,
+                             "this shoe cannot hold another copy of the card entered (or is "
+                             "used up); enter the card actually drawn, or cancel_round")
+                return
             self._resume()
             self._take_card(inp.card, entered=True)
+
+    def _on_attributed_supervisor(self, inp: Supervisor) -> None:
+        """A supervisor action whose events say who took it (``by``), when the input does."""
+        first = len(self._events)  # events of timers fired before it are not its doing
+        self._on_supervisor(inp)
+        if inp.by is not None:
+            for event in self._events[first:]:
+                if event["type"] in SUPERVISOR_ATTRIBUTED_EVENTS:
+                    event["data"]["by"] = inp.by.to_dict()
 
     def _on_controller_fault(self, inp: ControllerFault) -> None:
         """The controller itself failed (journal, …): pause until the supervisor resumes."""
@@ -706,7 +727,7 @@ class TableMachine:
         Misread: _on_misread,
         Switch: _on_switch,
         DeviceStatus: _on_device,
-        Supervisor: _on_supervisor,
+        Supervisor: _on_attributed_supervisor,
         ControllerFault: _on_controller_fault,
         Tick: _on_tick,
     }

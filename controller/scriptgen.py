@@ -18,6 +18,7 @@ import sys
 
 from controller.cards import Card, new_shoe_cards, parse_card
 from controller.inputs import (
+    Actor,
     Button,
     CardScan,
     CutCard,
@@ -158,8 +159,8 @@ class ScriptBuilder:
     def device(self, name: str, connected: bool) -> Input:
         return self._add(DeviceStatus(self.t, name, connected))
 
-    def supervisor(self, action: str, card: str | None = None) -> Input:
-        return self._add(Supervisor(self.t, action, parse_card(card) if card else None))
+    def supervisor(self, action: str, card: str | None = None, by: Actor | None = None) -> Input:
+        return self._add(Supervisor(self.t, action, parse_card(card) if card else None, by))
 
     def controller_fault(self, code: str, reason: str) -> Input:
         return self._add(Fault(self.t, code, reason))

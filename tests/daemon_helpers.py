@@ -17,6 +17,7 @@ from typing import Any, Callable
 import yaml
 
 from controller.control import ControlClient, ControlError
+from controller.control_access import own_group
 
 
 class NotifyListener:
@@ -100,16 +101,23 @@ class LinePanelPty:
         os.close(self.slave)
 
 
+def control_section(socket_path: Path, **options: Any) -> dict[str, Any]:
+    """A control section whose supervisor group exists here (this process's own group)."""
+    return {"socket": str(socket_path), "supervisor_group": own_group(), **options}
+
+
 def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
-                  betting_seconds: float = 2, shoe: dict[str, Any] | None = None) -> Path:
-    """A daemon config on these devices; ``shoe`` adds or replaces shoe driver options."""
+                  betting_seconds: float = 2, shoe: dict[str, Any] | None = None,
+                  **control: Any) -> Path:
+    """A daemon config on these devices; ``shoe`` adds or replaces shoe driver options,
+    ``control`` adds control-section keys."""
     data = {
         "table": {"id": "T1", "betting_seconds": betting_seconds},
         "state_dir": str(tmp_path / "state"),
         "shoe": {"driver": "beetek", "url": str(shoe_link), "reconnect_seconds": 0.2,
                  **(shoe or {})},
         "panel": {"driver": "line_panel", "url": panel_path, "reconnect_seconds": 0.2},
-        "control": {"socket": str(tmp_path / "control.sock")},
+        "control": control_section(tmp_path / "control.sock", **control),
         "transports": {"file": {"path": str(tmp_path / "events.jsonl")}},
         "logging": {"level": "info", "format": "json"},
     }

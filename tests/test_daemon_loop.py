@@ -16,9 +16,10 @@ import controller.daemon as daemon_module
 from controller.cards import parse_card
 from controller.config import parse_config
 from controller.daemon import Daemon, TableClock, status_line
-from controller.inputs import Button, CardScan
+from controller.inputs import Actor, Button, CardScan
 from controller.journal import Journal, JournalError
 from controller.notify import Notifier
+from daemon_helpers import control_section
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def make_daemon(state_dir: Path, clock: TableClock | None = None) -> Daemon:
         "table": {"id": "L1", "betting_seconds": 15},
         "state_dir": str(state_dir),
         "shoe": {"driver": "beetek", "url": "/dev/null"},
-        "control": {"socket": str(state_dir / "c.sock")},
+        "control": control_section(state_dir / "c.sock"),
     }, "test")
     # No devices: the test posts the inputs a driver would.
     return Daemon(config, notifier=Notifier({}), clock=clock, drivers=[], transports=[])
@@ -117,7 +118,7 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
         assert "disk full" in snap["storage_fault"] and snap["journal"] == "unwritable"
         assert snap["paused"] is True
         assert "STORAGE FAULT" in status_line(snap) and "2 inputs held" in status_line(snap)
-        answer = daemon.control_supervisor("resume", None)
+        answer = daemon.control_supervisor("resume", None, Actor("root", 0)).result(10)
         assert not answer["ok"] and "journal write failed" in answer["error"]
 
         failing.clear()  # the disk is back: the retry journals a pause, then the held cards
@@ -167,7 +168,7 @@ def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Pa
         "table": {"id": "L2"},
         "state_dir": str(state_dir),
         "shoe": {"driver": "beetek", "url": "/dev/null"},
-        "control": {"socket": str(state_dir / "c.sock")},
+        "control": control_section(state_dir / "c.sock"),
     }, "test")
     panels: list[SimPanel] = []
 

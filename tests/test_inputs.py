@@ -7,8 +7,8 @@ from hypothesis import given, strategies as st
 
 from controller.cards import parse_card
 from controller.inputs import (
-    Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError, Supervisor, Switch, Tick,
-    from_dict, parse_line, read_script, to_dict, to_json, with_time, write_script,
+    Actor, Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError, Supervisor, Switch,
+    Tick, from_dict, parse_line, read_script, to_dict, to_json, with_time, write_script,
 )
 
 DESIGN_EXAMPLE = """\
@@ -52,6 +52,15 @@ def test_misread_may_carry_the_driver_fault():
     assert to_json(inp) == '{"at": 2.0, "kind": "misread", "code": "rfid_unknown_uid", "reason": "tag 04A1 unknown"}'
 
 
+def test_supervisor_input_may_say_who_took_it():
+    line = ('{"at": 15.0, "kind": "supervisor", "action": "pause", '
+            '"by": {"user": "alice", "uid": 1001}}')
+    inp = parse_line(line)
+    assert inp == Supervisor(15.0, "pause", None, Actor("alice", 1001))
+    assert to_json(inp) == line
+    assert parse_line('{"at": 1, "kind": "supervisor", "action": "pause"}').by is None
+
+
 def test_controller_fault_input():
     inp = parse_line('{"at": 3, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}')
     assert inp == Fault(3.0, "journal_unwritable", "disk full")
@@ -81,6 +90,11 @@ def test_with_time_restamps():
     ('{"at": 1, "kind": "supervisor", "action": "enter_card"}', '"supervisor" input needs "card"'),
     ('{"at": 1, "kind": "supervisor", "action": "pause", "card": "AS"}', '"card" only goes with "enter_card"'),
     ('{"at": 1, "kind": "misread", "code": 5}', '"code" must be a string'),
+    ('{"at": 1, "kind": "supervisor", "action": "pause", "by": "root"}', '"by" must be'),
+    ('{"at": 1, "kind": "supervisor", "action": "pause", "by": {"user": "a", "uid": -1}}',
+     '"by" must be'),
+    ('{"at": 1, "kind": "supervisor", "action": "pause", "by": {"user": "", "uid": 0}}',
+     '"by" must be'),
 ])
 def test_malformed_lines_name_the_line_and_the_fault(line, message):
     with pytest.raises(ScriptError) as info:
@@ -113,7 +127,7 @@ json_values = st.recursive(
 )
 
 
-@given(st.dictionaries(st.sampled_from(["at", "kind", "name", "card", "on", "connected", "action", "code", "x"]),
+@given(st.dictionaries(st.sampled_from(["at", "kind", "name", "card", "on", "connected", "action", "code", "by", "x"]),
                        json_values | st.sampled_from(["button", "card", "tick", "new_shoe", "AS", "pause", "shoe"]),
                        max_size=5))
 def test_from_dict_raises_only_script_errors(obj):

@@ -11,6 +11,7 @@ import pytest
 from controller import faults
 from controller.cards import new_shoe_cards
 from controller.events import validate_event
+from controller.inputs import Actor
 from controller.machine import MachineSettings, TableMachine
 from controller.scriptgen import ScriptBuilder
 
@@ -189,6 +190,40 @@ def test_misread_way_out_cancel_round() -> None:
     events = t.feed(t.b.supervisor("cancel_round"))
     assert types(events) == ["round_cancelled", "resumed"]
     assert t.status()["card_owed"] is None and t.status()["fault"] is None
+
+
+def test_entered_card_the_shoe_cannot_hold_is_refused_and_still_owed() -> None:
+    t = Table(decks=1).ready().open_round(cards=4)  # AS went to P1: the only ace of spades
+    t.feed(t.b.misread())
+    refused = t.feed(t.b.supervisor("enter_card", "AS"))
+    assert types(refused) == ["input_rejected"]
+    assert refused[0]["data"]["code"] == faults.CARD_NOT_IN_SHOE
+    assert "AS" not in json.dumps(refused) and "A♠" not in json.dumps(refused)
+    assert t.status()["paused"] is True and t.status()["card_owed"] == faults.MISREAD
+    assert t.status()["cards_drawn"] == 8
+    assert types(t.feed(t.b.supervisor("enter_card", "5S"))) == ["resumed", "card_dealt"]
+
+
+def test_supervisor_actions_say_who_took_them() -> None:
+    alice = Actor("alice", 1001)
+    t = Table().ready().open_round(cards=4)
+    assert t.feed(t.b.supervisor("pause", by=alice))[0]["data"]["by"] == alice.to_dict()
+    refused = t.feed(t.b.supervisor("pause", by=alice))
+    assert refused[0]["type"] == "input_rejected" and refused[0]["data"]["by"] == alice.to_dict()
+    assert t.feed(t.b.supervisor("resume", by=alice))[0]["data"]["by"] == alice.to_dict()
+    t.feed(t.b.misread())
+    entered = t.feed(t.b.supervisor("enter_card", "5D", by=alice))
+    assert [e["data"]["by"] for e in entered] == [alice.to_dict()] * 2  # resumed, card_dealt
+    # Betting ran out before the cancel arrived: that close is the timer's doing, not hers.
+    t.b.wait(60)
+    cancelled = t.feed(t.b.supervisor("cancel_round", by=alice))
+    assert types(cancelled) == ["betting_closed", "round_cancelled"]
+    assert "by" not in cancelled[0]["data"] and cancelled[1]["data"]["by"] == alice.to_dict()
+    ended = t.feed(t.b.supervisor("end_shoe", by=Actor("bob", 1002)))
+    assert ended[0]["type"] == "shoe_ended" and ended[0]["data"]["by"]["user"] == "bob"
+    # Without a caller (a script from before `by`) the events are as they always were.
+    plain = Table().ready()
+    assert "by" not in plain.feed(plain.b.supervisor("pause"))[0]["data"]
 
 
 def test_misread_of_the_flip_card_entered_by_hand() -> None:

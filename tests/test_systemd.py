@@ -62,6 +62,8 @@ def test_unit_asks_for_what_the_daemon_does() -> None:
     assert d["ProtectSystem"] == ["strict"] and d["NoNewPrivileges"] == ["yes"]
     # PrivateDevices hides the serial ports; BindsTo would stop the daemon on an unplug.
     assert "PrivateDevices" not in d and "BindsTo" not in d
+    # An explicit descriptor limit, not whatever the system's default is.
+    assert int(d["LimitNOFILE"][0]) >= 1024
 
 
 def test_sysusers_creates_the_daemon_user() -> None:
@@ -69,6 +71,9 @@ def test_sysusers_creates_the_daemon_user() -> None:
              .read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert ["g", "pokdeng", "-"] in lines
     assert any(fields[:3] == ["u", "pokdeng", "-:pokdeng"] for fields in lines)
+    # The control socket's readers and the supervisors; the daemon owns the socket's group.
+    assert ["g", "pokdeng-control", "-"] in lines and ["g", "pokdeng-supervisor", "-"] in lines
+    assert ["m", "pokdeng", "pokdeng-control"] in lines
 
 
 @pytest.mark.skipif(shutil.which("systemd-sysusers") is None, reason="systemd-sysusers missing")

@@ -13,8 +13,9 @@ from controller.control import ControlClient, add_socket_arguments, client_comma
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "status", help="show the table's state (from the running daemon)",
-        description="Table, shoe, round, state, cards left, devices, backend backlog and the "
-                    "last fault. Card values of a round are never shown before betting closed.")
+        description="Table, shoe, round, state, cards left, devices, backend backlog, the "
+                    "last fault and the last supervisor actions with who took them. Card values "
+                    "of a round are never shown before betting closed.")
     add_socket_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     parser.set_defaults(func=show_status)
@@ -85,4 +86,18 @@ def status_text(status: dict[str, Any]) -> list[str]:
     lines.append(f"fault: {_fault_text(status.get('fault'))}")
     if status.get("last_fault"):
         lines.append(f"last fault: {_fault_text(status.get('last_fault'))}")
+    actions = status.get("last_actions") or []
+    if actions:
+        lines.append("last supervisor actions:")
+        lines += [f"  {_action_text(action)}" for action in actions]
     return lines
+
+
+def _action_text(action: dict[str, Any]) -> str:
+    by = action.get("by")
+    who = f"{by.get('user')} (uid {by.get('uid')})" if isinstance(by, dict) else "unknown"
+    if action.get("outcome") == "refused":
+        outcome = f"refused: {action.get('code')}"
+    else:
+        outcome = "done: " + (", ".join(action.get("events") or []) or "no events")
+    return f"{action.get('time')} {action.get('action')} by {who}: {outcome}"
