@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.config import EX_CONFIG, ConfigError, load_config
+from controller.config import EX_CONFIG, ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,9 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from controller.daemon import Daemon, TableClock
     from controller.logging_setup import setup_logging
+    from controller.startup_checks import load_checked_config
 
     try:
-        config = load_config(args.config)
+        config = load_checked_config(args.config)
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return EX_CONFIG
