@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from controller.config import EX_CONFIG, ConfigError
+from controller.private_files import creates_private_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+@creates_private_files
 def run(args: argparse.Namespace) -> int:
     from controller.daemon import Daemon, TableClock
     from controller.logging_setup import setup_logging
