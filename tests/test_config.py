@@ -11,8 +11,10 @@ from typing import Any, Callable
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from controller.config import EX_CONFIG, ConfigError, load_config, parse_config
+from controller.config_yaml import YamlProblems, load_yaml
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MqttTransportSettings
 
@@ -451,3 +453,22 @@ def test_config_check_lists_every_error_at_once(tmp_path: Path) -> None:
     assert result.returncode == EX_CONFIG
     assert "2 configuration errors" in result.stderr
     assert "table.decks:" in result.stderr and "transports.http.secret:" in result.stderr
+
+
+yaml_pieces = st.sampled_from([
+    "table:", "shoe:", "\n", "  ", "id: ", "T01", "&a ", "*a", "!!int ", "!!python/object ",
+    "? ", "[", "]", "{", "}", ",", "- ", "0x_", "1e999", ".nan", "2024-13-45", "'", '"', "#",
+    "---", "<<: ", "yes", "~", "0660", ":", "\t", "%YAML 1.1\n", "!", "|", ">", "\x00", "\ufeff",
+    "9" * 40])
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(yaml_pieces, max_size=30).map("".join) | st.text(max_size=50))
+def test_any_text_is_a_config_or_a_list_of_problems(text: str) -> None:
+    """Whatever the file holds, the loader answers with a Config or messages, never a crash."""
+    try:
+        parse_config(load_yaml(text), "fuzz")
+    except YamlProblems as exc:
+        assert exc.problems and all(isinstance(p, str) and p for p in exc.problems)
+    except ConfigError as exc:
+        assert exc.errors
