@@ -9,14 +9,25 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import pytest
 import yaml
 
 from controller.control import ControlClient, ControlError
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A fresh directory for the daemon's files; Unix socket paths are limited to 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class NotifyListener:

@@ -4,9 +4,7 @@ NOTIFY_SOCKET, the control socket, SIGTERM, restart and recovery."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -28,16 +26,9 @@ from daemon_helpers import (
     stop_daemon,
     wait_status,
 )
+from daemon_helpers import short_dir  # noqa: F401  (a fixture)
 
 SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # Unix socket paths are limited to 108 bytes: keep them short.
-    path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -5,19 +5,16 @@ even when started from a shell whose umask lets everyone read (0022)."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 import yaml
 
-from daemon_helpers import LinePanelPty, NotifyListener, daemon_config, start_daemon, stop_daemon
+from daemon_helpers import (LinePanelPty, NotifyListener, daemon_config, short_dir,  # noqa: F401
+                            start_daemon, stop_daemon)
 from drivers.sim_shoe import ShoeSimulator
 
 LOOSE_UMASK = 0o022  # a usual login shell's: files 0644, directories 0755
@@ -44,14 +41,6 @@ def assert_private(directory: Path) -> dict[str, int]:
 def pokdeng_table(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
                           text=True, timeout=120, preexec_fn=lambda: os.umask(LOOSE_UMASK))
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # Unix socket paths are limited to 108 bytes: keep them short.
-    path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for_files(directory: Path, names: list[str], timeout: float = 15.0) -> None:
