@@ -243,8 +243,8 @@ shoe: {{driver: beetek, url: {shoe}, reconnect_seconds: 0.2}}
 panel: {{driver: line_panel, url: {panel}, reconnect_seconds: 0.2}}
 control: {{socket: {socket}}}
 transports:
-  http: {{url: "http://127.0.0.1:{http_port}/events", secret_file: {secret}, batch_max: 100,
-         backoff_initial_s: 0.05, backoff_max_s: 0.5}}
+  http: {{url: "http://127.0.0.1:{http_port}/events", allow_insecure: true, secret_file: {secret},
+         batch_max: 100, backoff_initial_s: 0.05, backoff_max_s: 0.5}}
   mqtt: {{host: 127.0.0.1, port: {mqtt_port}, topic_prefix: pokdeng}}
 logging: {{level: warning, format: json}}
 """

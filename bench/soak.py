@@ -29,7 +29,7 @@ At the end it checks, and exits 1 when any fails:
 - ``journal verify`` passes;
 - RSS grew less than 10 % and threads and fds did not grow between the two samples.
 
-``run_soak(options) -> SoakResult`` is the same as a function (tests, ``bench/run``).
+``run_soak(options) -> SoakResult`` is the same as a function (tests, ``pokdeng-table bench``).
 """
 
 from __future__ import annotations
@@ -348,7 +348,8 @@ class Soak:
             "control": {"socket": str(self.work / "control.sock")},
             "transports": {
                 "http": {"url": self.webhook.url, "secret_file": str(secret), "timeout_s": 2,
-                         "batch_max": 200, "backoff_initial_s": 0.05, "backoff_max_s": 0.5},
+                         "allow_insecure": True, "batch_max": 200, "backoff_initial_s": 0.05,
+                         "backoff_max_s": 0.5},
                 "mqtt": {"host": "127.0.0.1", "port": self.relay.port, "keepalive": 5},
             },
             "logging": {"level": "warning", "format": "json"},

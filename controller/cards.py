@@ -1,4 +1,4 @@
-"""Card codes (DESIGN.md "Card codes", a contract) and the composition of a shoe.
+"""Card codes (docs/contracts.md "Card codes") and the composition of a shoe.
 
 Canonical form: rank ``A 2 3 4 5 6 7 8 9 T J Q K`` then suit ``S H D C``, e.g. ``AS``, ``TH``.
 Parsers also accept ``10`` for ``T``, lower case, suit-first (``H3``) and the suit symbols
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
 
 RANKS = "A23456789TJQK"
 SUITS = "SHDC"
@@ -18,6 +17,8 @@ SUIT_SYMBOLS = {"♠": "S", "♥": "H", "♦": "D", "♣": "C"}
 DISPLAY_SUIT = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
 CARDS_PER_DECK = 52
 DEFAULT_DECKS = 8
+#: the most decks a table shoe holds (config, machine and `rtp --decks` share this bound)
+MAX_DECKS = 8
 
 ACCEPTED_FORMS = (
     "rank then suit (AS, TH, 10h, 7♣) or suit then rank (H3, ♠Q); "
@@ -156,15 +157,8 @@ class ShoeComposition:
         self.check_draw(card)
         self.drawn[card] += 1
 
-    @classmethod
-    def full_counts(cls, decks: int = DEFAULT_DECKS) -> dict[Card, int]:
-        return {card: decks for card in ALL_CARDS}
-
 
 def new_shoe_cards(decks: int = DEFAULT_DECKS) -> list[Card]:
     """Every card of an unshuffled N-deck shoe, in a fixed order."""
     return [card for _ in range(decks) for card in ALL_CARDS]
 
-
-def parse_cards(texts: Iterable[object]) -> list[Card]:
-    return [parse_card(text) for text in texts]

@@ -24,6 +24,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from controller.cards import DEFAULT_DECKS, MAX_DECKS
 from controller.config_yaml import YamlProblems, read_yaml_file
 from controller.retention import RetentionSettings
 
@@ -235,6 +236,12 @@ class ControlConfig:
     mode: int = 0o660
 
 
+#: what the daemon and ``config check`` say about a table that logs at DEBUG
+DEBUG_NOT_SEALED = ("logging at DEBUG: this table is NOT SEALED — DEBUG lines carry raw shoe "
+                    "frames, tag ids and card values of rounds whose betting is open; use it "
+                    "only on a bench, never on a live table")
+
+
 @dataclass(frozen=True)
 class LoggingConfig:
     level: str = "info"
@@ -285,7 +292,7 @@ def _read_table(s: Section) -> TableConfig:
                      what="1-32 letters, digits, '_', '.', '-' starting with a letter or digit"),
         betting_seconds=s.get_float("betting_seconds", 15.0, minval=1, maxval=600),
         reveal=s.get_str("reveal", "auto", choices=("auto", "button")),
-        decks=s.get_int("decks", 8, minval=1, maxval=8),
+        decks=s.get_int("decks", DEFAULT_DECKS, minval=1, maxval=MAX_DECKS),
     )
     s.finish()
     return table
@@ -395,7 +402,10 @@ def _plain_type(hint: Any) -> Any:
 
 
 def _read_transport(s: Section, settings_class: type) -> Any:
-    """A transport's settings, read by the fields (and their ``option`` rules) of its class."""
+    """A transport's settings, read by the fields (and their ``option`` rules) of its class;
+    rules across options are the class's own (``OptionConflict`` names the option)."""
+    from controller.transports import OptionConflict
+
     hints = typing.get_type_hints(settings_class)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(settings_class):
@@ -419,7 +429,11 @@ def _read_transport(s: Section, settings_class: type) -> Any:
         else:
             values[f.name] = s.get_str(f.name, default, **rules)
     s.finish()
-    return settings_class(**values)
+    try:
+        return settings_class(**values)
+    except OptionConflict as exc:
+        s.error(exc.option, exc.problem)
+        return None
 
 
 def _read_transports(s: Section | None) -> dict[str, Any]:

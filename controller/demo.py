@@ -161,7 +161,8 @@ def event_line(event: dict[str, Any]) -> str | None:
     if kind == "burn_card_shown":
         return f"flip card {_card(data['card'])}: burn {data['burn_count']}"
     if kind == "burn_completed":
-        return f"{data['burned']} cards burned; ready"
+        burned = data["burned"]
+        return f"{burned} card{'' if burned == 1 else 's'} burned; ready"
     if kind == "round_opened":
         return f"round {event['round']}: betting open for {data['betting_seconds']:g} s"
     if kind == "cut_card_drawn":

@@ -1,4 +1,4 @@
-"""Event envelopes (DESIGN.md "Events", a contract) and their JSON Schemas.
+"""Event envelopes (docs/contracts.md "Events") and their JSON Schemas.
 
 Every event the table sends is::
 
@@ -23,9 +23,10 @@ from typing import Any
 
 ENVELOPE_VERSION = 1
 
-# The event types DESIGN.md lists, then the ones this table adds (documented in docs/faults.md
+# The event types of the original design, then the ones this table adds (documented in docs/faults.md
 # and the schemas): `card_burned` for the shoe's burn cards before round 1, `input_rejected`
-# for a button or supervisor action that makes no sense in the state.
+# for a button or supervisor action that makes no sense in the state, `fault_detail` for what the
+# shoe sent with a fault, once it no longer names a card of a round whose betting is open.
 EVENT_TYPES = (
     "shoe_started",
     "burn_card_shown",
@@ -43,9 +44,9 @@ EVENT_TYPES = (
     "shoe_ended",
     "device_status",
     "input_rejected",
+    "fault_detail",
 )
 
-SCHEMA_BASE_URI = "https://pokdeng-table.invalid/schemas/"
 
 
 def iso_time(at: float) -> str:

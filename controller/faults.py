@@ -236,6 +236,17 @@ def faults_markdown() -> str:
         "that round: it says \"a card\". Cards outside a round (the flip card, cards with no "
         "round open) and cards after `betting_closed` are named.",
         "",
+        "**What the shoe sent.** A fault's `reason` and `detail` never quote a frame, an RFID "
+        "tag id or a card the shoe reported: any of them may belong to a round whose betting is "
+        "open. The drivers hand that part over separately as *evidence*; it is journaled (the "
+        "journal is readable by the daemon's own user only) and published in a `fault_detail` "
+        "event (`code`, `paused_seq`: the `paused` event it explains, `evidence`: e.g. `frame`, "
+        "`tag`, `card`) — right after the `paused` event when no betting is open, otherwise "
+        "right after that round's `betting_closed` or `round_cancelled`. So the supervisor "
+        "learns which card it was without anyone learning it before bets close. Driver log "
+        "lines at INFO and above name no bytes either (hex dumps at DEBUG only); a table "
+        "logging at DEBUG is not sealed, and the daemon says so at start.",
+        "",
         "**Pause and resume.** A pause freezes the betting countdown; resume restarts it with "
         "the time it had left (`resumed` carries the new `betting_closes_at`). The key switch "
         "is a level: while it is at PAUSE the table cannot resume. `cancel_round` (dealer key "

@@ -1,4 +1,4 @@
-"""Table inputs and the table-script format (DESIGN.md "Table script", a contract).
+"""Table inputs and the table-script format (docs/contracts.md "Table scripts").
 
 One input per JSON Lines line; ``at`` is seconds on the table's clock, non-decreasing. Drivers
 produce these, the daemon journals them, the table machine consumes them, and ``replay``,
@@ -9,7 +9,7 @@ Kinds::
     {"at": 0.0, "kind": "button", "name": "new_shoe"}
     {"at": 1.0, "kind": "card", "card": "7H"}
     {"at": 9.5, "kind": "cut_card"}
-    {"at": 10.0, "kind": "misread"}                      # optional "code", "reason"
+    {"at": 10.0, "kind": "misread"}               # optional "code", "reason", "evidence"
     {"at": 11.0, "kind": "switch", "name": "pause", "on": true}
     {"at": 13.0, "kind": "device", "name": "shoe", "connected": false}
     {"at": 14.0, "kind": "supervisor", "action": "enter_card", "card": "9D"}
@@ -19,7 +19,10 @@ Kinds::
 ``fault`` is raised by the controller itself (not a device): something the table cannot work
 without failed, so the table pauses with that code and reason until the supervisor resumes.
 ``misread`` may carry a fault ``code`` and ``reason`` from the driver (for example an RFID tag
-not in the card registry), so the pause says what the shoe actually saw.
+not in the card registry), so the pause says what the shoe actually saw. The ``reason`` is
+plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
+a card) goes in ``evidence``, a flat object of strings that the table keeps sealed until the
+open round's betting has closed (``fault_detail`` event, docs/faults.md).
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ class Misread:
     at: float
     code: str | None = None
     reason: str | None = None
+    #: the sensitive part (raw frame, tag id, card): journaled, shown only once it is not sealed
+    evidence: dict[str, str] | None = None
     kind = "misread"
 
     def data(self) -> dict[str, Any]:
@@ -97,6 +102,8 @@ class Misread:
             out["code"] = self.code
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.evidence:
+            out["evidence"] = dict(self.evidence)
         return out
 
 
@@ -181,7 +188,7 @@ _ALLOWED_KEYS = {
     "button": {"name"},
     "card": {"card"},
     "cut_card": set(),
-    "misread": {"code", "reason"},
+    "misread": {"code", "reason", "evidence"},
     "switch": {"name", "on"},
     "device": {"name", "connected"},
     "supervisor": {"action", "card"},
@@ -224,6 +231,16 @@ def _optional_text(obj: dict[str, Any], key: str) -> str | None:
     return value
 
 
+def _evidence(obj: dict[str, Any]) -> dict[str, str] | None:
+    value = obj.get("evidence")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(key, str) and isinstance(text, str) for key, text in value.items()):
+        raise ScriptError('"evidence" must be an object of strings')
+    return dict(value)
+
+
 def from_dict(obj: Any) -> Input:
     """Build an input from its script form; raise ScriptError saying what is wrong."""
     if not isinstance(obj, dict):
@@ -253,7 +270,8 @@ def from_dict(obj: Any) -> Input:
         if kind == "cut_card":
             return CutCard(at)
         if kind == "misread":
-            return Misread(at, _optional_text(obj, "code"), _optional_text(obj, "reason"))
+            return Misread(at, _optional_text(obj, "code"), _optional_text(obj, "reason"),
+                           _evidence(obj))
         if kind == "switch":
             name = _choice(_require(obj, "name", kind), SWITCHES, "switch")
             return Switch(at, name, _bool(_require(obj, "on", kind), "on"))

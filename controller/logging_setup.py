@@ -17,6 +17,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from controller.config import DEBUG_NOT_SEALED
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
 # Chatty libraries: their DEBUG goes out only when we ask for debug ourselves.
@@ -67,6 +69,8 @@ def setup_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None 
     root.setLevel(numeric)
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
+    if numeric <= logging.DEBUG:
+        structlog.get_logger("pokdeng.logging").warning(DEBUG_NOT_SEALED)
 
 
 def bind_table_context(table: str | None, shoe: int | None, round_: int | None) -> None:

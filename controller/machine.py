@@ -14,7 +14,12 @@ Two orthogonal state machines (``transitions``, states and transitions as data b
   procedure where it is; ``cancel_round`` and supervisor ``end_shoe`` may still move it.
 
 Sealed values: before a round's ``betting_closed`` no event, status field or log line at INFO
-or above carries a card value of that round; ``card_dealt`` says only where a card went.
+or above carries a card value of that round; ``card_dealt`` says only where a card went. A
+fault's words never name such a card, nor what the shoe sent: that *evidence* (the card, the
+raw frame, an RFID tag id) goes out in a ``fault_detail`` event — at once when no betting is
+open, otherwise kept with the round and sent right after its ``betting_closed`` (or
+``round_cancelled``), so the supervisor still learns which card it was. ``_fault`` is the one
+place that decides.
 
 Run ``python -m controller.machine --mermaid`` for the state diagram (docs/state-diagram.md).
 """
@@ -29,7 +34,7 @@ from typing import Any
 from transitions import Machine
 
 from controller import faults
-from controller.cards import DEFAULT_DECKS, Card, ShoeComposition
+from controller.cards import DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition
 from controller.events import iso_time, make_event
 from controller.inputs import Fault as ControllerFault
 from controller.inputs import (
@@ -135,8 +140,8 @@ class MachineSettings:
             raise ValueError(f"betting_seconds must be 1..600, got {self.betting_seconds!r}")
         if self.reveal not in REVEAL_MODES:
             raise ValueError(f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
-        if not (isinstance(self.decks, int) and 1 <= self.decks <= 16):
-            raise ValueError(f"decks must be 1..16, got {self.decks!r}")
+        if not (isinstance(self.decks, int) and 1 <= self.decks <= MAX_DECKS):
+            raise ValueError(f"decks must be 1..{MAX_DECKS}, got {self.decks!r}")
 
 
 @dataclass
@@ -160,6 +165,8 @@ class RoundState:
     closes_at: float | None = None  # table clock; None while paused or closed
     seconds_left: float | None = None  # kept while paused
     revealed: dict[str, Hand] = field(default_factory=dict)
+    #: fault_detail data held back while this round's betting is open
+    sealed_evidence: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -271,14 +278,36 @@ class TableMachine:
     def _card_words(self, card: Card) -> str:
         return "a card" if self._sealed() else card.display()
 
-    def _fault(self, code: str, reason: str, detail: dict[str, Any] | None = None) -> None:
-        """Pause with a fault (or replace the shown fault when already paused)."""
+    def _card_evidence(self, card: Card) -> dict[str, str] | None:
+        """The card a sealed reason could not name, for its ``fault_detail``."""
+        return {"card": card.code} if self._sealed() else None
+
+    def _fault(self, code: str, reason: str, detail: dict[str, Any] | None = None,
+               evidence: dict[str, str] | None = None) -> None:
+        """Pause with a fault (or replace the shown fault when already paused).
+
+        ``reason`` and ``detail`` go out now, so they never name a sealed card; ``evidence``
+        (what the shoe sent) follows in a ``fault_detail`` event once it is not sealed."""
         fault = Fault(code, reason, detail)
         self.fault = self.last_fault = fault
         self.pause_table()
         log.warning("table paused: %s: %s", code, reason,
                     extra={"table": self.settings.table_id, "code": code})
         self._emit("paused", fault.to_dict())
+        if evidence:
+            held = {"code": code, "paused_seq": self.seq, "evidence": dict(evidence)}
+            if self._sealed():
+                assert self.round is not None
+                self.round.sealed_evidence.append(held)
+            else:
+                self._emit("fault_detail", held)
+
+    def _unseal_evidence(self) -> None:
+        """The round's betting closed (or the round ended): what its faults held back goes out."""
+        assert self.round is not None
+        for held in self.round.sealed_evidence:
+            self._emit("fault_detail", held)
+        self.round.sealed_evidence.clear()
 
     def _reject(self, inp: Input, code: str, reason: str) -> None:
         data: dict[str, Any] = {"input": inp.kind, "code": code, "reason": reason}
@@ -324,6 +353,7 @@ class TableMachine:
         self.round.betting_open = False
         self.round.closes_at = None
         self._emit("betting_closed")
+        self._unseal_evidence()
 
     def reveal_when_automatic(self) -> None:
         if self.settings.reveal == "auto":
@@ -373,6 +403,7 @@ class TableMachine:
         assert self.round is not None
         self.rounds_cancelled += 1
         self._emit("round_cancelled", {"reason": reason, "refund_all": True})
+        self._unseal_evidence()
         self.round = None
         self.cancel_open_round()
 
@@ -421,7 +452,8 @@ class TableMachine:
             self._set_aside(card)
             self._fault(faults.CARD_WHILE_PAUSED,
                         f"{self._card_words(card)} came out while the table is paused; "
-                        "set it aside, then resume or cancel_round")
+                        "set it aside, then resume or cancel_round",
+                        evidence=self._card_evidence(card))
             return
         if self.state == "no_shoe":
             self._fault(faults.CARD_NO_ROUND,
@@ -453,7 +485,8 @@ class TableMachine:
                 self.composition.draw(card)
                 self._fault(faults.TOO_MANY_CARDS,
                             f"{self._card_words(card)} came out as a 14th card of round "
-                            f"{self.round.number}; set it aside, then resume or cancel_round")
+                            f"{self.round.number}; set it aside, then resume or cancel_round",
+                            evidence=self._card_evidence(card))
                 return
             self.composition.draw(card)
             index = len(self.round.cards)
@@ -477,35 +510,38 @@ class TableMachine:
         if self.composition.cards_drawn >= size:
             self._fault(faults.SHOE_OVERDRAWN,
                         f"{self._card_words(card)} would be card {self.composition.cards_drawn + 1}"
-                        f" of a {size}-card shoe; check the reader, cancel_round and end_shoe")
+                        f" of a {size}-card shoe; check the reader, cancel_round and end_shoe",
+                        evidence=self._card_evidence(card))
         else:
             if self._needs_cards():
                 self.card_owed = faults.NINTH_COPY
             self._fault(faults.NINTH_COPY,
                         f"{self._card_words(card)} would be copy {self.settings.decks + 1} of one "
                         f"card in a shoe of {self.settings.decks} decks; supervisor enter_card with "
-                        "the card drawn, or set it aside and resume, or cancel_round")
+                        "the card drawn, or set it aside and resume, or cancel_round",
+                        evidence=self._card_evidence(card))
 
     def _on_misread(self, inp: Misread) -> None:
         detail = {k: v for k, v in (("code", inp.code), ("reason", inp.reason)) if v is not None}
         said = f" (shoe: {': '.join(detail.values())})" if detail else ""
+        evidence = inp.evidence
         if self.hold == "paused":
             self._fault(faults.CARD_WHILE_PAUSED,
                         f"an unreadable card came out while the table is paused{said}; "
-                        "set it aside, then resume or cancel_round", detail or None)
+                        "set it aside, then resume or cancel_round", detail or None, evidence)
         elif self._needs_cards():
             self.card_owed = faults.MISREAD
             self._fault(faults.MISREAD,
                         f"the shoe could not read a card{said}; supervisor enter_card with that "
-                        "card, or cancel_round", detail or None)
+                        "card, or cancel_round", detail or None, evidence)
         elif self.state in ROUND_STATES:
             self._fault(faults.TOO_MANY_CARDS,
                         f"an unreadable 14th card came out{said}; set it aside, then resume "
-                        "or cancel_round", detail or None)
+                        "or cancel_round", detail or None, evidence)
         else:
             self._fault(faults.CARD_NO_ROUND,
                         f"an unreadable card came out with no round open{said}; set it aside, "
-                        "then resume", detail or None)
+                        "then resume", detail or None, evidence)
 
     def _on_cut_card(self, inp: CutCard) -> None:
         if self.state == "no_shoe":
@@ -693,8 +729,8 @@ class TableMachine:
             return f"PAUSED: {reason} — call supervisor"
         if self.state == "no_shoe":
             if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it, then press new_shoe"
-            return "press new_shoe"
+                return "shoe disconnected — reconnect it, then press NEW SHOE"
+            return "press NEW SHOE"
         if self.state == "awaiting_flip":
             return "draw the flip card"
         if self.state == "burning":
@@ -702,8 +738,8 @@ class TableMachine:
             return f"burn {self.burn_count - self.burned} more"
         if self.state == "ready":
             if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it before start_round"
-            return "press start_round" + (" (last round of this shoe)" if self.last_round else "")
+                return "shoe disconnected — reconnect it before START ROUND"
+            return "press START ROUND" + (" (last round of this shoe)" if self.last_round else "")
         assert self.round is not None
         if not self.round.complete:
             target = ROUND_TARGETS[len(self.round.cards)]
@@ -711,7 +747,7 @@ class TableMachine:
         if self.state == "betting":
             return "all cards dealt — betting closes at " + iso_time(self.round.closes_at or 0)
         if self.state == "revealing":
-            return f"press reveal for {HAND_ORDER[len(self.round.revealed)]}"
+            return f"press REVEAL for {HAND_ORDER[len(self.round.revealed)]}"
         return STATE_WORDS[self.state]
 
     def status(self) -> dict[str, Any]:
@@ -863,16 +899,10 @@ def mermaid_diagram() -> str:
         *_mermaid({st: HOLD_WORDS[st] for st in HOLD_STATES}, HOLD_TRANSITIONS, "running"),
         "```",
         "",
-        "## Events beyond DESIGN.md's list",
+        "## Events",
         "",
-        "Schemas: `controller/schemas/`. Added types: `card_burned` (`number`, `burn_count`: one "
-        "of the shoe's face-down burns before round 1, no value) and `input_rejected` (`input`, "
-        "`name`, `code`, `reason`: docs/faults.md). Added fields: `round_opened.last_round`; "
-        "`card_dealt.entered` (true when the supervisor typed the card in after a misread); "
-        "`paused.detail` (the driver's or controller's own code and reason); "
-        "`resumed.betting_closes_at` and `betting_seconds_left` (the countdown restarted); "
-        "`shoe_ended.rounds_cancelled`. Round numbers count from 1 in each shoe; `seq` counts "
-        "per table across shoes.",
+        "Every event type and its fields: docs/contracts.md; their schemas: "
+        "`controller/schemas/`; faults and rejections: docs/faults.md.",
         "",
     ]
     return "\n".join(out)

@@ -1,4 +1,4 @@
-"""The Pok Deng rules (RULES.md §3-§5): hand value, comparison, settlement, roadmap bead.
+"""The Pok Deng rules (docs/rules.md §5-§9): hand value, comparison, settlement, roadmap bead.
 
 Pure functions: no I/O, no clock. Values are compared as exact integers (tenths of a point),
 so 7.4 vs 7.4 is a tie with no float arithmetic involved; ``Hand.value`` is the float the

@@ -29,9 +29,6 @@ class Debouncer:
         self._stable = dict(levels)
         self._candidate.clear()
 
-    def stable(self, name: str) -> bool | None:
-        return self._stable.get(name)
-
     def feed(self, now: float, levels: Mapping[str, bool]) -> None:
         """A raw sample of every channel's level at ``now``."""
         for name, level in levels.items():

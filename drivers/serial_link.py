@@ -63,8 +63,6 @@ class SerialLink:
         self._write_lock = threading.Lock()
         #: True/False once known; None before the first open attempt
         self.connected: bool | None = None
-        #: how many times the link was lost after being open (for status and tests)
-        self.losses = 0
 
     # -- thread body --------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -97,7 +95,6 @@ class SerialLink:
                     pass
                 self._on_lost()
             if not stop.is_set():
-                self.losses += 1
                 self._set_connected(False)
 
     def _read_until_lost(self, port: serial.SerialBase, stop: threading.Event) -> None:

@@ -166,10 +166,6 @@ class ShoeSimulator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def plugged_in(self) -> bool:
-        return self._master is not None
-
     # -- what a shoe sends --------------------------------------------------------------------
     # Frames are numbered (pdt) when encoded, so encoding and sending happen under one lock:
     # a heartbeat must not slip in between.

@@ -112,11 +112,13 @@ class LinePanelPty:
 
 
 def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
-                  betting_seconds: float = 2) -> Path:
+                  betting_seconds: float = 2, shoe: dict[str, Any] | None = None) -> Path:
+    """A daemon config on these devices; ``shoe`` adds or replaces shoe driver options."""
     data = {
         "table": {"id": "T1", "betting_seconds": betting_seconds},
         "state_dir": str(tmp_path / "state"),
-        "shoe": {"driver": "beetek", "url": str(shoe_link), "reconnect_seconds": 0.2},
+        "shoe": {"driver": "beetek", "url": str(shoe_link), "reconnect_seconds": 0.2,
+                 **(shoe or {})},
         "panel": {"driver": "line_panel", "url": panel_path, "reconnect_seconds": 0.2},
         "control": {"socket": str(tmp_path / "control.sock")},
         "transports": {"file": {"path": str(tmp_path / "events.jsonl")}},

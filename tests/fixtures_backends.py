@@ -1,17 +1,19 @@
 """Real backends on loopback for the transport tests: a webhook server and a mosquitto broker.
 
-``WebhookBackend`` is a threading ``http.server`` that checks the HMAC signature, records every
-event it accepts (in arrival order), counts repeats and checks that a repeated id always
-carries the same body. It can be told to answer with a status, drop connections, stall, or go
-away entirely (connection refused) and come back on the same port.
+``WebhookBackend`` is a threading ``http.server`` that checks each request with the backend
+verifier published in docs/durability.md (signature and time window), records every event it
+accepts (in arrival order), counts repeats, checks that a repeated id always carries the same
+body, and stores each event once as that verifier's de-duplication says. It can be told to
+answer with a status, drop connections, stall, or go away entirely (connection refused) and
+come back on the same port.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import functools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,11 +21,27 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+DURABILITY_DOC = Path(__file__).resolve().parent.parent / "docs" / "durability.md"
+VERIFIER_HEADING = "### Signing, and what a backend checks"
+
+
+@functools.cache
+def documented_verifier() -> SimpleNamespace:
+    """The backend verifier of docs/durability.md, run from the Markdown itself: its
+    ``signature_ok``, ``new_events`` and ``WINDOW_S``."""
+    text = DURABILITY_DOC.read_text(encoding="utf-8")
+    _, found, section = text.partition(VERIFIER_HEADING)
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found and block, f"no verifier under {VERIFIER_HEADING!r} in {DURABILITY_DOC}"
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), f"{DURABILITY_DOC} (verifier)", "exec"), namespace)
+    return SimpleNamespace(**namespace)
 
 
 class WebhookBackend:
@@ -31,6 +49,8 @@ class WebhookBackend:
         self.secret = secret
         self.lock = threading.Lock()
         self.events: list[dict[str, Any]] = []       # every accepted event, repeats included
+        self.stored: list[dict[str, Any]] = []       # each event once, in first-seen order
+        self.seen: set[str] = set()                   # the stored ids
         self.bodies: dict[str, str] = {}              # id -> canonical body first seen
         self.conflicts: list[str] = []                # ids that came back with another body
         self.requests = 0
@@ -40,6 +60,8 @@ class WebhookBackend:
         self.fail_with: list[int | str] = []          # next answers: status code, "drop", "stall"
         self.always: int | str | None = None          # answer every request like this
         self.stall_s = 0.0
+        self.clock_offset_s = 0.0                     # how far this backend's clock is ahead
+        self.last_request: tuple[dict[str, str], bytes] | None = None  # headers, body
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
         self.port = port
@@ -81,12 +103,7 @@ class WebhookBackend:
 
     def unique_ids(self) -> list[str]:
         with self.lock:
-            seen, out = set(), []
-            for e in self.events:
-                if e["id"] not in seen:
-                    seen.add(e["id"])
-                    out.append(e["id"])
-            return out
+            return [e["id"] for e in self.stored]
 
     def repeats(self) -> int:
         with self.lock:
@@ -113,6 +130,7 @@ class WebhookBackend:
             return
         with self.lock:
             self.requests += 1
+            self.last_request = (dict(handler.headers), body)
             action = self.fail_with.pop(0) if self.fail_with else self.always
         if action == "drop":
             handler.close_connection = True
@@ -125,8 +143,10 @@ class WebhookBackend:
             self._reply(handler, action, b'{"error":"told to fail"}',
                         {"Retry-After": "0"} if action in (429, 503) else {})
             return
-        expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, handler.headers.get("X-Pokdeng-Signature", "")):
+        if not documented_verifier().signature_ok(
+                self.secret, handler.headers.get("X-Pokdeng-Timestamp", ""),
+                handler.headers.get("X-Pokdeng-Signature", ""), body,
+                time.time() + self.clock_offset_s):
             with self.lock:
                 self.bad_signatures += 1
             self._reply(handler, 401, b'{"error":"bad signature"}')
@@ -140,6 +160,7 @@ class WebhookBackend:
                 if first != text:
                     self.conflicts.append(event["id"])
                 self.events.append(event)
+            self.stored += documented_verifier().new_events(batch["events"], self.seen)
             self.received.notify_all()
         self._reply(handler, 200, b'{"ok":true}')
 
@@ -178,26 +199,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1/localhost: (cert.pem, key.pem)."""
+def make_certificate(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate (its own CA) for ``address``/localhost: (cert.pem, key.pem)."""
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-subj", f"/CN={address}", "-addext", f"subjectAltName=IP:{address},DNS:localhost",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True)
     return cert, key
 
 
 class Mosquitto:
-    """A mosquitto broker on a free loopback port, with a generated config; optionally with
-    users (a password file made by mosquitto_passwd) and TLS (certfile/keyfile)."""
+    """A mosquitto broker on a free loopback port (or the given loopback address and port),
+    with a generated config; optionally with users (a password file made by mosquitto_passwd)
+    and TLS (certfile/keyfile)."""
 
     def __init__(self, workdir: Path, users: dict[str, str] | None = None,
-                 tls: tuple[Path, Path] | None = None):
-        self.port = free_port()
+                 tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None):
+        self.host = host
+        self.port = port or free_port()
         self.config = workdir / "mosquitto.conf"
-        lines = [f"listener {self.port} 127.0.0.1", "persistence false", "log_dest stderr",
+        lines = [f"listener {self.port} {host}", "persistence false", "log_dest stderr",
                  "log_type error", "log_type warning", "user root"]
         if users:
             passwords = workdir / "mosquitto.passwd"
@@ -220,7 +244,7 @@ class Mosquitto:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                socket.create_connection((self.host, self.port), timeout=0.2).close()
                 return
             except OSError:
                 if self.proc.poll() is not None:

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import http.client
 import json
 import logging
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
-from fixtures_backends import make_certificate, webhook, webhook_secret  # noqa: F401
+from fixtures_backends import (documented_verifier, make_certificate, webhook,  # noqa: F401
+                               webhook_secret)
 from journal_helpers import TABLE, event
 
 
 def transport(url: str, secret: Path, **options) -> HttpTransport:
-    return HttpTransport(HttpTransportSettings(url, str(secret), **options), table=TABLE)
+    """A transport to ``url``; plain http:// is allowed (the loopback test backend)."""
+    return HttpTransport(HttpTransportSettings(url, str(secret), allow_insecure=True, **options),
+                         table=TABLE)
 
 
 def test_posts_a_signed_batch_with_an_idempotency_key(webhook, webhook_secret):
@@ -36,7 +40,70 @@ def test_posts_a_signed_batch_with_an_idempotency_key(webhook, webhook_secret):
     assert json.loads(encode_batch(TABLE, events)) == {"table": TABLE, "events": events}
 
 
-def test_the_same_batch_gives_the_same_bytes_and_signature():
+def replay(url: str, headers: dict[str, str], body: bytes) -> int:
+    """POST captured headers and body again, as someone on the network path could: the status."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    try:
+        conn.request("POST", parts.path, body=body, headers={
+            k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_the_documented_verifier_refuses_tampering_and_replays_outside_the_window(
+        webhook, webhook_secret):
+    window = documented_verifier().WINDOW_S
+    with transport(webhook.url, webhook_secret) as t:
+        t.deliver([event(1), event(2)])
+        headers, body = webhook.last_request
+        t.deliver([event(3)])
+    assert webhook.bad_signatures == 0
+    assert webhook.unique_ids() == ["T7:1", "T7:2", "T7:3"]
+
+    assert replay(webhook.url, headers, body) == 200  # inside the window: a repeat, nothing new
+    assert webhook.repeats() == 2 and webhook.unique_ids() == ["T7:1", "T7:2", "T7:3"]
+    tampered = body.replace(b'"target":"P1"', b'"target":"P2"', 1)
+    assert tampered != body
+    assert replay(webhook.url, headers, tampered) == 401
+    webhook.clock_offset_s = window + 1  # the same request, replayed later
+    assert replay(webhook.url, headers, body) == 401
+    refreshed = {**headers, "X-Pokdeng-Timestamp": str(int(headers["X-Pokdeng-Timestamp"])
+                                                       + window + 1)}
+    assert replay(webhook.url, refreshed, body) == 401  # the timestamp is signed too
+    assert webhook.bad_signatures == 3
+
+    # The table's own requests are refused as well while the clocks disagree by more than the
+    # window: the transport stops with the backend's reason rather than retrying forever.
+    with transport(webhook.url, webhook_secret) as t, pytest.raises(PermanentError, match="401"):
+        t.deliver([event(4)])
+    assert webhook.unique_ids() == ["T7:1", "T7:2", "T7:3"]
+
+
+def test_each_attempt_is_signed_afresh_under_the_same_idempotency_key(webhook, webhook_secret):
+    secret = webhook_secret.read_bytes().rstrip(b"\n")
+    webhook.fail_with = [503]
+    with transport(webhook.url, webhook_secret) as t:
+        with pytest.raises(TransientError):
+            t.deliver([event(1)])
+        first, body = webhook.last_request
+        while time.time() < int(first["X-Pokdeng-Timestamp"]) + 1:  # the timestamp's resolution
+            time.sleep(0.01)
+        t.deliver([event(1)])
+    again, same_body = webhook.last_request
+    assert same_body == body
+    assert again["Idempotency-Key"] == first["Idempotency-Key"] == "T7:1-1"
+    assert int(again["X-Pokdeng-Timestamp"]) > int(first["X-Pokdeng-Timestamp"])
+    assert again["X-Pokdeng-Signature"] != first["X-Pokdeng-Signature"]
+    assert documented_verifier().signature_ok(secret, first["X-Pokdeng-Timestamp"],
+                                              first["X-Pokdeng-Signature"], body, time.time())
+    assert webhook.bad_signatures == 0 and webhook.unique_ids() == ["T7:1"]
+
+
+def test_the_same_batch_gives_the_same_body_bytes():
     events = [event(1), event(2)]
     again = json.loads(json.dumps(events))
     assert encode_batch(TABLE, events) == encode_batch(TABLE, again)
@@ -87,7 +154,8 @@ def test_secret_from_a_systemd_credential(webhook, webhook_secret, tmp_path, mon
     creds.mkdir()
     (creds / "webhook").write_bytes(webhook_secret.read_bytes())
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
-    t = create("http", {"url": webhook.url, "secret_credential": "webhook"}, table=TABLE)
+    t = create("http", {"url": webhook.url, "secret_credential": "webhook",
+                        "allow_insecure": True}, table=TABLE)
     t.deliver([event(1)])
     t.close()
     assert webhook.bad_signatures == 0 and len(webhook.events) == 1
@@ -104,7 +172,8 @@ def test_config_errors_name_the_option(tmp_path, webhook_secret, monkeypatch):
     with pytest.raises(TransportConfigError, match="is empty"):
         transport("http://127.0.0.1:9/x", empty)
     with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY"):
-        create("http", {"url": "http://127.0.0.1:9/x", "secret_credential": "w"}, table=TABLE)
+        create("http", {"url": "http://127.0.0.1:9/x", "secret_credential": "w",
+                        "allow_insecure": True}, table=TABLE)
     with pytest.raises(TransportConfigError, match="unknown option.*urll"):
         create("http", {"urll": "http://127.0.0.1:9/x"}, table=TABLE)
     with pytest.raises(TransportConfigError, match="unknown transport kind 'smtp'"):
@@ -132,9 +201,9 @@ def tls_server(certificate, webhook_secret):
 
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            good = hmac.compare_digest(
-                "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest(),
-                self.headers["X-Pokdeng-Signature"])
+            good = documented_verifier().signature_ok(
+                secret, self.headers["X-Pokdeng-Timestamp"], self.headers["X-Pokdeng-Signature"],
+                body, time.time())
             seen.extend(json.loads(body)["events"] if good else [])
             self.send_response(200 if good else 401)
             self.send_header("Content-Length", "0")

@@ -1,4 +1,4 @@
-"""The table-script format (DESIGN.md "Table script")."""
+"""The table-script format (docs/contracts.md "Table scripts")."""
 
 import io
 import json
@@ -122,7 +122,7 @@ script_values = json_values | script_words
 script_objects = st.fixed_dictionaries(
     {"at": st.floats(min_value=0, max_value=1e9) | script_values},
     optional={key: script_values for key in ("kind", "name", "card", "on", "connected",
-                                             "action", "code", "reason", "x")})
+                                             "action", "code", "reason", "evidence", "x")})
 
 
 @settings(deadline=None, max_examples=500)  # a slow moment on a busy machine is not a failure

@@ -120,7 +120,7 @@ def test_shoe_setup_reports_flip_card_and_burns_without_values() -> None:
     assert types(last) == ["card_burned", "burn_completed"]
     assert last[1]["data"] == {"burned": 3}
     assert machine.state == "ready"
-    assert machine.status()["prompt"] == "press start_round"
+    assert machine.status()["prompt"] == "press START ROUND"
 
 
 @pytest.mark.parametrize("flip,burns", [("AS", 1), ("9C", 9), ("TD", 10), ("KH", 10)])
@@ -174,7 +174,7 @@ def test_button_reveal_one_hand_per_press() -> None:
     early = machine.handle(b.button("reveal"))
     assert types(early) == ["input_rejected"] and early[0]["data"]["code"] == "not_allowed"
     assert types(machine.handle(b.tick(b.t + 10))) == ["betting_closed"]
-    assert machine.status()["prompt"] == "press reveal for P1"
+    assert machine.status()["prompt"] == "press REVEAL for P1"
     for position in HAND_ORDER[:-1]:
         events = machine.handle(b.button("reveal"))
         assert types(events) == ["hand_revealed"]

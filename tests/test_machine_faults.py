@@ -153,7 +153,9 @@ def test_more_cards_than_the_shoe_holds() -> None:
     assert "53" in data["reason"]
     assert t.status()["cards_drawn"] == 52
     events = t.feed(t.b.button("cancel_round"), t.b.supervisor("end_shoe"))
-    assert types(events) == ["round_cancelled", "resumed", "shoe_ended"]
+    # the overdrawn card was sealed (betting open): its fault_detail follows the cancel
+    assert types(events) == ["round_cancelled", "fault_detail", "resumed", "shoe_ended"]
+    assert events[1]["data"]["evidence"] == {"card": "KH"}
 
 
 def test_misread_owes_the_card_until_entered() -> None:

@@ -22,7 +22,8 @@ from journal_helpers import TABLE, event, fill
 
 def http(webhook, secret: Path, name: str = "backend", **options) -> HttpTransport:
     options = {"backoff_initial_s": 0.02, "backoff_max_s": 0.2, "timeout_s": 2.0, **options}
-    return HttpTransport(HttpTransportSettings(webhook.url, str(secret), **options),
+    return HttpTransport(HttpTransportSettings(webhook.url, str(secret), allow_insecure=True,
+                                               **options),
                          table=TABLE, name=name)
 
 

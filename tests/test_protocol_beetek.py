@@ -19,7 +19,8 @@ def test_decodes_cards_both_orders_misreads_alarms_warnings_and_cut_card():
                        CardScan(2.0, parse_card("TD"))]
     assert isinstance(out[3], Misread) and out[3].code == "beetek_card_not_read"
     assert isinstance(out[4], Misread) and out[4].code == "beetek_alarm_e3"
-    assert "E3 Card Not Read" in out[4].reason
+    assert out[4].evidence == {"frame": "<Alarm:E3 Card Not Read>"}
+    assert "Card Not Read" not in out[4].reason  # the shoe's words are evidence, not reason
     assert isinstance(out[5], Problem) and out[5].code == "warning"
     assert out[6] == CutCard(2.0)
     assert len(out) == 7
@@ -50,7 +51,16 @@ def test_garbage_is_counted_and_the_next_frame_survives():
 def test_an_unreadable_card_code_is_a_misread_not_noise():
     out = BeeTekParser().feed(b"<Card:ZZ>")
     assert len(out) == 1 and isinstance(out[0], Misread) and out[0].code == "beetek_bad_card"
-    assert "ZZ" in out[0].reason
+    assert out[0].evidence == {"frame": "<Card:ZZ>"}
+    assert "ZZ" not in out[0].reason  # the frame may name a sealed card: evidence only
+
+
+@pytest.mark.parametrize("alarm_id", ["QH", "S3", "10H", "1S", "S1", "1s"])
+def test_an_alarm_id_that_reads_as_a_card_is_not_in_the_fault_code(alarm_id):
+    out = BeeTekParser().feed(f"<Alarm:{alarm_id}>".encode())
+    assert len(out) == 1 and out[0].code == "beetek_alarm_unknown"
+    assert alarm_id.lower() not in out[0].reason.lower()
+    assert out[0].evidence == {"frame": f"<Alarm:{alarm_id}>"}
 
 
 def test_unknown_frames_are_logged_problems():

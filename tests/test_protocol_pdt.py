@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.cards import parse_card
 from controller.inputs import CardScan, CutCard, Misread
@@ -30,7 +32,7 @@ def test_cards_cut_misread_and_heartbeats():
     out = parser.feed(data, 4.0)
     assert out[1:3] == [CardScan(4.0, parse_card("7H")), CutCard(4.0)]
     assert kinds(out) == ["hello", "card", "cut_card", "pdt_misread"]
-    assert "E2" in out[3].reason
+    assert "E2" in out[3].evidence["frame"] and "E2" not in out[3].reason
     assert parser.frames_ok == 5
 
 
@@ -153,3 +155,18 @@ def test_every_example_frame_in_the_protocol_document_is_valid():
     for frame in frames:
         body, crc = frame[1:].split("*")
         assert crc16_ccitt_false(body.encode()) == int(crc, 16), frame
+
+
+def _bitwise_crc16_ccitt_false(data: bytes) -> int:
+    """The textbook definition, bit by bit (docs/pdt-protocol.md), to check the fast one."""
+    crc = 0xFFFF
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+@given(st.binary(max_size=200))
+def test_the_checksum_is_crc16_ccitt_false_bit_for_bit(data):
+    assert crc16_ccitt_false(data) == _bitwise_crc16_ccitt_false(data)

@@ -27,14 +27,17 @@ def test_maps_uids_to_cards_and_the_cut_card_with_any_separator_and_case():
 def test_unknown_uid_is_a_misread_naming_the_uid():
     out = RfidParser(REGISTRY).feed(b"DEADBEEF\r\n")
     assert len(out) == 1 and isinstance(out[0], Misread)
-    assert out[0].code == "rfid_unknown_uid" and "DEADBEEF" in out[0].reason
+    assert out[0].code == "rfid_unknown_uid" and out[0].evidence == {"tag": "DEADBEEF"}
+    assert "DEADBEEF" not in out[0].reason  # a tag id is as sealed as its card
 
 
 def test_a_uid_twice_in_a_shoe_is_a_duplicate_until_a_new_shoe():
     parser = RfidParser(REGISTRY)
     assert parser.feed(b"0011AABB\r\n")[0] == CardScan(0.0, parse_card("TH"))
     again = parser.feed(b"0011AABB\r\n")
-    assert again[0].code == "rfid_duplicate_uid" and "0011AABB" in again[0].reason
+    assert again[0].code == "rfid_duplicate_uid"
+    assert again[0].evidence == {"tag": "0011AABB", "card": "TH"}
+    assert "0011AABB" not in again[0].reason and "TH" not in again[0].reason
     parser.new_shoe()
     assert parser.feed(b"0011AABB\r\n")[0] == CardScan(0.0, parse_card("TH"))
 

@@ -1,4 +1,4 @@
-"""The rules layer against RULES.md and the rule sheets."""
+"""The rules layer against docs/rules.md and the rule sheets' worked examples."""
 
 from itertools import product
 

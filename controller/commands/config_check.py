@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.config import EX_CONFIG, ConfigError
+from controller.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError
 from controller.startup_checks import load_checked_config
 
 
@@ -36,4 +36,6 @@ def check_config(args: argparse.Namespace) -> int:
     print(f"{args.file}: OK — table {config.table.id}, shoe driver {config.shoe.driver}, "
           f"panel driver {panel}, journal {config.journal_path}, control socket "
           f"{config.control.socket}, transports: {', '.join(transports) or 'none'}")
+    if config.logging.level == "debug":
+        print(f"{args.file}: WARNING: {DEBUG_NOT_SEALED}", file=sys.stderr)
     return 0

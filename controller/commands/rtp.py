@@ -13,18 +13,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Enumerate every deal of a fresh shoe with the table's own rules and print "
         "the exact return to player (Player bet: returned / deducted, stake + held amount).",
     )
-    parser.add_argument("--decks", type=_positive_int, default=8, help="decks in the shoe (8)")
+    parser.add_argument("--decks", type=_deck_count, default=8,
+                        help="decks in the shoe, 1 to 8 like the table's (8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
 
-def _positive_int(text: str) -> int:
+def _deck_count(text: str) -> int:
+    from controller.cards import MAX_DECKS
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 64, got {value}")
+    if not 1 <= value <= MAX_DECKS:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_DECKS}, got {value}")
     return value
 
 

@@ -44,6 +44,17 @@ class TransportConfigError(TransportError):
     """A transport's settings are wrong; the message names the option."""
 
 
+class OptionConflict(TransportConfigError):
+    """An option whose value is wrong given the others, raised by a settings dataclass's
+    ``__post_init__`` so the config (which reports ``option`` under its key path) and the
+    transport refuse the same combinations."""
+
+    def __init__(self, kind: str, option: str, problem: str):
+        super().__init__(f"{kind} transport: {option}: {problem}")
+        self.option = option
+        self.problem = problem
+
+
 class TransientError(TransportError):
     """Delivery failed for now; the same batch will be tried again."""
 
@@ -99,6 +110,7 @@ def option(default: Any = dataclasses.MISSING, **rules: Any) -> Any:
     ``pattern`` with ``what``, ``choices`` (text), ``path=True`` (an absolute file path), or
     ``secret="stem"`` on the ``<stem>_file``/``<stem>_credential`` pair (the secret itself is
     never written in the config; ``required=True`` when one of the two must be given).
+    Rules across options go in the dataclass's ``__post_init__``, raising ``OptionConflict``.
     """
     return dataclasses.field(default=default, metadata={"config": rules})
 

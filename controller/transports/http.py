@@ -6,9 +6,14 @@ Request (see docs/durability.md, "HTTP webhook")::
     Content-Type: application/json
     Idempotency-Key: <table>:<first_seq>-<last_seq>
     X-Pokdeng-Table: <table>
-    X-Pokdeng-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes, per-table secret>
+    X-Pokdeng-Timestamp: <Unix seconds of this attempt>
+    X-Pokdeng-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>", per-table secret>
 
     {"events":[<envelope>, …],"table":"<table>"}
+
+Each attempt is signed afresh (controller/transports/signing.py), so a backend can refuse a
+replay outside its time window; a retry keeps its Idempotency-Key. A plain ``http://`` url is
+refused unless ``allow_insecure`` is set.
 
 Any 2xx accepts the whole batch. 408, 429 and 5xx, timeouts and connection errors are
 transient (``Retry-After`` in seconds is honoured); any other status is permanent. Backends
@@ -21,8 +26,6 @@ table PC.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import json
 import logging
@@ -34,12 +37,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from controller import __version__
-from controller.transports import (PermanentError, TransientError, Transport,
+from controller.transports import (OptionConflict, PermanentError, TransientError, Transport,
                                    TransportConfigError, option, read_secret)
+from controller.transports.signing import signed_now
 
 log = logging.getLogger("pokdeng.transports.http")
-
-SIGNATURE_HEADER = "X-Pokdeng-Signature"
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,16 @@ class HttpTransportSettings:
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
     # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
     secret_credential: str | None = option(None, secret="secret", required=True)
+    # plain http:// only with this set: a backend on this machine or in a test
+    allow_insecure: bool = False
 
-
-def sign(secret: bytes, body: bytes) -> str:
-    """The signature header value for ``body``."""
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    def __post_init__(self) -> None:
+        if isinstance(self.url, str) and self.url.lower().startswith("http://") \
+                and not self.allow_insecure:
+            raise OptionConflict(
+                "http", "url", "plain http:// lets anyone on the network path read and alter "
+                "what this table sends; use https://, or set allow_insecure: true (a backend "
+                "on this machine or in a test only)")
 
 
 def encode_batch(table: str, events: list[dict[str, Any]]) -> bytes:
@@ -141,7 +148,7 @@ class HttpTransport(Transport):
             "Content-Type": "application/json",
             "Idempotency-Key": idempotency_key(self.table, events),
             "X-Pokdeng-Table": self.table,
-            SIGNATURE_HEADER: sign(self._secret, body),
+            **signed_now(self._secret, body),
             "User-Agent": f"pokdeng-table/{__version__}",
         }
         try:

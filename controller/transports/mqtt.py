@@ -7,10 +7,14 @@ Topics (``<prefix>`` defaults to ``pokdeng``)::
                               {"state": "offline", "reason": …} as the last will (connection
                               lost) and on a clean shutdown
 
+With a secret (protocol 5 only), each event message carries MQTT 5 user properties
+``x-pokdeng-timestamp`` and ``x-pokdeng-signature``: the HTTP signature (signing.py) over the
+exact payload bytes. TLS is on when ``tls`` is true, or left unset and the port is 8883.
+
 An event counts as delivered only once the broker's PUBACK for it has arrived. paho's network
 thread reconnects on its own; while disconnected, ``deliver`` raises ``TransientError`` and the
 outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
-re-sent on reconnect; the next ``deliver`` of the same seq waits for that message instead of
+re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the same seq waits for that message instead of
 publishing another copy.
 """
 
@@ -27,10 +31,16 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from controller import __version__
-from controller.transports import (PermanentError, TransientError, Transport,
+from controller.transports import (OptionConflict, PermanentError, TransientError, Transport,
                                    TransportConfigError, option, read_secret)
+from controller.transports.signing import signed_now
+
+#: the port IANA assigned to MQTT over TLS: ``tls`` left unset means on there, off elsewhere
+MQTT_TLS_PORT = 8883
 
 log = logging.getLogger("pokdeng.transports.mqtt")
 
@@ -45,7 +55,7 @@ class MqttTransportSettings:
     port: int = option(1883, minval=1, maxval=65535)
     topic_prefix: str = option("pokdeng", pattern=re.compile(r"^[^#+\s]+$"),
                                what="an MQTT topic without wildcards or spaces")
-    tls: bool = False
+    tls: bool | None = None   # None: on when port is 8883
     ca_file: str | None = option(None, path=True)
     username: str | None = None
     password_file: str | None = option(None, secret="password")
@@ -60,6 +70,22 @@ class MqttTransportSettings:
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # the HMAC secret that signs each event message (MQTT 5 user properties)
+    secret_file: str | None = option(None, secret="secret")
+    secret_credential: str | None = option(None, secret="secret")  # LoadCredential= name
+
+    @property
+    def use_tls(self) -> bool:
+        return self.tls if self.tls is not None else self.port == MQTT_TLS_PORT
+
+    def __post_init__(self) -> None:
+        if (self.secret_file or self.secret_credential) and self.protocol != "5":
+            raise OptionConflict(
+                "mqtt", "protocol", "signed messages carry their signature as MQTT 5 user "
+                'properties: set protocol: "5" (or give no secret_file/secret_credential)')
+        if self.ca_file and not self.use_tls:
+            raise OptionConflict("mqtt", "ca_file", f"given but TLS is off (tls is false, or "
+                                 f"unset with a port other than {MQTT_TLS_PORT})")
 
 
 def _now_iso() -> str:
@@ -115,13 +141,15 @@ class MqttTransport(Transport):
             client.username_pw_set(settings.username, password)
         elif settings.password_file or settings.password_credential:
             raise TransportConfigError("mqtt transport: password_file given without username")
-        if settings.tls:
+        if settings.use_tls:
             try:
                 client.tls_set(ca_certs=settings.ca_file)
             except (OSError, ValueError) as exc:
                 raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
-        elif settings.ca_file:
-            raise TransportConfigError("mqtt transport: ca_file given but tls is false")
+        self._secret: bytes | None = None
+        if settings.secret_file or settings.secret_credential:
+            self._secret = read_secret("mqtt transport: secret_file", settings.secret_file,
+                                       settings.secret_credential)
         client.will_set(self.status_topic, _payload(self._offline("connection lost")),
                         qos=1, retain=True)
         client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
@@ -197,7 +225,7 @@ class MqttTransport(Transport):
             seq = event["seq"]
             info = self._inflight.get(seq)
             if info is None or info.rc not in (mqtt.MQTT_ERR_SUCCESS,):
-                info = self._client.publish(self.events_topic, _payload(event), qos=1)
+                info = self._publish_event(event)
                 if info.rc != mqtt.MQTT_ERR_SUCCESS:
                     raise TransientError(f"mqtt publish of seq {seq} failed: "
                                          f"{mqtt.error_string(info.rc)}")
@@ -216,6 +244,15 @@ class MqttTransport(Transport):
                                      f"{self.settings.publish_timeout_s:g}s")
         for seq, _ in waiting:
             self._inflight.pop(seq, None)
+
+    def _publish_event(self, event: dict[str, Any]) -> mqtt.MQTTMessageInfo:
+        payload = _payload(event)
+        properties = None
+        if self._secret is not None:
+            properties = Properties(PacketTypes.PUBLISH)
+            properties.UserProperty = [(name.lower(), value) for name, value in
+                                       signed_now(self._secret, payload).items()]
+        return self._client.publish(self.events_topic, payload, qos=1, properties=properties)
 
     def _close(self) -> None:
         if self._connected.is_set():

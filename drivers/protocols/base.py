@@ -4,7 +4,12 @@ A parser is pure and incremental: ``feed(data, at)`` takes whatever bytes the se
 (any split, any garbage) and returns what they completed — table inputs stamped with ``at``
 (``CardScan``, ``CutCard``, ``Misread``) and ``Problem`` reports for everything it had to throw
 away. It keeps at most ``max_frame`` bytes of an unfinished frame, so a babbling device cannot
-grow its memory. The only exceptions it may raise are ``ProtocolError`` subclasses, and only
+grow its memory.
+
+Sealing: any frame may carry a card of a round whose betting is still open, so nothing a parser
+says in words (a ``Problem``'s message, a ``Misread``'s reason) quotes what came off the wire.
+The bytes stay in ``Problem.raw`` (hex dump at DEBUG only) and a misread's frame, tag id or card
+goes in its ``evidence``, which the table keeps sealed until that round's betting has closed. The only exceptions it may raise are ``ProtocolError`` subclasses, and only
 for misuse by the host (bad options), never for bytes from the wire.
 """
 
@@ -17,7 +22,6 @@ from typing import Union
 
 from controller.inputs import CardScan, CutCard, Misread
 
-ShoeInput = Union[CardScan, CutCard, Misread]
 
 
 class ProtocolError(Exception):
@@ -33,8 +37,9 @@ class Problem:
     """Bytes the parser discarded or a frame it only logs.
 
     ``code`` is a short stable token (``garbage``, ``frame_too_long``, ``bad_checksum`` …) used
-    for counting and rate limiting; ``message`` says it in plain words; ``raw`` holds the bytes
-    concerned (for a hex dump at DEBUG).
+    for counting and rate limiting; ``message`` says it in plain words and never quotes the
+    bytes (they may name a sealed card: use ``size_of``); ``raw`` holds the bytes concerned,
+    for a hex dump at DEBUG only.
     """
 
     code: str
@@ -47,11 +52,17 @@ class Problem:
 Output = Union[CardScan, CutCard, Misread, Problem]
 
 
+def size_of(raw: bytes) -> str:
+    """How a message refers to bytes it may not quote: by their size."""
+    return f"({len(raw)} byte{'' if len(raw) == 1 else 's'})"
+
+
 def printable(raw: bytes, limit: int = 48) -> str:
-    """Bytes as a short quote for a log line: printable ASCII kept, the rest as \\xNN."""
-    text = "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x27 else f"\\x{b:02x}"
+    """Bytes as short text for a misread's evidence: printable ASCII kept, the rest as \\xNN.
+    Never for a message or reason: those may be shown while betting is open."""
+    text = "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}"
                    for b in raw[:limit])
-    return "'" + text + ("…" if len(raw) > limit else "") + "'"
+    return text + ("…" if len(raw) > limit else "")
 
 
 def hex_dump(raw: bytes, limit: int = 256) -> str:
@@ -88,7 +99,7 @@ class ShoeParser(ABC):
             return []
         problem = Problem(
             "partial_frame",
-            f"link lost in the middle of a frame; discarded {printable(pending)}",
+            f"link lost in the middle of a frame; discarded {size_of(pending)}",
             pending,
         )
         self.counts[problem.code] += 1
@@ -178,7 +189,7 @@ class LineShoeParser(ShoeParser):
                 out.extend(self._line(raw, at))
                 continue
             message = self.too_long_message if what == "frame_too_long" else self.noise_message
-            out.append(Problem(what, f"dropped {message} {printable(raw)}", raw))
+            out.append(Problem(what, f"dropped {message} {size_of(raw)}", raw))
         return out
 
     @abstractmethod

@@ -1,7 +1,7 @@
 """Bee-Tek style ASCII shoe protocol (9600 8N1), e.g.::
 
      [Game]<Card:4S>             a card dealt in the game (rank-suit or suit-rank, 10 or T)
-     [Manual Burn Cards]<Card:H3>  a card burned by hand (still a card out of the shoe)
+     [Manual Burn Cards]<Card:H3>  a card read in the shoe's Manual Burn Cards mode
      [Game]<Game>                a card passed the reader but was not read  -> Misread
      <Alarm:E3 Card Not Read>    a shoe alarm                                -> Misread
      <W0x01>                     a warning: logged and counted, no input
@@ -21,13 +21,17 @@ from typing import Iterable
 
 from controller.cards import CardCodeError, parse_card
 from controller.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import Output, Problem, ProtocolConfigError, ShoeParser, printable
+from drivers.protocols.base import (Output, Problem, ProtocolConfigError, ShoeParser, printable,
+                                    size_of)
 
 DEFAULT_CUT_CARD_FRAMES = ("<Card:CUT>",)
 MAX_SECTION = 40
 _WHITESPACE = frozenset(b" \t\r\n\x00")
 _WARNING = re.compile(r"W0x[0-9A-Fa-f]{1,4}")
-_ALARM_ID = re.compile(r"[A-Za-z0-9]{1,8}")
+# An alarm id goes into the fault code, which is shown while betting is open, so only ids that
+# cannot spell a card are kept (a letter that is no rank or suit, then digits: E3, F12);
+# anything else is "unknown" and the whole alarm stays in the evidence.
+_ALARM_ID = re.compile(r"[BEFGILMNOPRUVWXYZ]?[0-9]{1,4}", re.IGNORECASE)
 
 _OUTSIDE, _SECTION, _FRAME, _SKIP = range(4)  # _SKIP: rest of an over-long run
 
@@ -112,7 +116,7 @@ class BeeTekParser(ShoeParser):
 
     def _drop(self, code: str, raw: bytes, out: list[Output]) -> None:
         what = "over-long" if code == "frame_too_long" else "unfinished"
-        out.append(Problem(code, f"dropped {what} beetek frame {printable(raw)}", raw))
+        out.append(Problem(code, f"dropped {what} beetek frame {size_of(raw)}", raw))
         self._buffer.clear()
         # after an over-long run, skip to the next white space or frame start in silence
         self._state = _SKIP if code == "frame_too_long" else _OUTSIDE
@@ -120,7 +124,7 @@ class BeeTekParser(ShoeParser):
     def _flush_garbage(self, out: list[Output]) -> None:
         if self._garbage:
             raw = bytes(self._garbage)
-            out.append(Problem("garbage", f"bytes outside any frame {printable(raw)}", raw))
+            out.append(Problem("garbage", f"bytes outside any frame {size_of(raw)}", raw))
             self._garbage.clear()
 
     def _discard(self) -> bytes:
@@ -138,8 +142,11 @@ class BeeTekParser(ShoeParser):
     # -- frame level --------------------------------------------------------------------------
     def _frame(self, raw: bytes, at: float) -> list[Output]:
         text = raw.decode("ascii", "replace").strip()
-        quoted = printable(b"<" + raw + b">")
-        where = f" in [{self._section}]" if self._section else ""
+        framed = b"<" + raw + b">"
+        # What the shoe sent is evidence, never words: the frame may name a sealed card.
+        evidence = {"frame": printable(framed)}
+        if self._section:
+            evidence["section"] = self._section[:MAX_SECTION]
         if text.lower() in self.cut_card_frames:
             return [CutCard(at)]
         head, colon, body = text.partition(":")
@@ -150,18 +157,20 @@ class BeeTekParser(ShoeParser):
             except CardCodeError:
                 # a card went out but its code is unreadable: that is a misread, not noise
                 return [Misread(at, "beetek_bad_card",
-                                f"shoe sent card frame {quoted}{where} with no valid card code")]
+                                "shoe sent a card frame with no valid card code", evidence)]
         if head == "game" and not colon:
-            return [Misread(at, "beetek_card_not_read",
-                            f"shoe could not read a card ({quoted}{where})")]
+            return [Misread(at, "beetek_card_not_read", "shoe could not read a card", evidence)]
         if head == "alarm" and colon:
-            alarm_id = body.strip().split(" ", 1)[0]
-            token = alarm_id.lower() if _ALARM_ID.fullmatch(alarm_id) else "unknown"
-            return [Misread(at, f"beetek_alarm_{token}", f"shoe alarm {quoted}{where}")]
+            token = _alarm_token(body.strip().split(" ", 1)[0])
+            return [Misread(at, f"beetek_alarm_{token}", f"shoe alarm {token}", evidence)]
         if _WARNING.fullmatch(text):
-            return [Problem("warning", f"shoe warning {quoted}{where}", b"<" + raw + b">")]
-        return [Problem("unknown_frame", f"unknown beetek frame {quoted}{where}",
-                        b"<" + raw + b">")]
+            return [Problem("warning", f"shoe warning {text}", framed)]
+        return [Problem("unknown_frame", f"unknown beetek frame {size_of(framed)}", framed)]
+
+
+def _alarm_token(alarm_id: str) -> str:
+    """The alarm id for the fault code (``E3`` -> ``e3``), or ``unknown``."""
+    return alarm_id.lower() if _ALARM_ID.fullmatch(alarm_id) else "unknown"
 
 
 class BeeTekEncoder:

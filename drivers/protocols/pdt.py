@@ -15,12 +15,13 @@ have been a card; a repeated frame (same seq, same content) is a retransmission 
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections import OrderedDict
 
 from controller.cards import CardCodeError, parse_card
 from controller.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import LineShoeParser, Output, Problem, printable
+from drivers.protocols.base import LineShoeParser, Output, Problem, printable, size_of
 
 SEQ_MODULO = 65536
 #: how many recent frames the host remembers to recognise retransmissions
@@ -31,15 +32,10 @@ _FRAME = re.compile(rb"\$(PDT,([0-9]{1,5}),([A-Z]{1,8})((?:,[^,*$\r\n]*)*))\*([0
 
 
 def crc16_ccitt_false(data: bytes) -> int:
-    """CRC-16/CCITT-FALSE: polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR.
+    """CRC-16/CCITT-FALSE: polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR —
+    what ``binascii.crc_hqx`` computes from that initial value (in C).
     Check value: crc16_ccitt_false(b"123456789") == 0x29B1."""
-    crc = 0xFFFF
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
+    return binascii.crc_hqx(data, 0xFFFF)
 
 
 def encode_frame(seq: int, frame_type: str, *fields: str) -> bytes:
@@ -72,15 +68,14 @@ class PdtParser(LineShoeParser):
         match = _FRAME.fullmatch(raw)
         if match is None:
             code = "garbage" if not raw.startswith(b"$") else "bad_frame"
-            return [Problem(code, f"not a pdt frame: {printable(raw)}", raw)]
+            return [Problem(code, f"not a pdt frame {size_of(raw)}", raw)]
         body, seq_text, frame_type, rest, crc_text = match.groups()
         if crc16_ccitt_false(body) != int(crc_text, 16):
             return [Problem("bad_checksum",
-                            f"pdt frame with a bad checksum dropped: {printable(raw)}", raw)]
+                            f"pdt frame with a bad checksum dropped {size_of(raw)}", raw)]
         seq = int(seq_text)
         if seq >= SEQ_MODULO:
-            return [Problem("bad_frame", f"pdt sequence number out of range: {printable(raw)}",
-                            raw)]
+            return [Problem("bad_frame", f"pdt sequence number out of range {size_of(raw)}", raw)]
         fields = [f.decode("ascii") for f in rest.split(b",")[1:]] if rest else []
         kind = frame_type.decode("ascii")
         if kind == "HELLO":
@@ -112,10 +107,10 @@ class PdtParser(LineShoeParser):
                             level="debug")]
         if known is not None:
             return [Misread(at, "pdt_sequence_conflict",
-                            f"frame {seq} came again with different content "
-                            f"({printable(known)} then {printable(raw)})")]
+                            f"frame {seq} came again with different content",
+                            {"frame": printable(known), "frame_again": printable(raw)})]
         return [Problem("stale", f"pdt frame {seq} is older than frame {self._expected} "
-                                 f"due and was not received before; dropped: {printable(raw)}",
+                                 f"due and was not received before; dropped {size_of(raw)}",
                         raw)]
 
     def _gap(self, seq: int, at: float) -> Misread:
@@ -130,21 +125,21 @@ class PdtParser(LineShoeParser):
         """HELLO is outside the sequence: its seq is the number of the firmware's next new
         frame. After it the firmware replays its recent frames; the host drops the ones it has."""
         boot = fields[0] if fields else ""
-        firmware = fields[1] if len(fields) > 1 else "?"
         out: list[Output] = []
         if self._boot is None or boot != self._boot:
             if self._boot is not None:
                 # the firmware restarted: what it read but had not sent is gone, and we
                 # cannot tell whether that was a card
                 out.append(Misread(at, "pdt_restart",
-                                   f"shoe firmware restarted (boot {self._boot} -> {boot}); "
-                                   "a card read just before may be missing"))
+                                   "shoe firmware restarted; a card read just before may be "
+                                   "missing", {"boot": printable(self._boot.encode()),
+                                               "boot_now": printable(boot.encode())}))
             # frames numbered before this hello were sent before we (or this boot) began
             self._expected = seq
             self._history.clear()
         self._boot = boot
-        out.append(Problem("hello", f"shoe says hello: boot {boot}, firmware {firmware}, "
-                                    f"next frame {seq}", raw, level="info"))
+        # boot and firmware ids are the device's own text: DEBUG only, with the frame
+        out.append(Problem("hello", f"shoe says hello; next frame {seq}", raw, level="info"))
         return out
 
     def _payload(self, kind: str, fields: list[str], raw: bytes, at: float) -> list[Output]:
@@ -154,16 +149,17 @@ class PdtParser(LineShoeParser):
                     raise CardCodeError(",".join(fields), "expected one field")
                 return [CardScan(at, parse_card(fields[0]))]
             except CardCodeError:
-                return [Misread(at, "pdt_bad_card",
-                                f"shoe sent a card frame with no valid card: {printable(raw)}")]
+                return [Misread(at, "pdt_bad_card", "shoe sent a card frame with no valid card",
+                                {"frame": printable(raw)})]
         if kind == "CUT":
             return [CutCard(at)]
         if kind == "MISREAD":
-            detail = ": ".join(f for f in fields if f) or "no detail"
-            return [Misread(at, "pdt_misread", f"shoe could not read a card ({detail})")]
+            # the firmware's own words are evidence: a partial read may name the card
+            return [Misread(at, "pdt_misread", "shoe could not read a card",
+                            {"frame": printable(raw)})]
         if kind == "HB":
             return []
-        return [Problem("unknown_type", f"pdt frame of unknown type {kind!r} ignored", raw)]
+        return [Problem("unknown_type", f"pdt frame of unknown type ignored {size_of(raw)}", raw)]
 
 
 class PdtEncoder:

@@ -5,9 +5,12 @@ A line is the UID in hex (4, 7 or 10 bytes: 8, 14 or 20 hex digits), optionally 
 first is ignored. A card registry maps each UID to a card code, or to ``CUT`` for the cut card.
 
 Faults, each a ``Misread`` so the table pauses rather than guesses:
-- ``rfid_unknown_uid``: a UID not in the registry (the reason names it);
+- ``rfid_unknown_uid``: a UID not in the registry;
 - ``rfid_duplicate_uid``: a UID seen before in this shoe — a physical card came back. The
   driver's ``new_shoe()`` (called by the daemon when the table starts a shoe) forgets the UIDs.
+
+A tag id maps to a card through the registry on this same PC, so it is as sealed as the card:
+it goes in the misread's ``evidence`` (with the card, for a duplicate), never in its words.
 
 Readers that report a tag more than once while it passes the antenna: set
 ``repeat_window_seconds`` (default 0, off) and the same UID again, right after itself, within
@@ -26,8 +29,7 @@ from typing import Iterable
 
 from controller.cards import Card, CardCodeError, new_shoe_cards, parse_card
 from controller.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import (LineShoeParser, Output, Problem, ProtocolConfigError,
-                                    printable)
+from drivers.protocols.base import LineShoeParser, Output, Problem, ProtocolConfigError, size_of
 
 CUT = "CUT"
 UID_HEX_LENGTHS = (8, 14, 20)
@@ -137,7 +139,7 @@ class RfidParser(LineShoeParser):
     def _line(self, raw: bytes, at: float) -> list[Output]:
         uid = normalize_uid(raw.lstrip(b"\x02").decode("ascii", "replace"))
         if uid is None:
-            return [Problem("bad_line", f"not a tag UID: {printable(raw)}", raw)]
+            return [Problem("bad_line", f"not a tag UID {size_of(raw)}", raw)]
         return [self._tag(uid, at)]
 
     def _tag(self, uid: str, at: float) -> Output:
@@ -145,17 +147,17 @@ class RfidParser(LineShoeParser):
         if (self.repeat_window_seconds and previous is not None and previous[0] == uid
                 and 0 <= at - previous[1] <= self.repeat_window_seconds):
             # some readers report a tag again while it is still in the field: one card
-            return Problem("repeat", f"tag {uid} reported again within "
-                                     f"{self.repeat_window_seconds:g} s; taken as one read",
+            return Problem("repeat", f"a tag reported again within "
+                                     f"{self.repeat_window_seconds:g} s; taken for one read",
                            uid.encode("ascii"), level="info")
         entry = self.registry.get(uid)
         if entry is None:
-            return Misread(at, "rfid_unknown_uid",
-                           f"tag {uid} is not in the card registry")
+            return Misread(at, "rfid_unknown_uid", "a tag that is not in the card registry",
+                           {"tag": uid})
         if uid in self._seen:
-            what = "the cut card" if entry == CUT else f"card {entry}"
-            return Misread(at, "rfid_duplicate_uid",
-                           f"tag {uid} ({what}) was already read in this shoe")
+            card = CUT if entry == CUT else entry.code
+            return Misread(at, "rfid_duplicate_uid", "a tag already read in this shoe came again",
+                           {"tag": uid, "card": card})
         self._seen.add(uid)
         return CutCard(at) if entry == CUT else CardScan(at, entry)
 

@@ -1,0 +1,123 @@
+"""What the sealing tests look for: a card, a tag id or a raw frame named in text that left the
+table while betting was open.
+
+A card may be spelled many ways by whoever reads a screen or a log: ``QH``, ``HQ``, ``qh``,
+``Q H``, ``Q♥``, ``10H`` or ``TH``, ``1S`` or ``AS``, ``Q of hearts``, ``queen of hearts``, and in
+JSON text with its symbol escaped (``Q\\u2665``). ``Leaks`` knows them all and searches text
+for them as whole tokens (not inside a longer word or number such as ``W0x2C``).
+
+Two spellings are left out on purpose, because English prose and units use them: the
+all-lower-case two-letter words ``as``, ``ad`` and ``ah``, and a digit rank, a space and a
+lower-case suit letter (``5 s`` is five seconds). ``AS``, ``As``, ``A♠`` and ``5 S`` still count.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from controller.cards import Card, parse_card
+
+_RANK_WORDS = {"A": ["A", "1", "ace"], "T": ["T", "10", "ten"], "J": ["J", "jack"],
+               "Q": ["Q", "queen"], "K": ["K", "king"]}
+_SUIT_LETTERS = {"S": "S", "H": "H", "D": "D", "C": "C"}
+_SUIT_SYMBOLS = {"S": "♠♤", "H": "♥♡", "D": "♦♢", "C": "♣♧"}
+_SUIT_WORDS = {"S": "spades?", "H": "hearts?", "D": "diamonds?", "C": "clubs?"}
+_ENGLISH = {"as", "ad", "ah"}
+_EDGE_BEFORE = r"(?<![A-Za-z0-9])"
+_EDGE_AFTER = r"(?![A-Za-z0-9])"
+
+
+def _escaped(symbol: str) -> str:
+    return re.escape(json.dumps(symbol)[1:-1])  # "\u2665" as JSON writes it
+
+
+def card_pattern(card: Card | str) -> re.Pattern[str]:
+    """Every spelling of one card, as whole tokens."""
+    code = card if isinstance(card, str) else card.code
+    rank, suit = code[0], code[1]
+    ranks = _RANK_WORDS.get(rank, [rank])
+    letter = _SUIT_LETTERS[suit]
+    symbols = "|".join([re.escape(s) for s in _SUIT_SYMBOLS[suit]]
+                       + [_escaped(s) for s in _SUIT_SYMBOLS[suit]])
+    short = [r for r in ranks if len(r) <= 2]
+    words = [r for r in ranks if len(r) > 2]
+    rank_alt = "|".join(re.escape(r) for r in short)
+    spellings = [
+        rf"(?i:(?:{rank_alt}){letter})",                  # QH, qh, 10H
+        rf"(?i:{letter}(?:{rank_alt}))",                  # HQ, h10
+        rf"(?:{rank_alt})\s?(?:{symbols})",               # Q♥, Q ♥, Q\u2665
+        rf"(?:{symbols})\s?(?:{rank_alt})",               # ♥Q
+        rf"(?i:(?:{'|'.join(r for r in short if not r.isdigit()) or '(?!)'}) {letter})",
+        rf"(?:{'|'.join(r for r in short if r.isdigit()) or '(?!)'}) {letter}",  # 5 S
+        rf"(?i:(?:{'|'.join(map(re.escape, ranks + words))}) of {_SUIT_WORDS[suit]})",
+    ]
+    return re.compile(_EDGE_BEFORE + "(?:" + "|".join(spellings) + ")" + _EDGE_AFTER)
+
+
+def _is_english(match: re.Match[str]) -> bool:
+    return match.group(0) in _ENGLISH
+
+
+@dataclass
+class Leaks:
+    """The secrets of one betting window, and a search for them in text."""
+
+    cards: set[str] = field(default_factory=set)
+    tags: set[str] = field(default_factory=set)
+    frames: set[str] = field(default_factory=set)
+
+    def add_card(self, card: Card | str) -> None:
+        self.cards.add(card if isinstance(card, str) else parse_card(card.code).code)
+
+    def add_tag(self, uid: str) -> None:
+        self.tags.add(uid.upper())
+
+    def add_frame(self, text: str) -> None:
+        """A frame's text is a secret when it is long enough to be told apart from words."""
+        if len(text.strip()) >= 6:
+            self.frames.add(text.strip())
+
+    def find(self, text: str) -> list[str]:
+        """What of the secrets ``text`` names (empty when nothing)."""
+        found = []
+        for code in sorted(self.cards):
+            hits = [m.group(0) for m in card_pattern(code).finditer(text) if not _is_english(m)]
+            if hits:
+                found.append(f"card {code} as {hits[0]!r}")
+        upper = text.upper()
+        squeezed = re.sub(r"[:\- ]", "", upper)
+        for tag in sorted(self.tags):
+            if tag in upper or tag in squeezed:
+                found.append(f"tag {tag}")
+        for frame in sorted(self.frames):
+            if frame in text or json.dumps(frame)[1:-1] in text:
+                found.append(f"frame {frame!r}")
+        return found
+
+    def found_in(self, channel: str, payload: Any) -> list[str]:
+        """What ``payload`` (text or JSON-able) names, each finding saying the channel and
+        quoting the text (empty when nothing): a test that looks at many channels can list
+        every leaking one before it fails."""
+        texts = [payload] if isinstance(payload, str) else [
+            json.dumps(payload, ensure_ascii=False), json.dumps(payload)]
+        for text in texts:
+            found = self.find(text)
+            if found:
+                return [f"{channel} names {found} while betting is open: {text[:600]}"]
+        return []
+
+    def check(self, channel: str, payload: Any) -> None:
+        """Fail naming the channel when ``payload`` (text or JSON-able) names a secret."""
+        found = self.found_in(channel, payload)
+        assert not found, found[0]
+
+
+def spellings_found(text: str, cards: Iterable[str]) -> list[str]:
+    """Shorthand for a one-off search."""
+    leaks = Leaks()
+    for card in cards:
+        leaks.add_card(card)
+    return leaks.find(text)
