@@ -22,12 +22,10 @@ import os
 import re
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from controller.cards import DEFAULT_DECKS, MAX_DECKS
+from controller.config_yaml import YamlProblems, read_yaml_file
 from controller.retention import RetentionSettings
 
 
@@ -41,6 +39,11 @@ LOG_FORMATS = ("auto", "json", "console")
 _MISSING: Any = object()
 
 
+MAX_ERRORS_LISTED = 50    # a broken file can make thousands; the first ones say enough
+MAX_MESSAGE_CHARS = 500   # drivers quote option values whole
+MAX_SHOWN_CHARS = 60      # a quoted value in a message
+
+
 class ConfigError(Exception):
     """The configuration is not usable; ``errors`` lists every problem found."""
 
@@ -48,20 +51,29 @@ class ConfigError(Exception):
         self.errors = list(errors)
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(where + "; ".join(self.errors))
+        super().__init__(where + "; ".join(self.listed()))
+
+    def listed(self) -> list[str]:
+        """The errors to show: the first MAX_ERRORS_LISTED, each clipped, then how many more."""
+        shown = [message[:MAX_MESSAGE_CHARS] + ("…" if len(message) > MAX_MESSAGE_CHARS else "")
+                 for message in self.errors[:MAX_ERRORS_LISTED]]
+        hidden = len(self.errors) - len(shown)
+        return shown + ([f"… and {hidden} more"] if hidden else [])
 
     def report(self) -> str:
         """Plain text for stderr: one problem a line."""
         head = f"{self.source}: " if self.source else ""
         count = len(self.errors)
         lines = [f"{head}{count} configuration error{'s' if count != 1 else ''}:"]
-        lines += [f"  {message}" for message in self.errors]
+        lines += [f"  {message}" for message in self.listed()]
         return "\n".join(lines)
 
 
 def _show(value: Any) -> str:
-    """A value as the user wrote it, for messages."""
+    """A value as the user wrote it, for messages (a long text is cut short)."""
     if isinstance(value, str):
+        if len(value) > MAX_SHOWN_CHARS:
+            return f'"{value[:MAX_SHOWN_CHARS]}…" ({len(value)} characters)'
         return '"' + value + '"'
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -335,8 +347,8 @@ def _default_socket(state_dir: str, environ: Mapping[str, str]) -> str:
 
 
 def _get_mode(s: Section, key: str, default: int) -> int:
-    """A file mode: 0o660 (YAML 1.1 reads 0660 as octal too) or the text "0660"/"0o660"."""
-    value = s._raw(key, default)
+    """A socket mode: 0o660 (YAML 1.1 reads 0660 as octal too) or the text "0660"/"0o660"."""
+    value = written = s._raw(key, default)
     if isinstance(value, str):
         try:
             value = int(value, 8)
@@ -344,8 +356,13 @@ def _get_mode(s: Section, key: str, default: int) -> int:
             pass
     if isinstance(value, bool) or not isinstance(value, int) or not 0o600 <= value <= 0o666 \
             or value & 0o111:
-        s.error(key, f"must be a socket mode from 0600 to 0666 (no execute bits), "
-                     f"got {_show(s.data.get(key))}")
+        shown = f"{written:04o}" if type(written) is int else _show(written)
+        s.error(key, f"must be a socket mode from 0600 to 0664 with no execute bits, got {shown}")
+        return default
+    if value & 0o002:
+        # Connecting needs write permission: o+w makes every account on the PC a supervisor.
+        s.error(key, f"{value:04o} lets every user of this PC connect to the control socket; "
+                     f"use 0660 and give the people who may use it control.group")
         return default
     return value
 
@@ -367,16 +384,18 @@ def _read_control(s: Section | None, state_dir: str, environ: Mapping[str, str])
 def _read_secret(s: Section, stem: str, required: bool) -> tuple[str | None, str | None]:
     """``<stem>_file`` or ``<stem>_credential``, one of them; never the secret inline."""
     file_key, cred_key = f"{stem}_file", f"{stem}_credential"
+    errors_before = len(s.errors)
     s.reject_inline_secret(stem, file_key, cred_key)
     path = s.get_path(file_key, None)
     credential = s.get_str(cred_key, None, pattern=re.compile(r"^[A-Za-z0-9_.-]+$"),
                            what="a credential name (letters, digits, '_', '.', '-')")
     if path is not None and credential is not None:
         s.error(file_key, f"give either {file_key} or {cred_key}, not both")
-    elif path is None and credential is None and required \
-            and not {file_key, cred_key, stem} & set(s.data):
-        s.error(file_key, f"required: the {stem} as a file path ({file_key}) or a systemd "
-                          f"credential name ({cred_key})")
+    elif path is None and credential is None and required and len(s.errors) == errors_before:
+        # Name the key the file used (``secret_credential: null``), else the file path one.
+        given = cred_key if cred_key in s.data else file_key
+        s.error(given, f"required: the {stem} as a file path ({file_key}) or a systemd "
+                       f"credential name ({cred_key})")
     return path, credential
 
 
@@ -497,16 +516,7 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.en
     """Read and validate a YAML config file; raise ConfigError listing every problem."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"cannot read the config file: {exc.strerror or exc}"], source) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([f"not UTF-8 text: {exc.reason} at byte {exc.start}"], source) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"YAML syntax error: {where}{problem}"], source) from None
+        data = read_yaml_file(path)
+    except YamlProblems as exc:
+        raise ConfigError(exc.problems, source) from None
     return parse_config(data, source, environ)

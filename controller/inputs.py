@@ -41,12 +41,15 @@ BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
 SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
 
 class ScriptError(ValueError):
     """A table-script line that is not a valid input; names the line and the fault."""
 
     def __init__(self, message: str, line_number: int | None = None, source: str | None = None):
+        if len(message) > MAX_DETAIL_CHARS:
+            message = message[:MAX_DETAIL_CHARS] + "…"
         self.line_number = line_number
         self.source = source
         self.detail = message
@@ -210,6 +213,15 @@ _ALLOWED_KEYS = {
 }
 
 
+def _shown(value: Any) -> str:
+    """A script value for a message: a list or object by its kind, anything else as JSON."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return json.dumps(value)
+
+
 def _require(obj: dict[str, Any], key: str, kind: str) -> Any:
     if key not in obj:
         raise ScriptError(f'"{kind}" input needs "{key}"')
@@ -218,20 +230,20 @@ def _require(obj: dict[str, Any], key: str, kind: str) -> Any:
 
 def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
-        raise ScriptError(f"unknown {what} {value!r}; expected one of: {', '.join(allowed)}")
+        raise ScriptError(f"unknown {what} {_shown(value)}; expected one of: {', '.join(allowed)}")
     return value
 
 
 def _bool(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
-        raise ScriptError(f'"{key}" must be true or false, got {json.dumps(value)}')
+        raise ScriptError(f'"{key}" must be true or false, got {_shown(value)}')
     return value
 
 
 def _optional_text(obj: dict[str, Any], key: str) -> str | None:
     value = obj.get(key)
     if value is not None and not isinstance(value, str):
-        raise ScriptError(f'"{key}" must be a string, got {json.dumps(value)}')
+        raise ScriptError(f'"{key}" must be a string, got {_shown(value)}')
     return value
 
 
@@ -262,17 +274,17 @@ def from_dict(obj: Any) -> Input:
         raise ScriptError(f"expected a JSON object, got {type(obj).__name__}")
     at = obj.get("at")
     if isinstance(at, bool) or not isinstance(at, (int, float)):
-        raise ScriptError(f'"at" must be a number of seconds, got {json.dumps(at)}')
+        raise ScriptError(f'"at" must be a number of seconds, got {_shown(at)}')
     try:
         at = float(at)
     except OverflowError:
         at = math.inf
     if not math.isfinite(at) or at < 0:
-        raise ScriptError(f'"at" must be a finite number >= 0, got {obj.get("at")}')
+        raise ScriptError(f'"at" must be a finite number >= 0, got {_shown(obj["at"])}')
     kind = obj.get("kind")
-    if kind not in _ALLOWED_KEYS:
+    if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
         raise ScriptError(
-            f"unknown kind {json.dumps(kind)}; expected one of: {', '.join(_ALLOWED_KEYS)}"
+            f"unknown kind {_shown(kind)}; expected one of: {', '.join(_ALLOWED_KEYS)}"
         )
     extra = set(obj) - {"at", "kind"} - _ALLOWED_KEYS[kind]
     if extra:
@@ -313,11 +325,26 @@ def from_dict(obj: Any) -> Input:
 
 
 def parse_line(text: str, line_number: int | None = None, source: str | None = None) -> Input:
-    """Parse one script line (JSON object)."""
+    """Parse one script line (JSON object).
+
+    A line read with ``errors="surrogateescape"`` (replay does) holds its undecodable bytes as
+    lone surrogates: such a line is not UTF-8 and is refused by its column.
+    """
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ScriptError(f"not UTF-8 text at column {exc.start + 1}", line_number,
+                              source) from None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScriptError(f"not valid JSON: {exc.msg} at column {exc.colno}", line_number, source)
+    except ValueError:  # an integer of more digits than Python converts
+        raise ScriptError("not usable JSON: a number too long to read", line_number,
+                          source) from None
+    except RecursionError:
+        raise ScriptError("not usable JSON: nested too deeply", line_number, source) from None
     try:
         return from_dict(obj)
     except ScriptError as exc:

@@ -69,9 +69,12 @@ def recover(journal: Journal, settings: Any, *, verify: bool = True,
         try:
             events = machine.handle(entry.input)
         except Exception as exc:
+            # The input and the exception's text may name a card of a round whose betting is
+            # open: this message reaches the log at ERROR, so it names the record and kinds.
             raise RecoveryError(
-                f"record {entry.record}: replaying input {canonical_json(entry.input.data())} "
-                f"({entry.input.kind} at {entry.input.at}) failed: {type(exc).__name__}: {exc}"
+                f"record {entry.record}: replaying its {entry.input.kind} input (at "
+                f"{entry.input.at}) failed with {type(exc).__name__}; `pokdeng-table journal "
+                f"export` shows the record"
             ) from exc
         if canonical_json(events) == canonical_json(entry.events):
             continue

@@ -17,7 +17,7 @@ from drivers.sim_shoe import ShoeSimulator
 
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
-    # Unix socket paths are limited to 108 bytes: keep them short.
+    """A fresh directory for the daemon's files; Unix socket paths are limited to 108 bytes."""
     path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)

@@ -126,10 +126,13 @@ def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
     return path
 
 
-def start_daemon(config: Path, notify: Path, log: Path, **env: str) -> subprocess.Popen:
+def start_daemon(config: Path, notify: Path, log: Path, umask: int | None = None,
+                 **env: str) -> subprocess.Popen:
+    """``run --config`` in its own process; ``umask``: the one it is started with."""
     environment = {**os.environ, "NOTIFY_SOCKET": str(notify), **env}
     return subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=environment)
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=environment,
+                            preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
 def stop_daemon(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20) -> int:

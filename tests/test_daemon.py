@@ -9,13 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from controller.archive import archive_dir_for, verify_with_archives
-from controller.commands.status import status_text
-from controller.control import ControlClient
-from controller.events import validate_event
-from controller.journal import verify_file
-from drivers.sim_shoe import ShoeSimulator
 from daemon_helpers import (
     LinePanelPty,
     NotifyListener,
@@ -25,6 +18,13 @@ from daemon_helpers import (
     stop_daemon,
     wait_status,
 )
+
+from controller.archive import archive_dir_for, verify_with_archives
+from controller.commands.status import status_text
+from controller.control import ControlClient
+from controller.events import validate_event
+from controller.journal import verify_file
+from drivers.sim_shoe import ShoeSimulator
 
 SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
 

@@ -3,23 +3,19 @@ the daemon itself say so at start, loudly, so nobody runs a live table that way 
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Iterator
 
-import pytest
+from daemon_helpers import (
+    NotifyListener,
+    cli,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
 
 from controller.config import DEBUG_NOT_SEALED
 from controller.control import ControlClient
-from daemon_helpers import NotifyListener, cli, daemon_config, start_daemon, stop_daemon, wait_status
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="pdt-", dir="/tmp"))  # socket paths stay short
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def debug_config(directory: Path) -> Path:

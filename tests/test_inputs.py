@@ -1,14 +1,16 @@
 """The table-script format (docs/contracts.md "Table scripts")."""
 
 import io
+import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from controller.cards import parse_card
 from controller.inputs import (
-    Actor, Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError, Supervisor, Switch,
-    Tick, from_dict, parse_line, read_script, to_dict, to_json, with_time, write_script,
+    MAX_DETAIL_CHARS, Actor, Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError,
+    Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json, with_time,
+    write_script,
 )
 
 DESIGN_EXAMPLE = """\
@@ -82,11 +84,11 @@ def test_with_time_restamps():
     ('{"at": -1, "kind": "tick"}', 'finite number >= 0'),
     ('{"at": 1, "kind": "bell"}', 'unknown kind "bell"'),
     ('{"at": 1, "kind": "button"}', '"button" input needs "name"'),
-    ('{"at": 1, "kind": "button", "name": "deal"}', "unknown button 'deal'"),
+    ('{"at": 1, "kind": "button", "name": "deal"}', 'unknown button "deal"'),
     ('{"at": 1, "kind": "card", "card": "ZZ"}', "bad card code 'ZZ'"),
     ('{"at": 1, "kind": "card", "card": "AS", "colour": "red"}', 'unknown key(s) for a "card" input: colour'),
     ('{"at": 1, "kind": "switch", "name": "pause", "on": "yes"}', '"on" must be true or false'),
-    ('{"at": 1, "kind": "device", "name": "printer", "connected": true}', "unknown device 'printer'"),
+    ('{"at": 1, "kind": "device", "name": "printer", "connected": true}', 'unknown device "printer"'),
     ('{"at": 1, "kind": "supervisor", "action": "enter_card"}', '"supervisor" input needs "card"'),
     ('{"at": 1, "kind": "supervisor", "action": "pause", "card": "AS"}', '"card" only goes with "enter_card"'),
     ('{"at": 1, "kind": "misread", "code": 5}', '"code" must be a string'),
@@ -121,18 +123,37 @@ def test_clock_must_not_go_backwards():
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300) | st.floats()
+    | st.text(max_size=5),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=8,
 )
+script_words = st.sampled_from(["button", "card", "tick", "misread", "switch", "device",
+                                "supervisor", "fault", "new_shoe", "AS", "pause", "shoe",
+                                "enter_card"])
+script_values = json_values | script_words
+# Mostly a usable "at", so that what follows it (kind, name, card, …) gets checked too.
+script_objects = st.fixed_dictionaries(
+    {"at": st.floats(min_value=0, max_value=1e9) | script_values},
+    optional={key: script_values for key in ("kind", "name", "card", "on", "connected",
+                                             "action", "code", "reason", "evidence", "by", "x")})
 
 
-@given(st.dictionaries(st.sampled_from(["at", "kind", "name", "card", "on", "connected", "action", "code", "by", "x"]),
-                       json_values | st.sampled_from(["button", "card", "tick", "new_shoe", "AS", "pause", "shoe"]),
-                       max_size=5))
+@settings(deadline=None, max_examples=500)  # a slow moment on a busy machine is not a failure
+@given(script_objects)
 def test_from_dict_raises_only_script_errors(obj):
     try:
         inp = from_dict(obj)
-    except ScriptError:
+    except ScriptError as exc:
+        assert len(exc.detail) <= MAX_DETAIL_CHARS + 1
         return
     assert from_dict(to_dict(inp)) == inp
+
+
+@settings(deadline=None)
+@given(st.text(max_size=40) | st.builds(json.dumps, json_values))
+def test_parse_line_raises_only_script_errors_naming_the_line(text):
+    try:
+        parse_line(text, 7, "script")
+    except ScriptError as exc:
+        assert str(exc).startswith("script:7: ")

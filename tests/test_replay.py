@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from controller.events import validate_event
 from controller.inputs import read_script
 from controller.machine import MachineSettings, TableMachine
@@ -105,3 +107,42 @@ def test_missing_script_and_bad_config_exit_2(tmp_path: Path) -> None:
 def test_empty_script_prints_nothing() -> None:
     done = replay("-", stdin="# nothing yet\n\n")
     assert done.returncode == 0 and done.stdout == b""
+
+
+#: a malformed 5th line of every kind -> what the message must say about it
+MALFORMED = {
+    b'{"at": 4, "kind": []}': b"unknown kind a list",
+    b'{"at": 4, "kind": {"a": 1}}': b"unknown kind an object",
+    b'{"at": [4], "kind": "tick"}': b'"at" must be a number of seconds, got a list',
+    b'{"at": 4, "kind": "button", "name": ["new_shoe"]}': b"unknown button a list",
+    b'{"at": 4, "kind": "switch", "name": "pause", "on": {"x": 1}}': b'"on" must be true or false',
+    b'{"at": 4, "kind": "card", "card": 7}': b"bad card code 7",
+    b'{"at": 4, "kind": "misread", "code": 1e999}': b'"code" must be a string, got Infinity',
+    b'{"at": 4, "kind": "supervisor", "action": null}': b"unknown supervisor action null",
+    b'{"at": NaN, "kind": "tick"}': b'"at" must be a finite number >= 0, got NaN',
+    b'{"at": Infinity, "kind": "tick"}': b'"at" must be a finite number >= 0, got Infinity',
+    b'{"at": -Infinity, "kind": "tick"}': b'"at" must be a finite number >= 0, got -Infinity',
+    b'{"at": ' + b"9" * 5001 + b', "kind": "tick"}': b"not usable JSON: a number too long",
+    b'{"at": 1' + b"0" * 400 + b', "kind": "tick"}': b'"at" must be a finite number >= 0, got 1000',
+    b'{"at": 4, "kind": "tick", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}":
+        b"not usable JSON: nested too deeply",
+    b"[4, \"tick\"]": b"expected a JSON object, got list",
+    b"4": b"expected a JSON object, got int",
+    b'"tick"': b"expected a JSON object, got str",
+    b"null": b"expected a JSON object, got NoneType",
+    b'{"at": 4, "kind": "card", "card": "A\xff"}': b"not UTF-8 text at column 37",
+    b'\xfe\xff{"at": 4, "kind": "tick"}': b"not UTF-8 text at column 1",
+    b'{"at": 4, "kind": "card", "card": "' + b"Q" * 1_000_000 + b'"}': b"bad card code 'QQQ",
+}
+
+
+@pytest.mark.parametrize("line", list(MALFORMED), ids=range(len(MALFORMED)))
+def test_every_malformed_line_exits_2_naming_it_whatever_it_holds(line: bytes) -> None:
+    good = "\n".join(GOOD_LINES).encode("utf-8") + b"\n"
+    done = subprocess.run([sys.executable, "-m", "controller", "replay", "-"],
+                          input=good + line + b"\n", capture_output=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert b"<stdin>:5: " in done.stderr and MALFORMED[line] in done.stderr, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert len(done.stderr) < 1000  # a megabyte line is not quoted whole
+    assert len(done.stdout.splitlines()) == 5  # the good lines' events came first

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "systemd" / "pokdeng-table.service"
@@ -71,9 +74,9 @@ def test_sysusers_creates_the_daemon_user() -> None:
              .read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert ["g", "pokdeng", "-"] in lines
     assert any(fields[:3] == ["u", "pokdeng", "-:pokdeng"] for fields in lines)
-    # The control socket's readers and the supervisors; the daemon owns the socket's group.
+    # The control socket's readers and the supervisors (the unit's SupplementaryGroups= lets the
+    # daemon hand the socket to the readers' group: tested with the unit).
     assert ["g", "pokdeng-control", "-"] in lines and ["g", "pokdeng-supervisor", "-"] in lines
-    assert ["m", "pokdeng", "pokdeng-control"] in lines
 
 
 @pytest.mark.skipif(shutil.which("systemd-sysusers") is None, reason="systemd-sysusers missing")
@@ -83,3 +86,67 @@ def test_sysusers_file_parses(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "pokdeng" in result.stdout + result.stderr
+
+
+SYSTEMD = REPO / "systemd"
+
+
+def sysusers() -> list[list[str]]:
+    """The sysusers.d lines, split into fields (quoted fields kept whole)."""
+    text = (SYSTEMD / "pokdeng-table.sysusers.conf").read_text()
+    return [shlex.split(line) for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def udev_rules() -> list[dict[str, list[str]]]:
+    """Every rule of 99-pokdeng.rules, the commented-out alternatives too (an installer may
+    switch one on): key -> the values it is given, in order."""
+    rules, pending = [], ""
+    for line in (SYSTEMD / "99-pokdeng.rules").read_text().splitlines():
+        body = line.lstrip("# ").rstrip() if line.startswith("#") else line.rstrip()
+        if not pending and not re.match(r"(SUBSYSTEMS?|KERNEL|ACTION)==", body):
+            continue
+        pending += body.rstrip("\\") + " "
+        if not body.endswith("\\"):
+            rule: dict[str, list[str]] = {}
+            for key, value in re.findall(r'([A-Z_]+(?:\{[^}]*\})?)\s*[=!+:]?=\s*"([^"]*)"',
+                                         pending):
+                rule.setdefault(key, []).append(value)
+            rules.append(rule)
+            pending = ""
+    return rules
+
+
+def test_only_the_daemon_can_open_the_devices_people_use_the_socket() -> None:
+    entries = sysusers()
+    user = next(fields for fields in entries if fields[0] == "u")
+    daemon_user, daemon_group = user[1], user[2].split(":")[1]
+    people_groups = {fields[1] for fields in entries if fields[0] == "g"} - {daemon_group}
+    assert people_groups >= {"pokdeng-control", "pokdeng-supervisor"}
+    # nobody else is put in the daemon's group, and the daemon only in the socket's group
+    assert all(fields[2] != daemon_group for fields in entries if fields[0] == "m")
+
+    rules = udev_rules()
+    device_rules = [rule for rule in rules if "GROUP" in rule]
+    assert len(device_rules) >= 4  # shoe (USB and RS-232), panel (USB, hidraw, serial)
+    for rule in device_rules:
+        assert rule["GROUP"] == [daemon_group], rule
+        assert all(mode[-1] == "0" for mode in rule.get("MODE", [])), rule  # nothing for others
+    named = " ".join(value for rule in rules for values in rule.values() for value in values)
+    assert not any(group in named for group in people_groups)
+
+    unit = unit_directives()
+    assert unit["User"] == [daemon_user] and unit["Group"] == [daemon_group]
+    example = yaml.safe_load((REPO / "config" / "example.yaml").read_text())
+    socket_group = example["control"]["group"]
+    assert socket_group in people_groups
+    assert unit["SupplementaryGroups"] == [socket_group]  # to chown the socket; nothing more
+
+
+def test_tmpfiles_keep_the_config_for_the_daemon_and_the_secret_for_root() -> None:
+    text = (SYSTEMD / "pokdeng-table.tmpfiles.conf").read_text()
+    entries = {fields[1]: fields for fields in (line.split() for line in text.splitlines()
+                                                if line.strip() and not line.startswith("#"))}
+    daemon_group = next(fields for fields in sysusers() if fields[0] == "u")[2].split(":")[1]
+    assert entries["/etc/pokdeng-table"][2:5] == ["0750", "root", daemon_group]
+    assert entries["/etc/pokdeng-table/credentials"][2:5] == ["0700", "root", "root"]

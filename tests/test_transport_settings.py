@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from daemon_helpers import control_section
 
 from controller.config import EX_CONFIG, ConfigError, parse_config
 from controller.transports import OptionConflict, create
@@ -24,7 +25,7 @@ PLAIN_HTTP = {"url": "http://127.0.0.1:9/events", "secret_file": "/etc/pokdeng/s
 def config(tmp_path: Path, transports: dict[str, Any]) -> dict[str, Any]:
     return {"table": {"id": "T01"}, "state_dir": str(tmp_path / "state"),
             "shoe": {"driver": "beetek", "url": "/dev/pokdeng/shoe"},
-            "control": {"socket": str(tmp_path / "control.sock")}, "transports": transports}
+            "control": control_section(tmp_path / "control.sock"), "transports": transports}
 
 
 def errors(tmp_path: Path, transports: dict[str, Any]) -> list[str]:
@@ -64,8 +65,10 @@ def test_config_check_and_run_exit_78_on_plain_http(tmp_path):
     ran = run_cli(tmp_path, {"http": PLAIN_HTTP}, "run", "--config")
     assert ran.returncode == EX_CONFIG and "transports.http.url: plain http://" in ran.stderr
     assert not (tmp_path / "state").exists()  # nothing started
-    allowed = run_cli(tmp_path, {"http": {**PLAIN_HTTP, "allow_insecure": True}},
-                      "config", "check")
+    secret = tmp_path / "backend.secret"  # config check reads it, as run does
+    secret.write_text("s3cret\n")
+    allowed = run_cli(tmp_path, {"http": {**PLAIN_HTTP, "secret_file": str(secret),
+                                          "allow_insecure": True}}, "config", "check")
     assert allowed.returncode == 0, allowed.stderr
 
 

@@ -1,18 +1,24 @@
-"""``pokdeng-table config check FILE``: validate a configuration without starting anything."""
+"""``pokdeng-table config check FILE``: validate a configuration without starting anything.
+
+It checks what ``run`` checks before it starts (controller/startup_checks.py): the file, and
+the secrets and groups it names on this system, read as the user who runs the check.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from controller.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError, load_config
+from controller.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError
+from controller.startup_checks import load_checked_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("config", help="check a configuration file")
     actions = parser.add_subparsers(dest="config_action", metavar="ACTION")
     check = actions.add_parser(
-        "check", help="validate FILE: exit 0 when good, 78 listing every error when not")
+        "check", help="validate FILE and the secrets and groups it names: exit 0 when good, 78 "
+                  "listing every error when not")
     check.add_argument("file", metavar="FILE")
     check.set_defaults(func=check_config)
     parser.set_defaults(func=lambda args: parser.print_help(sys.stderr) or 2)
@@ -20,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def check_config(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.file)
+        config = load_checked_config(args.file)
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return EX_CONFIG

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from controller.private_files import creates_private_files
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -27,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_demo)
 
 
+@creates_private_files
 def run_demo(args: argparse.Namespace) -> int:
     from controller.demo import DemoOptions, main
 

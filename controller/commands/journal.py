@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from controller.private_files import creates_private_files
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -44,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     archive.set_defaults(func=_archive)
 
 
+@creates_private_files
 def _verify(args: argparse.Namespace) -> int:
     from controller.archive import verify_with_archives
     from controller.journal import JournalError
@@ -63,6 +66,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 1
 
 
+@creates_private_files
 def _export(args: argparse.Namespace) -> int:
     from controller.archive import export_with_archives
     from controller.journal import JournalError, export_events
@@ -80,6 +84,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+@creates_private_files
 def _archive(args: argparse.Namespace) -> int:
     from controller.archive import archive_closed_shoes, parse_duration
     from controller.journal import JournalError

@@ -1,9 +1,11 @@
 """``pokdeng-table replay SCRIPT [--config FILE]``: run a table script through a fresh table
 machine and print the events as JSON Lines.
 
-``-`` reads standard input. A malformed line stops the replay with a message naming the line
-and the fault on standard error and exit status 2; the events of the lines before it are
-printed first (nothing accepted is lost).
+``-`` reads standard input. A malformed line (whatever it holds: not JSON, not UTF-8, wrong
+types, numbers too long, nesting too deep) stops the replay with a message naming the line and
+the fault on standard error and exit status 2; the events of the lines before it are printed
+first (nothing accepted is lost). Undecodable bytes are read as lone surrogates so that the
+line holding them is the one named.
 """
 
 from __future__ import annotations
@@ -69,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     try:
         if args.script == "-":
-            stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
+            stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="surrogateescape",
+                         closefd=False)
             replay(stdin, settings, out, "<stdin>")
         else:
-            with open(args.script, encoding="utf-8") as handle:
+            with open(args.script, encoding="utf-8", errors="surrogateescape") as handle:
                 replay(handle, settings, out, args.script)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         out.flush()
         print(f"pokdeng-table replay: {args.script}: cannot read: {exc.strerror}", file=sys.stderr)
         return 2
-    except (ScriptError, UnicodeDecodeError) as exc:
+    except ScriptError as exc:
         out.flush()
         print(f"pokdeng-table replay: {exc}", file=sys.stderr)
         return 2

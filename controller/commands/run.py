@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.config import EX_CONFIG, ConfigError, load_config
+from controller.config import EX_CONFIG, ConfigError
+from controller.private_files import creates_private_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,12 +25,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+@creates_private_files
 def run(args: argparse.Namespace) -> int:
     from controller.daemon import Daemon, TableClock
     from controller.logging_setup import setup_logging
+    from controller.startup_checks import load_checked_config
 
     try:
-        config = load_config(args.config)
+        config = load_checked_config(args.config)
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return EX_CONFIG

@@ -1,0 +1,66 @@
+"""What ``run`` needs from this system besides a valid file, checked the same way by
+``config check``.
+
+A config can be well-formed and the daemon still unable to start: a secret file missing, empty
+or unreadable, a systemd credential not handed over, a group of the control section not
+created. ``load_checked_config`` is the one way both commands read a config, so ``config
+check`` never passes a config that ``run`` refuses. Secrets are read with the transports' own
+``read_secret`` (as the user running the command) and dropped at once; nothing here connects
+anywhere or creates a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+import os
+
+from controller.config import Config, ConfigError, load_config
+from controller.transports import TransportConfigError, read_secret
+
+
+def load_checked_config(path: str | os.PathLike[str]) -> Config:
+    """The config at ``path`` once the file and the system both hold; else ConfigError."""
+    config = load_config(path)
+    problems = secret_problems(config) + group_problems(config)
+    if problems:
+        raise ConfigError(problems, str(path))
+    return config
+
+
+def secret_problems(config: Config) -> list[str]:
+    """Every configured secret that cannot be read or is empty, named by the key the file used."""
+    problems = []
+    for kind, settings in config.transports.items():
+        for stem in _secret_stems(type(settings)):
+            path = getattr(settings, f"{stem}_file")
+            credential = getattr(settings, f"{stem}_credential")
+            if path is None and credential is None:
+                continue
+            key = f"transports.{kind}.{stem}_{'credential' if credential else 'file'}"
+            try:
+                read_secret(key, path, credential)
+            except TransportConfigError as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def _secret_stems(settings_class: type) -> list[str]:
+    """The secrets a transport's settings declare (``option(secret="stem")``), once each."""
+    stems = (f.metadata.get("config", {}).get("secret") for f in dataclasses.fields(settings_class))
+    return list(dict.fromkeys(stem for stem in stems if stem))
+
+
+def group_problems(config: Config) -> list[str]:
+    """Every group the control section names (``group``, ``*_group``) that does not exist."""
+    problems = []
+    for field in dataclasses.fields(config.control):
+        name = getattr(config.control, field.name)
+        if name is None or not (field.name == "group" or field.name.endswith("_group")):
+            continue
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            problems.append(f"control.{field.name}: no group named {name!r} on this system "
+                            f"(create it, e.g. with systemd-sysusers)")
+    return problems
