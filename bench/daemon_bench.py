@@ -33,8 +33,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller.control_access import own_group  # noqa: E402
-from drivers.sim_shoe import ShoeSimulator  # noqa: E402
+from controller.service.control_access import own_group  # noqa: E402
+from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 
 
 def wait_ready(sock: socket.socket, timeout: float = 30.0) -> float:

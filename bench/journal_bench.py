@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
-from controller.journal import Journal
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import shoe_script
+from controller.durability.journal import Journal
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import shoe_script
 
 from bench.measuring import percentile
 

@@ -3,7 +3,7 @@ MQTT subscriber and at an HTTP server, through the real daemon; and the same fra
 bare relay, for the ratio.
 
 Real path (a subprocess: ``python -m controller run --config …``):
-    simulated Bee-Tek shoe on a pty (drivers/sim_shoe.py) -> shoe driver (pyserial) -> daemon
+    simulated Bee-Tek shoe on a pty (drivers/sim/shoe.py) -> shoe driver (pyserial) -> daemon
     queue -> owner loop -> table machine -> journal append (SQLite WAL, fsync) -> outbox ->
     MQTT (QoS 1, real mosquitto on loopback) and HTTP webhook (loopback, HMAC signed)
     The dealer's buttons come from a line panel on a second pty.
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.measuring import percentile  # noqa: E402
-from controller.control_access import own_group  # noqa: E402
+from controller.service.control_access import own_group  # noqa: E402
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 TABLE = "BENCH"
@@ -208,7 +208,7 @@ def relay_main(link: str, mqtt_port: int, http_port: int) -> int:
     import paho.mqtt.client as mqtt
     import serial
 
-    from controller.inputs import CardScan
+    from controller.table.inputs import CardScan
     from drivers.protocols.beetek import BeeTekParser
 
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-relay")
@@ -268,7 +268,7 @@ def measure(send, arrivals: Arrivals, source: str) -> tuple[float, float]:
 
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
                      mqtt_port: int) -> tuple[list[float], list[float]]:
-    from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
+    from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     secret = work / "secret"
     secret.write_text("bench-secret\n")
@@ -329,7 +329,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
 
 def run_relay_phase(work: Path, cards_to_send: int, arrivals: Arrivals, http_port: int,
                     mqtt_port: int) -> tuple[list[float], list[float]]:
-    from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
+    from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     link = work / "relay-shoe"
     shoe = ShoeSimulator(link, "beetek", settle_seconds=0.3).start()

@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
-from controller.inputs import Button, DeviceStatus
+from controller.table.inputs import Button, DeviceStatus
 from drivers.hid_panel import ReportLayout
 from drivers.line_panel import LineSplitter, parse_panel_line
-from drivers.sim_panel import SimPanel
+from drivers.sim.panel import SimPanel
 
 from bench.measuring import TimedSink, percentile
 

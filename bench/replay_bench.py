@@ -15,9 +15,9 @@ import argparse
 import statistics
 import time
 
-from controller.events import to_json_line
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import shoe_script
+from controller.table.events import to_json_line
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import shoe_script
 
 
 def replay_shoe(script, settings: MachineSettings, serialise: bool) -> tuple[int, int]:

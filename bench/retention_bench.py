@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from controller.archive import archive_closed_shoes, verify_with_archives
-from controller.inputs import DeviceStatus
-from controller.journal import Journal
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import shoe_script
+from controller.durability.archive import archive_closed_shoes, verify_with_archives
+from controller.table.inputs import DeviceStatus
+from controller.durability.journal import Journal
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import shoe_script
 
 SETTINGS = MachineSettings(table_id="BENCH")
 

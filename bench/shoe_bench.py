@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
-from controller.cards import ALL_CARDS
-from controller.inputs import DeviceStatus
+from controller.rules.cards import ALL_CARDS
+from controller.table.inputs import DeviceStatus
 from drivers.protocols.beetek import BeeTekEncoder, BeeTekParser
 from drivers.protocols.pdt import PdtEncoder, PdtParser
 from drivers.protocols.rfid import RfidEncoder, RfidParser, simulated_registry, simulated_uid
 from drivers.shoe import SerialShoe
-from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
+from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
 from bench.measuring import TimedSink
 

@@ -22,7 +22,7 @@ restart: from the end of that shoe to the end of the last one.
 
 At the end it checks, and exits 1 when any fails:
 
-- each ``round_result`` equals ``controller.rules.round_result_data`` on the cards this harness
+- each ``round_result`` equals ``controller.rules.hands.round_result_data`` on the cards this harness
   actually sent (or entered) for each position of that round, and names those same cards;
 - each backend (HTTP, MQTT) received every journaled event, first copies in seq order, no id
   missing, repeats identical to the first copy;
@@ -54,11 +54,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from controller.cards import parse_card  # noqa: E402
-from controller.control import ControlClient, ControlError  # noqa: E402
-from controller.control_access import own_group  # noqa: E402
-from controller.rules import HAND_ORDER, evaluate_hand, round_result_data  # noqa: E402
-from drivers.sim_shoe import ShoeSimulator, cut_card_position, shuffled_shoe  # noqa: E402
+from controller.rules.cards import parse_card  # noqa: E402
+from controller.service.control import ControlClient, ControlError  # noqa: E402
+from controller.service.control_access import own_group  # noqa: E402
+from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data  # noqa: E402
+from drivers.sim.shoe import ShoeSimulator, cut_card_position, shuffled_shoe  # noqa: E402
 from tests.fixtures_backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
 
 TABLE = "SOAK"
@@ -660,7 +660,7 @@ class Soak:
 
     # -- the checks --------------------------------------------------------------------------
     def _finish(self) -> None:
-        from controller.journal import Journal
+        from controller.durability.journal import Journal
 
         last_seq = self._settle_backends()
         with Journal(self.work / "state" / "journal.sqlite") as journal:

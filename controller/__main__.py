@@ -2,6 +2,6 @@
 
 import sys
 
-from controller.cli import main
+from controller.commands.cli import main
 
 sys.exit(main())

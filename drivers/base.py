@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Mapping
 
-from controller.inputs import Input
+from controller.table.inputs import Input
 
 InputSink = Callable[[Input], None]
 Clock = Callable[[], float]
@@ -120,7 +120,7 @@ class Driver(ABC):
         """Thread body; return when ``stop`` is set."""
 
     def _thread_main(self) -> None:
-        from controller.inputs import DeviceStatus
+        from controller.table.inputs import DeviceStatus
         import logging
 
         log = logging.getLogger(f"pokdeng.drivers.{self.name}")

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 import usb.core
 import usb.util
 
-from controller.inputs import BUTTONS, Button, DeviceStatus, Switch
+from controller.table.inputs import BUTTONS, Button, DeviceStatus, Switch
 from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
 from drivers.debounce import Debouncer
 from drivers.panel_common import OptionReader, RateLimitedLog

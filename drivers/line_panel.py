@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 
 import serial
 
-from controller.inputs import BUTTONS, SWITCHES, Button, Switch
+from controller.table.inputs import BUTTONS, SWITCHES, Button, Switch
 from drivers.base import Clock, Driver, InputSink
 from drivers.debounce import RepeatGuard
 from drivers.panel_common import OptionReader, RateLimitedLog

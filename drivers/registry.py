@@ -25,7 +25,7 @@ BUILTIN: dict[str, str] = {
     # dealer panel with the supervisor key switch (docs/panel.md)
     "hid_panel": "drivers.hid_panel:HidPanel",
     "line_panel": "drivers.line_panel:LinePanel",
-    "sim_panel": "drivers.sim_panel:SimPanel",
+    "sim_panel": "drivers.sim.panel:SimPanel",
 }
 
 

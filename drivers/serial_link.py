@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import serial
 
-from controller.inputs import DeviceStatus
+from controller.table.inputs import DeviceStatus
 from drivers.base import Clock, InputSink
 
 #: extra keyword arguments of ``serial_for_url`` a config may set, with their types

@@ -252,7 +252,7 @@ class SerialShoe(Driver):
 
     def _update_status(self) -> None:
         """Post a DeviceStatus when the shoe's usable state changes (port open and talking)."""
-        from controller.inputs import DeviceStatus
+        from controller.table.inputs import DeviceStatus
         usable = self._link_up and not self._silent
         if usable is not self._reported:
             self._reported = usable

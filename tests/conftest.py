@@ -12,7 +12,7 @@ import pytest
 
 from control_helpers import NOBODY, TemporaryGroup
 from daemon_helpers import LinePanelPty
-from drivers.sim_shoe import ShoeSimulator
+from drivers.sim.shoe import ShoeSimulator
 
 
 @pytest.fixture

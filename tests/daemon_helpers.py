@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import yaml
 
-from controller.control import ControlClient, ControlError
-from controller.control_access import own_group
+from controller.service.control import ControlClient, ControlError
+from controller.service.control_access import own_group
 
 
 class NotifyListener:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.cards import parse_card
-from controller.inputs import Button, CardScan, Input, Tick
+from controller.rules.cards import parse_card
+from controller.table.inputs import Button, CardScan, Input, Tick
 
 TABLE = "T7"
 

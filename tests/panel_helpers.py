@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from controller.inputs import Button, DeviceStatus, Switch
+from controller.table.inputs import Button, DeviceStatus, Switch
 
 WAIT = 5.0  # generous: the tests wait on conditions, never on fixed sleeps alone
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from controller.cards import Card, parse_card
+from controller.rules.cards import Card, parse_card
 
 _RANK_WORDS = {"A": ["A", "1", "ace"], "T": ["T", "10", "ten"], "J": ["J", "jack"],
                "Q": ["Q", "queen"], "K": ["K", "king"]}

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Callable
 
-from controller.inputs import DeviceStatus, Input
+from controller.table.inputs import DeviceStatus, Input
 
 
 class Collector:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from controller.cards import (
+from controller.rules.cards import (
     ALL_CARDS, Card, CardCodeError, ShoeComposition, ShoeCompositionError, format_card,
     new_shoe_cards, parse_card,
 )

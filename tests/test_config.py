@@ -13,9 +13,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from controller.config import EX_CONFIG, ConfigError, load_config, parse_config
-from controller.config_yaml import YamlProblems, load_yaml
-from controller.control_access import own_group
+from controller.service.config import EX_CONFIG, ConfigError, load_config, parse_config
+from controller.service.config_yaml import YamlProblems, load_yaml
+from controller.service.control_access import own_group
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MqttTransportSettings
 

@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from controller.control import ControlClient, ControlError
-from controller.control_server import ControlServer, Deadlines
-from controller.inputs import Actor
+from controller.service.control import ControlClient, ControlError
+from controller.service.control_server import ControlServer, Deadlines
+from controller.table.inputs import Actor
 from control_helpers import NOBODY, UNLISTED_UID, Flood, TemporaryGroup, requests_as
 
 ROOT_GROUP = grp.getgrgid(0).gr_name

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.control import ControlClient, ControlError
+from controller.service.control import ControlClient, ControlError
 from control_helpers import NOBODY, Flood, process_figures
 from daemon_helpers import (LinePanelPty, NotifyListener, daemon_config, start_daemon,
                             stop_daemon)
-from drivers.sim_shoe import ShoeSimulator
+from drivers.sim.shoe import ShoeSimulator
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.control import ControlClient
-from controller.events import validate_event
+from controller.service.control import ControlClient
+from controller.table.events import validate_event
 from control_helpers import NOBODY, UNLISTED_UID, TemporaryGroup, requests_as
 from daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
                             stop_daemon, wait_status)
-from drivers.sim_shoe import ShoeSimulator
+from drivers.sim.shoe import ShoeSimulator
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 

@@ -19,12 +19,12 @@ from daemon_helpers import (
     wait_status,
 )
 
-from controller.archive import archive_dir_for, verify_with_archives
+from controller.durability.archive import archive_dir_for, verify_with_archives
 from controller.commands.status import status_text
-from controller.control import ControlClient
-from controller.events import validate_event
-from controller.journal import verify_file
-from drivers.sim_shoe import ShoeSimulator
+from controller.service.control import ControlClient
+from controller.table.events import validate_event
+from controller.durability.journal import verify_file
+from drivers.sim.shoe import ShoeSimulator
 
 SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
 

@@ -12,13 +12,13 @@ from typing import Iterator
 
 import pytest
 
-import controller.daemon as daemon_module
-from controller.cards import parse_card
-from controller.config import parse_config
-from controller.daemon import Daemon, TableClock, status_line
-from controller.inputs import Actor, Button, CardScan
-from controller.journal import Journal, JournalError
-from controller.notify import Notifier
+import controller.service.daemon as daemon_module
+from controller.rules.cards import parse_card
+from controller.service.config import parse_config
+from controller.service.daemon import Daemon, TableClock, status_line
+from controller.table.inputs import Actor, Button, CardScan
+from controller.durability.journal import Journal, JournalError
+from controller.service.notify import Notifier
 from daemon_helpers import control_section
 
 
@@ -162,7 +162,7 @@ def test_inputs_beyond_the_hold_bound_are_dropped_and_counted(
 
 
 def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Path) -> None:
-    from drivers.sim_panel import SimPanel
+    from drivers.sim.panel import SimPanel
 
     config = parse_config({
         "table": {"id": "L2"},

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import structlog
 
-from controller.logging_setup import bind_table_context, setup_logging
-from controller.notify import Notifier
+from controller.service.logging_setup import bind_table_context, setup_logging
+from controller.service.notify import Notifier
 
 
 def receive(sock: socket.socket) -> str:

@@ -14,8 +14,8 @@ from daemon_helpers import (
     wait_status,
 )
 
-from controller.config import DEBUG_NOT_SEALED
-from controller.control import ControlClient
+from controller.service.config import DEBUG_NOT_SEALED
+from controller.service.control import ControlClient
 
 
 def debug_config(directory: Path) -> Path:

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.events import validate_event
-from controller.journal import Journal, verify_file
-from controller.rules import evaluate_hand, round_result_data
-from drivers.sim_shoe import shuffled_shoe
+from controller.table.events import validate_event
+from controller.durability.journal import Journal, verify_file
+from controller.rules.hands import evaluate_hand, round_result_data
+from drivers.sim.shoe import shuffled_shoe
 
 
 def demo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

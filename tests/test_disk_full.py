@@ -27,10 +27,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from controller.control import ControlClient
+from controller.service.control import ControlClient
 from daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
                             stop_daemon, wait_status)
-from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
+from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
 TMPFS_SIZE = "8m"
 

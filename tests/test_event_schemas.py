@@ -1,4 +1,4 @@
-"""The JSON Schemas in controller/schemas/ cover every event type, are valid draft 2020-12,
+"""The JSON Schemas in controller/table/schemas/ cover every event type, are valid draft 2020-12,
 accept every event the sample scripts produce and refuse malformed ones."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from controller.commands.replay import settings_from_config
-from controller.events import EVENT_TYPES, EventSchemaError, load_schema, validate_event
-from controller.inputs import read_script
-from controller.machine import MachineSettings, TableMachine
+from controller.table.events import EVENT_TYPES, EventSchemaError, load_schema, validate_event
+from controller.table.inputs import read_script
+from controller.table.machine import MachineSettings, TableMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "tests" / "scripts").glob("*.jsonl"))
@@ -33,7 +33,7 @@ def sample_events() -> dict[str, list[dict]]:
 
 
 def test_one_schema_per_event_type_and_all_valid() -> None:
-    files = {p.stem for p in (ROOT / "controller" / "schemas").glob("*.json")}
+    files = {p.stem for p in (ROOT / "controller" / "table" / "schemas").glob("*.json")}
     assert files == set(EVENT_TYPES) | {"envelope", "common"}
     for name in files:
         schema = load_schema(name)
@@ -96,7 +96,7 @@ def test_sample_events_are_json_round_trippable(sample_events) -> None:
 
 
 def test_schema_codes_follow_the_fault_table() -> None:
-    from controller import faults
+    from controller.table import faults
 
     paused = load_schema("paused")["properties"]["data"]["properties"]["code"]["enum"]
     rejected = load_schema("input_rejected")["properties"]["data"]["properties"]["code"]["enum"]

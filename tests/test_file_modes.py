@@ -20,7 +20,7 @@ from daemon_helpers import (
     stop_daemon,
 )
 
-from drivers.sim_shoe import ShoeSimulator
+from drivers.sim.shoe import ShoeSimulator
 
 LOOSE_UMASK = 0o022  # a usual login shell's: files 0644, directories 0755
 NOT_PRIVATE = 0o027  # group write, and anything for others

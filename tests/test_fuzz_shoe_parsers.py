@@ -16,8 +16,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.cards import ALL_CARDS
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import ALL_CARDS
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem, ProtocolError
 from drivers.protocols.beetek import BeeTekEncoder, BeeTekParser
 from drivers.protocols.pdt import PdtEncoder, PdtParser, encode_frame

@@ -10,7 +10,7 @@ import pytest
 import usb.core
 import usb.util
 
-from drivers.usb_emulation import EmulatedBackend, EmulatedHidPanel, hid_report_descriptor
+from drivers.sim.usb_emulation import EmulatedBackend, EmulatedHidPanel, hid_report_descriptor
 
 VID, PID = 0x16C0, 0x05DF
 

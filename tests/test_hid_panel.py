@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from controller.inputs import Button, DeviceStatus, Switch
+from controller.table.inputs import Button, DeviceStatus, Switch
 from drivers import registry
 from drivers.base import DriverConfigError
 from drivers.hid_panel import HidPanel, HidPanelConfig, ReportLayout
-from drivers.sim_panel import SimPanel
-from drivers.usb_emulation import EmulatedBackend, EmulatedHidPanel
+from drivers.sim.panel import SimPanel
+from drivers.sim.usb_emulation import EmulatedBackend, EmulatedHidPanel
 from panel_helpers import Collector, driver_threads, summary, wait_until
 
 VID, PID = 0x16C0, 0x05DF

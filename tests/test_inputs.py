@@ -6,8 +6,8 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from controller.cards import parse_card
-from controller.inputs import (
+from controller.rules.cards import parse_card
+from controller.table.inputs import (
     MAX_DETAIL_CHARS, Actor, Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError,
     Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json, with_time,
     write_script,

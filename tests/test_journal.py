@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.inputs import Button, Tick
-from controller.journal import (Journal, JournalCorrupt, JournalError, export_events,
+from controller.table.inputs import Button, Tick
+from controller.durability.journal import (Journal, JournalCorrupt, JournalError, export_events,
                                 verify_file)
 from journal_helpers import event, fill, sample_inputs
 
@@ -192,7 +192,7 @@ def test_append_is_durable_when_it_returns(journal_path):
     child = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from controller.journal import Journal
+        from controller.durability.journal import Journal
         from journal_helpers import event, sample_inputs
         j = Journal({str(journal_path)!r})
         for i, inp in enumerate(sample_inputs(10_000)):
@@ -227,7 +227,7 @@ def test_verify_and_export_of_a_journal_being_written(journal_path):
     child = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from controller.journal import Journal
+        from controller.durability.journal import Journal
         from journal_helpers import event, sample_inputs
         j = Journal({str(journal_path)!r})
         seq = 0

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from controller.archive import (MANIFEST_NAME, ArchiveError, archive_closed_shoes,
+from controller.durability.archive import (MANIFEST_NAME, ArchiveError, archive_closed_shoes,
                                 archive_dir_for, export_with_archives, parse_duration,
                                 verify_with_archives)
-from controller.inputs import DeviceStatus
-from controller.journal import Journal, export_events, verify_file
-from controller.machine import MachineSettings, TableMachine
-from controller.outbox import Outbox
-from controller.recovery import recover
-from controller.scriptgen import shoe_script
+from controller.table.inputs import DeviceStatus
+from controller.durability.journal import Journal, export_events, verify_file
+from controller.table.machine import MachineSettings, TableMachine
+from controller.durability.outbox import Outbox
+from controller.durability.recovery import recover
+from controller.table.scriptgen import shoe_script
 from controller.transports import create
 
 SETTINGS = MachineSettings(table_id="T7", decks=1)  # one-deck shoes: ~3 rounds each, fast
@@ -181,7 +181,7 @@ def test_nothing_undelivered_is_archived_and_the_outbox_delivers_the_rest(table,
 def test_delivery_position_is_checked_again_under_the_write_lock(table, monkeypatch):
     """A transport row added between planning and the delete stops the cut."""
     table.shoe(1)
-    import controller.archive as archive
+    import controller.durability.archive as archive
 
     real_write = archive._write_archive
 

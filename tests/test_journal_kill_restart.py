@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from controller.inputs import write_script
-from controller.journal import Journal, export_events
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import shoe_script
+from controller.table.inputs import write_script
+from controller.durability.journal import Journal, export_events
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import shoe_script
 from fixtures_backends import webhook, webhook_secret  # noqa: F401
 
 HERE = Path(__file__).parent
@@ -141,8 +141,8 @@ def kill_when(proc: subprocess.Popen, journal: Path, target: int | None,
 
 
 def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
-    from controller.machine import MachineSettings
-    from controller.recovery import recover
+    from controller.table.machine import MachineSettings
+    from controller.durability.recovery import recover
 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)

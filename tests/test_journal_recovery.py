@@ -6,10 +6,10 @@ import sqlite3
 
 import pytest
 
-from controller.journal import Journal, JournalCorrupt
-from controller.machine import MachineSettings, TableMachine
-from controller.recovery import RecoveryError, recover
-from controller.scriptgen import shoe_script
+from controller.durability.journal import Journal, JournalCorrupt
+from controller.table.machine import MachineSettings, TableMachine
+from controller.durability.recovery import RecoveryError, recover
+from controller.table.scriptgen import shoe_script
 
 TABLE = "T7"
 
@@ -63,7 +63,7 @@ def troubled_script() -> list:
     """Two rounds of a shoe with a pause mid-deal, a misread entered by hand and a shoe lost
     and back between rounds (what the machine makes of them does not matter here: recovery
     must reproduce it exactly)."""
-    from controller.inputs import (Button, DeviceStatus, Misread, Supervisor, Switch, Tick,
+    from controller.table.inputs import (Button, DeviceStatus, Misread, Supervisor, Switch, Tick,
                                    with_time)
 
     base = shoe_script(3)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.machine import (
+from controller.table.machine import (
     HOLD_TRANSITIONS,
     PROCEDURE_STATES,
     PROCEDURE_TRANSITIONS,
@@ -22,14 +22,14 @@ def test_state_diagram_doc_matches_the_machine() -> None:
     committed = (ROOT / "docs" / "state-diagram.md").read_text(encoding="utf-8")
     assert committed == mermaid_diagram(), (
         "docs/state-diagram.md drifted: run "
-        "`python -m controller.machine --mermaid > docs/state-diagram.md`")
+        "`python -m controller.table.machine --mermaid > docs/state-diagram.md`")
 
 
 def test_mermaid_command_prints_the_diagram() -> None:
-    out = subprocess.run([sys.executable, "-m", "controller.machine", "--mermaid"],
+    out = subprocess.run([sys.executable, "-m", "controller.table.machine", "--mermaid"],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout == mermaid_diagram()
-    bad = subprocess.run([sys.executable, "-m", "controller.machine"], capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "controller.table.machine"], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode == 2 and "usage" in bad.stderr
 

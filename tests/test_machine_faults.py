@@ -1,5 +1,5 @@
 """Every fault pauses with a code and a reason and has a way out; every rejection is visible
-and changes nothing. docs/faults.md is generated from controller/faults.py."""
+and changes nothing. docs/faults.md is generated from controller/table/faults.py."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from controller import faults
-from controller.cards import new_shoe_cards
-from controller.events import validate_event
-from controller.inputs import Actor
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import ScriptBuilder
+from controller.table import faults
+from controller.rules.cards import new_shoe_cards
+from controller.table.events import validate_event
+from controller.table.inputs import Actor
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import ScriptBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ("3H", "2S", "2C", "2D")
@@ -363,13 +363,13 @@ def test_dealer_reveal_on_an_automatic_table() -> None:
 def test_faults_doc_is_generated_from_the_fault_table() -> None:
     committed = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
     assert committed == faults.faults_markdown(), (
-        "docs/faults.md drifted: run `python -m controller.faults > docs/faults.md`")
+        "docs/faults.md drifted: run `python -m controller.table.faults > docs/faults.md`")
     for code in list(faults.FAULTS) + list(faults.REJECTIONS):
         assert f"`{code}`" in committed
 
 
 def test_controller_fault_input_pauses_until_resume() -> None:
-    from controller.inputs import Fault as ControllerFault
+    from controller.table.inputs import Fault as ControllerFault
 
     t = Table().ready().open_round(cards=2)
     known = t.feed(ControllerFault(t.b.t, "journal_unwritable", "disk full"))

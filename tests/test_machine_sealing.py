@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.cards import ALL_CARDS, Card
-from controller.events import validate_event
-from controller.inputs import CardScan, Supervisor
-from controller.machine import MachineSettings, TableMachine
-from controller.scriptgen import ScriptBuilder, shuffled_shoe
+from controller.rules.cards import ALL_CARDS, Card
+from controller.table.events import validate_event
+from controller.table.inputs import CardScan, Supervisor
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import ScriptBuilder, shuffled_shoe
 
 # What can go wrong around a card, and what a supervisor does about it.
 DISTURBANCES = (

@@ -19,8 +19,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from controller.journal import Journal
-from controller.outbox import Outbox
+from controller.durability.journal import Journal
+from controller.durability.outbox import Outbox
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.inputs import Tick
-from controller.journal import Journal
-from controller.outbox import Outbox, backoff_delay
+from controller.table.inputs import Tick
+from controller.durability.journal import Journal
+from controller.durability.outbox import Outbox, backoff_delay
 from controller.transports import TransientError, Transport
 from controller.transports.file import FileSink, FileSinkSettings
 from controller.transports.http import HttpTransport, HttpTransportSettings

@@ -11,7 +11,7 @@ import random
 
 from hypothesis import given, settings, strategies as st
 
-from controller.inputs import BUTTONS
+from controller.table.inputs import BUTTONS
 from drivers.debounce import Debouncer, RepeatGuard
 from drivers.hid_panel import PAUSE_CHANNEL, ReportError, ReportLayout
 from drivers.line_panel import (MAX_LINE, ButtonLine, LineSplitter, PanelLineError, SwitchLine,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.inputs import Button, DeviceStatus, Switch
+from controller.table.inputs import Button, DeviceStatus, Switch
 from drivers import registry
 from drivers.base import DriverConfigError
 from drivers.line_panel import LinePanel, LinePanelConfig

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.cards import parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem, ProtocolConfigError
 from drivers.protocols.beetek import BeeTekEncoder, BeeTekParser
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.cards import parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem
 from drivers.protocols.pdt import (PdtEncoder, PdtParser, crc16_ccitt_false, encode_frame,
                                    frame_seq)

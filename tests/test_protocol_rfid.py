@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from controller.cards import parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem, ProtocolConfigError
 from drivers.protocols.rfid import (CUT, RfidEncoder, RfidParser, load_registry,
                                     normalize_uid, parse_registry, simulated_registry,

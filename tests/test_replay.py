@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.events import validate_event
-from controller.inputs import read_script
-from controller.machine import MachineSettings, TableMachine
+from controller.table.events import validate_event
+from controller.table.inputs import read_script
+from controller.table.machine import MachineSettings, TableMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from fractions import Fraction
 
-from controller.rtp import compute_rtp
+from controller.rules.rtp import compute_rtp
 
 
 def test_rtp_json_reproduces_the_rule_sheets():
@@ -36,8 +36,8 @@ def test_one_deck_enumeration_matches_brute_force_over_ordered_deals():
     # A brute-force check of the class enumeration on a small shoe: one deck, every deal of
     # four distinct cards, with the same settle().
     from itertools import permutations
-    from controller.cards import ALL_CARDS
-    from controller.rules import evaluate_hand, settle
+    from controller.rules.cards import ALL_CARDS
+    from controller.rules.hands import evaluate_hand, settle
 
     hands = {}
     total = returned = 0

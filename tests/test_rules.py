@@ -5,8 +5,8 @@ from itertools import product
 import pytest
 from hypothesis import given, strategies as st
 
-from controller.cards import ALL_CARDS
-from controller.rules import (
+from controller.rules.cards import ALL_CARDS
+from controller.rules.hands import (
     PAIR_BET_RETURNS, PLAYER_BET_RETURNS, compare, evaluate_hand, round_result_data, settle,
 )
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.rtp import compute_rtp
-from controller.rules import COMBO_TENTHS, evaluate_hand, settle
+from controller.rules.rtp import compute_rtp
+from controller.rules.hands import COMBO_TENTHS, evaluate_hand, settle
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
 

@@ -21,13 +21,13 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from controller.cards import ALL_CARDS, parse_card
-from controller.control import ControlClient, ControlError
+from controller.rules.cards import ALL_CARDS, parse_card
+from controller.service.control import ControlClient, ControlError
 from drivers.protocols.base import printable
 from drivers.protocols.beetek import BeeTekEncoder
 from drivers.protocols.pdt import encode_frame
 from drivers.protocols.rfid import RfidEncoder, simulated_uid
-from drivers.sim_shoe import ShoeSimulator
+from drivers.sim.shoe import ShoeSimulator
 from daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
                             stop_daemon, wait_status)
 from sealing import Leaks

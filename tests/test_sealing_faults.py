@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.cards import ALL_CARDS, Card
-from controller.daemon import status_line
-from controller.inputs import Button, CardScan, Input, Misread, Supervisor, Tick
-from controller.machine import MachineSettings, TableMachine
+from controller.rules.cards import ALL_CARDS, Card
+from controller.service.daemon import status_line
+from controller.table.inputs import Button, CardScan, Input, Misread, Supervisor, Tick
+from controller.table.machine import MachineSettings, TableMachine
 from drivers.protocols.pdt import PdtEncoder, encode_frame
 from drivers.protocols.rfid import RfidEncoder, simulated_registry, simulated_uid, write_registry
 from drivers.shoe import SerialShoe

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.inputs import read_script, to_json
-from drivers.sim_shoe import shoe_side, shuffled_shoe
+from controller.table.inputs import read_script, to_json
+from drivers.sim.shoe import shoe_side, shuffled_shoe
 
 CLI = [sys.executable, "-m", "controller"]
 ALL_FAULTS = "split,garbage,badsum,silence,unplug"

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
-from controller.cards import parse_card
-from controller.inputs import CardScan, DeviceStatus
+from controller.rules.cards import parse_card
+from controller.table.inputs import CardScan, DeviceStatus
 from drivers import registry
 from drivers.base import DriverConfigError
 from drivers.protocols.pdt import encode_frame
 from drivers.shoe import BeeTekShoe, PdtShoe, RfidShoe, SerialShoe
-from drivers.sim_shoe import ShoeSimulator, shuffled_shoe
+from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 from shoe_helpers import Collector, summary
 
 PROTOCOLS = ("beetek", "rfid", "pdt")

@@ -50,8 +50,8 @@ def test_the_delivery_check_catches_missing_reordered_and_changed_events() -> No
 
 
 def test_the_round_check_recomputes_the_result_from_the_cards_sent(tmp_path: Path) -> None:
-    from controller.cards import parse_card
-    from controller.rules import HAND_ORDER, evaluate_hand, round_result_data
+    from controller.rules.cards import parse_card
+    from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data
 
     soak = Soak(SoakOptions(workdir=str(tmp_path)))
     codes = ["2S", "3H", "4D", "5C", "6S", "7H", "8D", "9C", "TS", "JH", "QD", "KC"]

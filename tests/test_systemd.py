@@ -34,7 +34,7 @@ def unit_directives() -> dict[str, list[str]]:
 def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     # verify checks that ExecStart= is executable: point it at a stand-in for the venv's script.
     binary = tmp_path / "pokdeng-table"
-    binary.write_text(f"#!{sys.executable}\nfrom controller.cli import main\nmain()\n")
+    binary.write_text(f"#!{sys.executable}\nfrom controller.commands.cli import main\nmain()\n")
     binary.chmod(0o755)
     unit = tmp_path / UNIT.name
     unit.write_text(UNIT.read_text().replace(INSTALLED_BINARY, str(binary)))

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from daemon_helpers import control_section
 
-from controller.config import EX_CONFIG, ConfigError, parse_config
+from controller.service.config import EX_CONFIG, ConfigError, parse_config
 from controller.transports import OptionConflict, create
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransportSettings

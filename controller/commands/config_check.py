@@ -1,6 +1,6 @@
 """``pokdeng-table config check FILE``: validate a configuration without starting anything.
 
-It checks what ``run`` checks before it starts (controller/startup_checks.py): the file, and
+It checks what ``run`` checks before it starts (controller/service/startup_checks.py): the file, and
 the secrets and groups it names on this system, read as the user who runs the check.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError
-from controller.startup_checks import load_checked_config
+from controller.service.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError
+from controller.service.startup_checks import load_checked_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

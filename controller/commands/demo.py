@@ -1,10 +1,10 @@
-"""``pokdeng-table demo``: a whole table on this computer, no hardware (see controller/demo.py)."""
+"""``pokdeng-table demo``: a whole table on this computer, no hardware (see controller/commands/demo_table.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from controller.private_files import creates_private_files
+from controller.service.private_files import creates_private_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @creates_private_files
 def run_demo(args: argparse.Namespace) -> int:
-    from controller.demo import DemoOptions, main
+    from controller.commands.demo_table import DemoOptions, main
 
     if args.rounds is not None and args.rounds < 1:
         raise SystemExit("pokdeng-table demo: --rounds must be at least 1")

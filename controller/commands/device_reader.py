@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Callable, Mapping
 
-from controller.inputs import Input, to_json
+from controller.table.inputs import Input, to_json
 
 #: one lock for stdout and stderr lines, so a driver thread's output never interleaves
 output_lock = threading.Lock()

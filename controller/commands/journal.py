@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.private_files import creates_private_files
+from controller.service.private_files import creates_private_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @creates_private_files
 def _verify(args: argparse.Namespace) -> int:
-    from controller.archive import verify_with_archives
-    from controller.journal import JournalError
+    from controller.durability.archive import verify_with_archives
+    from controller.durability.journal import JournalError
 
     try:
         result = verify_with_archives(args.file, args.archives)
@@ -68,8 +68,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _export(args: argparse.Namespace) -> int:
-    from controller.archive import export_with_archives
-    from controller.journal import JournalError, export_events
+    from controller.durability.archive import export_with_archives
+    from controller.durability.journal import JournalError, export_events
 
     try:
         out = sys.stdout
@@ -86,8 +86,8 @@ def _export(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _archive(args: argparse.Namespace) -> int:
-    from controller.archive import archive_closed_shoes, parse_duration
-    from controller.journal import JournalError
+    from controller.durability.archive import archive_closed_shoes, parse_duration
+    from controller.durability.journal import JournalError
 
     try:
         older_than = parse_duration(args.older_than)
@@ -96,7 +96,7 @@ def _archive(args: argparse.Namespace) -> int:
         return 2
     settings = None
     if args.config:
-        from controller.config import ConfigError, load_config
+        from controller.service.config import ConfigError, load_config
         try:
             settings = load_config(args.config).machine_settings()
         except (ConfigError, ValueError) as exc:

@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The driver name and options the arguments ask for; ValueError when they do not fit."""
     if args.config:
-        from controller.config import load_config
+        from controller.service.config import load_config
 
         panel = load_config(args.config).panel
         if panel is None:
@@ -55,7 +55,7 @@ def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         if args.baudrate is not None:
             options["baudrate"] = args.baudrate
         return "line_panel", options
-    from drivers.sim_panel import DEFAULT_OPTIONS
+    from drivers.sim.panel import DEFAULT_OPTIONS
 
     vid, sep, pid = args.usb.partition(":")
     try:
@@ -74,7 +74,7 @@ def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.config import ConfigError
+    from controller.service.config import ConfigError
     from controller.commands import device_reader
     from drivers import registry
     from drivers.base import DriverConfigError

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from controller.machine import REVEAL_MODES, MachineSettings
+from controller.table.machine import REVEAL_MODES, MachineSettings
 
 
 class ConfigError(ValueError):
@@ -23,7 +23,7 @@ class ConfigError(ValueError):
 
 def settings_from_config(path: str) -> MachineSettings:
     """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
-    from controller.config import ConfigError as BadConfig, load_config
+    from controller.service.config import ConfigError as BadConfig, load_config
 
     try:
         return load_config(path).machine_settings()
@@ -50,9 +50,9 @@ def replay(lines: TextIO, settings: MachineSettings, out: Any, source: str) -> N
     ``out`` takes bytes (UTF-8 JSON lines). Raises ScriptError on a malformed line, after the
     events of the lines before it were written.
     """
-    from controller.events import to_json_line
-    from controller.inputs import read_script
-    from controller.machine import TableMachine
+    from controller.table.events import to_json_line
+    from controller.table.inputs import read_script
+    from controller.table.machine import TableMachine
 
     machine = TableMachine(settings)
     for inp in read_script(lines, source):
@@ -61,7 +61,7 @@ def replay(lines: TextIO, settings: MachineSettings, out: Any, source: str) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.inputs import ScriptError
+    from controller.table.inputs import ScriptError
 
     try:
         settings = settings_from_config(args.config) if args.config else MachineSettings()

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _deck_count(text: str) -> int:
-    from controller.cards import MAX_DECKS
+    from controller.rules.cards import MAX_DECKS
 
     try:
         value = int(text)
@@ -32,7 +32,7 @@ def _deck_count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.rtp import compute_rtp
+    from controller.rules.rtp import compute_rtp
 
     data = compute_rtp(args.decks).to_json_data()
     if args.json:

@@ -1,12 +1,12 @@
-"""``pokdeng-table run --config FILE``: the table daemon (see controller/daemon.py)."""
+"""``pokdeng-table run --config FILE``: the table daemon (see controller/service/daemon.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from controller.config import EX_CONFIG, ConfigError
-from controller.private_files import creates_private_files
+from controller.service.config import EX_CONFIG, ConfigError
+from controller.service.private_files import creates_private_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,9 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @creates_private_files
 def run(args: argparse.Namespace) -> int:
-    from controller.daemon import Daemon, TableClock
-    from controller.logging_setup import setup_logging
-    from controller.startup_checks import load_checked_config
+    from controller.service.daemon import Daemon, TableClock
+    from controller.service.logging_setup import setup_logging
+    from controller.service.startup_checks import load_checked_config
 
     try:
         config = load_checked_config(args.config)

@@ -49,8 +49,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.inputs import ScriptError, read_script
-    from drivers.sim_shoe import ShoeSimulator, SimulatorError, shoe_inputs, shoe_side
+    from controller.table.inputs import ScriptError, read_script
+    from drivers.sim.shoe import ShoeSimulator, SimulatorError, shoe_inputs, shoe_side
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"{PROG}: %(message)s")

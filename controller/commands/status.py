@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from controller.control import ControlClient, add_socket_arguments, client_command, socket_path
+from controller.service.control import ControlClient, add_socket_arguments, client_command, socket_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,7 +13,7 @@ import sys
 from datetime import datetime
 from typing import Any, TextIO
 
-from controller.control import (EX_UNAVAILABLE, ControlClient, add_socket_arguments,
+from controller.service.control import (EX_UNAVAILABLE, ControlClient, add_socket_arguments,
                                 client_command, socket_path)
 
 CLEAR = "\x1b[H\x1b[2J"

@@ -103,7 +103,7 @@ class Transport(ABC):
 
 
 def option(default: Any = dataclasses.MISSING, **rules: Any) -> Any:
-    """A settings field with the rules the daemon's config reads it by (controller/config.py).
+    """A settings field with the rules the daemon's config reads it by (controller/service/config.py).
 
     The settings dataclass is the one place a transport option is declared: its name, type
     and default from the field, and here its bounds: ``minval``/``maxval``/``above`` (numbers),

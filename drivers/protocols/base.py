@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Union
 
-from controller.inputs import CardScan, CutCard, Misread
+from controller.table.inputs import CardScan, CutCard, Misread
 
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from controller.cards import CardCodeError, parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import CardCodeError, parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import (Output, Problem, ProtocolConfigError, ShoeParser, printable,
                                     size_of)
 

@@ -19,8 +19,8 @@ import binascii
 import re
 from collections import OrderedDict
 
-from controller.cards import CardCodeError, parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import CardCodeError, parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import LineShoeParser, Output, Problem, printable, size_of
 
 SEQ_MODULO = 65536

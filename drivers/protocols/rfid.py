@@ -27,8 +27,8 @@ import io
 from pathlib import Path
 from typing import Iterable
 
-from controller.cards import Card, CardCodeError, new_shoe_cards, parse_card
-from controller.inputs import CardScan, CutCard, Misread
+from controller.rules.cards import Card, CardCodeError, new_shoe_cards, parse_card
+from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import LineShoeParser, Output, Problem, ProtocolConfigError, size_of
 
 CUT = "CUT"

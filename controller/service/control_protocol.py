@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.inputs import SUPERVISOR_ACTIONS
+from controller.table.inputs import SUPERVISOR_ACTIONS
 
 MAX_REQUEST = 4096
 MAX_DEPTH = 4

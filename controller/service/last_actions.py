@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Iterable
 
-from controller.events import iso_time
-from controller.inputs import Supervisor
+from controller.table.events import iso_time
+from controller.table.inputs import Supervisor
 
 LAST_ACTIONS_KEPT = 5
 

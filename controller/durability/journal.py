@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from controller.inputs import Input, ScriptError, from_dict, to_dict
+from controller.table.inputs import Input, ScriptError, from_dict, to_dict
 
 GENESIS_HASH = "0" * 64
 SCHEMA_VERSION = 1

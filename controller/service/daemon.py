@@ -17,7 +17,7 @@ writes the journal. For each input the owner:
    no card value of a round before its betting closed; raw card inputs are never logged).
 
 Journal retention (archiving closed, delivered shoes) runs on its own thread
-(``controller/retention.py``): it replays the journal, which the owner loop must never wait
+(``controller/durability/retention.py``): it replays the journal, which the owner loop must never wait
 for; the loop only tells it that a shoe ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
@@ -39,11 +39,11 @@ from typing import Any, Callable, Iterable
 
 import structlog
 
-from controller.config import EX_CONFIG, Config, ConfigError
-from controller.inputs import Actor, Fault, Input, Supervisor, Tick, with_time
-from controller.last_actions import LAST_ACTIONS_KEPT, LastActions
-from controller.logging_setup import bind_table_context
-from controller.notify import Notifier
+from controller.service.config import EX_CONFIG, Config, ConfigError
+from controller.table.inputs import Actor, Fault, Input, Supervisor, Tick, with_time
+from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
+from controller.service.logging_setup import bind_table_context
+from controller.service.notify import Notifier
 
 log = structlog.get_logger("pokdeng.daemon")
 
@@ -237,7 +237,7 @@ class Daemon:
 
     def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future:
         """Post a supervisor action taken by ``by``; the future holds the table's answer."""
-        from controller.cards import ACCEPTED_FORMS, CardCodeError, parse_card
+        from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
 
         try:
             parsed = parse_card(card) if card is not None else None
@@ -271,10 +271,10 @@ class Daemon:
 
     def start(self) -> None:
         """Recover, catch up the clock, start drivers, outbox and control socket, READY=1."""
-        from controller.control import ControlConfigError, ControlError
-        from controller.control_server import ControlServer
-        from controller.journal import Journal, JournalCorrupt, JournalError
-        from controller.recovery import RecoveryError, recover
+        from controller.service.control import ControlConfigError, ControlError
+        from controller.service.control_server import ControlServer
+        from controller.durability.journal import Journal, JournalCorrupt, JournalError
+        from controller.durability.recovery import RecoveryError, recover
         from controller.transports import TransportConfigError
         from drivers.base import DriverConfigError
 
@@ -327,7 +327,7 @@ class Daemon:
         self._start_retention()
 
     def _start_retention(self) -> None:
-        from controller.retention import JournalRetention
+        from controller.durability.retention import JournalRetention
 
         if not self.config.journal.archive:
             return
@@ -336,7 +336,7 @@ class Daemon:
         self.retention.start()
 
     def _start_outbox(self) -> None:
-        from controller.outbox import Outbox
+        from controller.durability.outbox import Outbox
 
         transports = self._transports_override
         if transports is None:
@@ -470,7 +470,7 @@ class Daemon:
         The message names the exception's type only: its text or traceback might carry a
         sealed card value, so the details go to the log at DEBUG.
         """
-        from controller.recovery import recover
+        from controller.durability.recovery import recover
 
         reason = (f"internal error ({type(exc).__name__}) while handling a {inp.kind} input; "
                   f"the input was not applied")
@@ -488,7 +488,7 @@ class Daemon:
 
     def _handle(self, inp: Input) -> list[dict[str, Any]]:
         """Handle one input on the owner thread; returns the events it produced."""
-        from controller.journal import JournalError
+        from controller.durability.journal import JournalError
 
         if self._storage_fault:
             # The journal cannot take records: acting on input now would not survive a
@@ -597,7 +597,7 @@ class Daemon:
     # -- disk safety --------------------------------------------------------------------------
     def _storage_failed(self, exc: BaseException) -> None:
         """The journal refused a write: the machine is ahead of the disk. Undo and pause."""
-        from controller.recovery import recover
+        from controller.durability.recovery import recover
 
         reason = f"journal write failed: {exc}"
         log.error("journal write failed; rebuilding the table from the journal and pausing",
@@ -617,7 +617,7 @@ class Daemon:
 
     def _retry_storage(self) -> None:
         """Try to journal the storage fault; once it sticks, the table runs from the journal."""
-        from controller.journal import JournalError
+        from controller.durability.journal import JournalError
 
         pause = self._stamp(Fault(0.0, "journal_unwritable",
                                   self._storage_fault or "journal write failed"))
@@ -625,7 +625,7 @@ class Daemon:
         try:
             self.journal.append(pause, events)
         except (JournalError, OSError) as exc:
-            from controller.recovery import recover
+            from controller.durability.recovery import recover
 
             self.machine = recover(self.journal, self.settings)
             self._storage_retry_at = time.monotonic() + STORAGE_RETRY_S

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from controller.cards import Card, parse_card
+from controller.rules.cards import Card, parse_card
 
 POSITIONS = ("P1", "P2", "P3", "P4", "P5")
 HAND_ORDER = POSITIONS + ("banker",)

@@ -1,7 +1,7 @@
 """A simulated dealer panel the demo and the tests drive in-process.
 
 ``SimPanel`` is the real ``HidPanel`` driver reading an emulated USB panel on an emulated
-pyusb backend (``drivers.usb_emulation``): pyusb's core and every line of the HID driver run
+pyusb backend (``drivers.sim.usb_emulation``): pyusb's core and every line of the HID driver run
 as they would on the table, only the hardware is Python. The demo presses buttons and turns
 the key switch through it::
 
@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from drivers.base import Clock, InputSink
 from drivers.hid_panel import HidPanel, HidPanelConfig
-from drivers.usb_emulation import EmulatedBackend, EmulatedHidPanel
+from drivers.sim.usb_emulation import EmulatedBackend, EmulatedHidPanel
 
 SIM_VENDOR_ID = 0x16C0
 SIM_PRODUCT_ID = 0x05DF

@@ -8,7 +8,7 @@ the daemon more than a slot:
   reading-only connection, so a supervisor gets through while readers fill the socket;
 * a connection idle too long, a request not complete in time, or a client that takes none of
   our output for a while is closed (``Deadlines``);
-* requests are bounded in size, nesting and number length (controller/control_protocol.py);
+* requests are bounded in size, nesting and number length (controller/service/control_protocol.py);
 * all connections are served by one selector thread: a supervisor action is posted to the
   table's owner and answered from its Future's done-callback through a wake-up pipe, never by
   waiting; ``watch`` subscribers are pushed the status when it changes, and a heartbeat;
@@ -39,11 +39,11 @@ from typing import Any, Callable, Protocol
 
 import structlog
 
-from controller.control import ControlConfigError, ControlError
-from controller.control_access import AccessPolicy, Peer
-from controller.control_protocol import (MAX_REQUEST, RequestError, parse_request,
+from controller.service.control import ControlConfigError, ControlError
+from controller.service.control_access import AccessPolicy, Peer
+from controller.service.control_protocol import (MAX_REQUEST, RequestError, parse_request,
                                          requested_action, supervisor_request)
-from controller.inputs import Actor
+from controller.table.inputs import Actor
 from drivers.panel_common import RateLimitedLog
 
 log = structlog.get_logger("pokdeng.control")

@@ -10,12 +10,12 @@ One request object a line, one response object a line::
 A failed request answers ``{"ok": false, "error": "plain words"}``; ``"busy": true`` in it
 means the socket had no room and the request was not read (try again).
 
-Who may do what (controller/control_access.py): whoever can open the socket (file mode 0660
+Who may do what (controller/service/control_access.py): whoever can open the socket (file mode 0660
 and ``control.group``) may read, ``status`` and ``watch``; only root, the daemon's own user and
 members of ``control.supervisor_group`` may act (``supervisor …``), and each action is
 journaled with who took it. The kernel names the caller (``SO_PEERCRED``), not the request.
 
-The server (controller/control_server.py) never touches the table machine: status comes from
+The server (controller/service/control_server.py) never touches the table machine: status comes from
 the snapshot the owner thread publishes, supervisor actions are posted to the owner's queue and
 answered once the owner has handled them. It serves a bounded number of clients on one thread
 and cannot be exhausted by idle, slow or bursting clients.
@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
-from controller.control_protocol import normalise_action
+from controller.service.control_protocol import normalise_action
 
 MAX_ANSWER = 1024 * 1024
 CONNECT_RETRY_S = 3.0  # how long a client keeps trying a full or restarting socket
@@ -179,7 +179,7 @@ def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any]
     def decorate(command: Callable[[Any], int]) -> Callable[[Any], int]:
         @functools.wraps(command)
         def run(args: Any) -> int:
-            from controller.config import EX_CONFIG, ConfigError
+            from controller.service.config import EX_CONFIG, ConfigError
 
             try:
                 return command(args)
@@ -198,7 +198,7 @@ def socket_path(args: Any) -> str:
     if getattr(args, "socket", None):
         return args.socket
     if getattr(args, "config", None):
-        from controller.config import load_config
+        from controller.service.config import load_config
 
         return load_config(args.config).control.socket
     return DEFAULT_SOCKET

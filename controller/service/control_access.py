@@ -22,7 +22,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from controller.inputs import Actor
+from controller.table.inputs import Actor
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 LOOKUP_CACHE_S = 10.0            # how long a caller's role is remembered

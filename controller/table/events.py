@@ -9,7 +9,7 @@ Every event the table sends is::
 milliseconds, so the same inputs always give byte-identical events: crash recovery replays
 the journal through a fresh machine and must reproduce the same ids and bodies.
 
-The schemas live in ``controller/schemas/`` (one file per event type plus
+The schemas live in ``controller/table/schemas/`` (one file per event type plus
 ``envelope.json``); :func:`validate_event` checks an event against its type's schema.
 """
 
@@ -97,8 +97,8 @@ class EventSchemaError(ValueError):
 
 
 def load_schema(name: str) -> dict[str, Any]:
-    """A schema file from ``controller/schemas/`` by name without ``.json``."""
-    text = resources.files("controller").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    """A schema file from ``controller/table/schemas/`` by name without ``.json``."""
+    text = resources.files("controller.table").joinpath("schemas", f"{name}.json").read_text("utf-8")
     return json.loads(text)
 
 

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, TextIO, Union
 
-from controller.cards import Card, CardCodeError, parse_card
+from controller.rules.cards import Card, CardCodeError, parse_card
 
 BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)

@@ -123,7 +123,7 @@ class JournalRetention:
 
     def _delivery_recorded(self, seq: int, timeout: float) -> bool:
         """True once every transport's recorded position is at or past ``seq``."""
-        from controller.journal import connect
+        from controller.durability.journal import connect
 
         deadline = time.monotonic() + timeout
         conn = connect(self.journal_path)
@@ -140,7 +140,7 @@ class JournalRetention:
 
     def run_once(self) -> None:
         """One archive run; logs and records its outcome, never raises."""
-        from controller.archive import archive_closed_shoes
+        from controller.durability.archive import archive_closed_shoes
 
         with self._lock:
             self._status["running"] = True

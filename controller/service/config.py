@@ -24,9 +24,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from controller.cards import DEFAULT_DECKS, MAX_DECKS
-from controller.config_yaml import YamlProblems, read_yaml_file
-from controller.retention import RetentionSettings
+from controller.rules.cards import DEFAULT_DECKS, MAX_DECKS
+from controller.service.config_yaml import YamlProblems, read_yaml_file
+from controller.durability.retention import RetentionSettings
 
 
 EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
@@ -280,7 +280,7 @@ class Config:
         return os.path.join(self.state_dir, "journal.sqlite")
 
     def machine_settings(self) -> Any:
-        from controller.machine import MachineSettings
+        from controller.table.machine import MachineSettings
 
         return MachineSettings(table_id=self.table.id, betting_seconds=self.table.betting_seconds,
                                reveal=self.table.reveal, decks=self.table.decks)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from controller.journal import JournalError, connect, read_base, read_events_after
+from controller.durability.journal import JournalError, connect, read_base, read_events_after
 from controller.transports import PermanentError, TransientError, Transport
 
 log = logging.getLogger("pokdeng.outbox")

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
-from controller.cards import CARDS_PER_DECK, DEFAULT_DECKS, RANKS, SUITS, Card
-from controller.rules import PLAYER_BET_DEDUCTED, Hand, PositionResult, evaluate_hand, settle
+from controller.rules.cards import CARDS_PER_DECK, DEFAULT_DECKS, RANKS, SUITS, Card
+from controller.rules.hands import PLAYER_BET_DEDUCTED, Hand, PositionResult, evaluate_hand, settle
 
 SPADE, HEART = SUITS.index("S"), SUITS.index("H")
 

@@ -1,6 +1,6 @@
 """The demo table: the real daemon path on simulated devices, no config, no hardware.
 
-``pokdeng-table demo`` starts a simulated Bee-Tek shoe on a pty (``drivers.sim_shoe``) and a
+``pokdeng-table demo`` starts a simulated Bee-Tek shoe on a pty (``drivers.sim.shoe``) and a
 simulated USB button panel (``sim_panel``: the real HID driver on an emulated pyusb backend),
 builds a config for them, and runs the same ``Daemon`` that ``run`` runs: drivers → queue →
 table machine → journal → outbox → a JSON Lines file sink. A demo *dealer* then plays the table
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller.cards import Card, parse_card
-from controller.config import Config, parse_config
-from controller.control_access import own_group
-from controller.daemon import Daemon, TableClock
-from controller.notify import Notifier
+from controller.rules.cards import Card, parse_card
+from controller.service.config import Config, parse_config
+from controller.service.control_access import own_group
+from controller.service.daemon import Daemon, TableClock
+from controller.service.notify import Notifier
 
 DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
@@ -274,7 +274,7 @@ class DemoDealer:
         return next(d for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
 
     def _cards_for(self, shoe: int) -> tuple[list[Card], int]:
-        from drivers.sim_shoe import cut_card_position, shuffled_shoe
+        from drivers.sim.shoe import cut_card_position, shuffled_shoe
 
         if self._order is None or self._order[0] != shoe:
             seed = shoe_seed(self.seed, shoe)
@@ -370,8 +370,8 @@ class DemoDealer:
 # --- putting it together -----------------------------------------------------------------------
 
 def main(options: DemoOptions, out: TextIO | None = None) -> int:
-    from controller.logging_setup import setup_logging
-    from drivers.sim_shoe import ShoeSimulator
+    from controller.service.logging_setup import setup_logging
+    from drivers.sim.shoe import ShoeSimulator
 
     out = out or sys.stdout
     if options.state_dir:

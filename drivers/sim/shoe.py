@@ -35,8 +35,8 @@ import tty
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from controller.cards import ALL_CARDS, Card, new_shoe_cards, parse_card
-from controller.inputs import CardScan, CutCard, Input, Misread
+from controller.rules.cards import ALL_CARDS, Card, new_shoe_cards, parse_card
+from controller.table.inputs import CardScan, CutCard, Input, Misread
 
 log = logging.getLogger("pokdeng.sim_shoe")
 

@@ -4,7 +4,7 @@ The machine is pure and deterministic, so replaying the journaled inputs must gi
 the journaled events (same seq, same id, same body). Each recomputed event is checked against
 the stored one; any difference means the journal and the rules in this build disagree, and
 the table must not carry on as if nothing happened. Once older shoes are archived
-(controller/archive.py) the replay starts from the checkpoint stored at the archive cut.
+(controller/durability/archive.py) the replay starts from the checkpoint stored at the archive cut.
 Nothing is appended here: the caller decides what happens next (for example a tick at the
 current time, which closes a betting window that ran out while the process was down).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from controller.journal import Journal, JournalCorrupt, JournalError, canonical_json
+from controller.durability.journal import Journal, JournalCorrupt, JournalError, canonical_json
 
 
 class RecoveryError(JournalError):
@@ -45,7 +45,7 @@ def recover(journal: Journal, settings: Any, *, verify: bool = True,
     Raises RecoveryError at the first input whose recomputed events differ from the journal.
     """
     if machine_factory is None:
-        from controller.machine import TableMachine
+        from controller.table.machine import TableMachine
         machine_factory = TableMachine
     if verify:
         result = journal.verify()

@@ -46,8 +46,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from controller.inputs import from_dict
-from controller.journal import (GENESIS_HASH, ArchiveBase, ChainWalker, JournalError,
+from controller.table.inputs import from_dict
+from controller.durability.journal import (GENESIS_HASH, ArchiveBase, ChainWalker, JournalError,
                                 VerifyResult, canonical_json, connect, read_base,
                                 verify_connection)
 
@@ -221,7 +221,7 @@ def _entry_end(conn: sqlite3.Connection, n: int) -> tuple[int, int]:
 
 
 def _settings_from_events(conn: sqlite3.Connection) -> Any:
-    from controller.machine import MachineSettings
+    from controller.table.machine import MachineSettings
 
     table = conn.execute("SELECT json_extract(body, '$.table') FROM records "
                          "WHERE kind='event' LIMIT 1").fetchone()
@@ -244,7 +244,7 @@ def _checkpoint_at(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBa
     machine whose status is the replayed one: otherwise recovery from it would differ from
     recovery by replay, and nothing is archived.
     """
-    from controller.machine import TableMachine
+    from controller.table.machine import TableMachine
 
     if settings is None:
         settings = _settings_from_events(conn)
@@ -586,7 +586,7 @@ def _check_archive(path: Path, entry: dict[str, Any],
 def export_with_archives(journal_path: str | Path,
                          archive_dir: str | Path | None = None) -> Iterator[str]:
     """Every event's canonical JSON text, archived ones first, in seq order."""
-    from controller.journal import export_events
+    from controller.durability.journal import export_events
 
     journal_path = Path(journal_path)
     directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)

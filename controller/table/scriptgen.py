@@ -7,7 +7,7 @@ card and its burns, then rounds (start_round, 1 burn + 12 cards, the countdown's
 Cards come at random intervals, so some rounds finish dealing after betting closed.
 Same seed, same script.
 
-    python -m controller.scriptgen --seed 7 > shoe7.jsonl
+    python -m controller.table.scriptgen --seed 7 > shoe7.jsonl
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import argparse
 import random
 import sys
 
-from controller.cards import Card, new_shoe_cards, parse_card
-from controller.inputs import (
+from controller.rules.cards import Card, new_shoe_cards, parse_card
+from controller.table.inputs import (
     Actor,
     Button,
     CardScan,

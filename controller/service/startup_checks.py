@@ -15,7 +15,7 @@ import dataclasses
 import grp
 import os
 
-from controller.config import Config, ConfigError, load_config
+from controller.service.config import Config, ConfigError, load_config
 from controller.transports import TransportConfigError, read_secret
 
 

@@ -1,0 +1,3 @@
+"""The table: inputs, the procedure machine, events and their schemas, faults.
+
+Pure and deterministic (the clock is an input); imports only the rules wing."""

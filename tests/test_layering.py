@@ -1,0 +1,105 @@
+"""The wings of the house import only the wings below them (README "Layout").
+
+    rules  <-  table  <-  transports  <-  durability, drivers  <-  service  <-  commands
+
+A module may import its own wing and any wing below it; an import that reaches up (or across,
+between durability and drivers) fails here with the module, the line and the import. Imports
+inside functions count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WINGS = {  # package prefix -> level; the most specific prefix wins
+    "controller.rules": 0,
+    "controller.table": 1,
+    "controller.transports": 2,
+    "controller.durability": 3,
+    "drivers": 3,
+    "controller.service": 4,
+    "controller.commands": 5,
+    "controller.__main__": 5,  # `python -m controller` runs the command line
+    "controller": 0,  # the package itself (its version) is below everything
+}
+#: wings that may import sideways at their own level: `python -m controller` is the CLI
+SIDEWAYS_ALLOWED: set[tuple[str, str]] = {("controller.__main__", "controller.commands")}
+
+
+def wing(module: str) -> str | None:
+    for prefix in sorted(WINGS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from controller import faults` imports the module controller.faults
+            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+    return found
+
+
+def sources() -> list[Path]:
+    return sorted(p for top in ("controller", "drivers") for p in (ROOT / top).rglob("*.py"))
+
+
+def upward_imports(modules: list[tuple[Path, str]]) -> list[str]:
+    problems = []
+    for path, here in modules:
+        own = wing(here)
+        assert own is not None, f"{here} is in no wing"
+        reported: set[tuple[int, str]] = set()
+        for line, target in imports_of(path):
+            other = wing(target)
+            if other is None or other == own or (line, other) in reported:
+                continue
+            if WINGS[other] > WINGS[own] or (
+                    WINGS[other] == WINGS[own] and (own, other) not in SIDEWAYS_ALLOWED):
+                reported.add((line, other))
+                problems.append(f"{path.name}:{line}: {here} ({own}) imports {target} ({other})")
+    return problems
+
+
+def test_every_wing_imports_only_the_wings_below_it() -> None:
+    problems = upward_imports([(path, module_name(path)) for path in sources()])
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("top", ["controller", "drivers"])
+def test_every_module_belongs_to_a_wing(top: str) -> None:
+    for path in (ROOT / top).rglob("*.py"):
+        assert wing(module_name(path)) is not None, path
+
+
+def test_the_check_sees_upward_and_sideways_imports(tmp_path: Path) -> None:
+    """The check itself can fail: a lazy import of the daemon from the rules, and a driver
+    importing the journal, are both caught; an import downwards is not."""
+    rules = tmp_path / "hands.py"
+    rules.write_text("def f():\n    from controller.service.daemon import Daemon\n")
+    driver = tmp_path / "shoe.py"
+    driver.write_text("from controller.durability import journal\n"
+                      "from controller.table.inputs import CardScan\n")
+    problems = upward_imports([(rules, "controller.rules.hands"), (driver, "drivers.shoe")])
+    assert problems == [
+        "hands.py:2: controller.rules.hands (controller.rules) imports "
+        "controller.service.daemon (controller.service)",
+        "shoe.py:1: drivers.shoe (drivers) imports controller.durability (controller.durability)",
+    ]
