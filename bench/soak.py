@@ -1,7 +1,7 @@
 """Soak: the real daemon plays many whole shoes at full speed while faults are thrown at it.
 
     python bench/soak.py --shoes 200            # the long soak (docs/soak.md has its figures)
-    python bench/soak.py --shoes 3              # the short one CI runs (tests/test_soak.py)
+    python bench/soak.py --shoes 3              # the short one CI runs (tests/commands/test_soak.py)
 
 What runs: ``python -m controller run --config <generated yaml> --clock-speed X`` as a
 subprocess (table time X times faster: the 1 s betting window closes in 1/X s); the shoe is a
@@ -59,7 +59,7 @@ from controller.service.control import ControlClient, ControlError  # noqa: E402
 from controller.service.control_access import own_group  # noqa: E402
 from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data  # noqa: E402
 from drivers.sim.shoe import ShoeSimulator, cut_card_position, shuffled_shoe  # noqa: E402
-from tests.fixtures_backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
+from tests.support.fixtures_backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
 
 TABLE = "SOAK"
 DECKS = 8

@@ -10,8 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from control_helpers import NOBODY, TemporaryGroup
-from daemon_helpers import LinePanelPty
+from support.control_helpers import NOBODY, TemporaryGroup
+from support.daemon_helpers import LinePanelPty
 from drivers.sim.shoe import ShoeSimulator
 
 

@@ -1,0 +1,232 @@
+"""The serial line panel driver over a real pty (the test plays the panel's firmware)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pty
+import select
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.table.inputs import Button, DeviceStatus, Switch
+from drivers import registry
+from drivers.base import DriverConfigError
+from drivers.line_panel import LinePanel, LinePanelConfig
+from support.panel_helpers import WAIT, Collector, driver_threads, summary, wait_until
+
+
+class PtyPanel:
+    """The panel end of a serial line: a pty whose other end is reachable at a stable path
+    (a symlink, as udev gives /dev/pokdeng/panel), which can be unplugged and plugged back."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.master: int | None = None
+        self._slave: int | None = None
+        self._received = bytearray()
+
+    def plug(self) -> None:
+        self.master, self._slave = pty.openpty()  # keep a slave fd: master reads never see EIO
+        tmp = self.path.with_suffix(".new")
+        os.symlink(os.ttyname(self._slave), tmp)
+        os.replace(tmp, self.path)
+        self._received.clear()
+
+    def unplug(self) -> None:
+        if self.master is None:
+            return
+        os.close(self.master)
+        os.close(self._slave)
+        self.master = self._slave = None
+        self.path.unlink(missing_ok=True)
+
+    def send(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def expect(self, token: bytes, timeout: float = WAIT) -> None:
+        """Wait until the host has written ``token`` (consumed from what it sent)."""
+        deadline = time.monotonic() + timeout
+        while token not in self._received:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"host never sent {token!r}; got {bytes(self._received)!r}")
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                self._received += os.read(self.master, 1024)
+        index = self._received.index(token)
+        del self._received[:index + len(token)]
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_driver_threads():
+    before = driver_threads()
+    yield
+    wait_until(lambda: not (driver_threads() - before), 3, "driver threads to end")
+
+
+@pytest.fixture
+def line(tmp_path):
+    panel = PtyPanel(tmp_path / "panel")
+    panel.plug()
+    yield panel
+    panel.unplug()
+
+
+def options(line: PtyPanel, **extra):
+    return {"url": str(line.path), "reconnect_seconds": 0.05, "debounce_ms": 50,
+            "leds": ["start_round", "reveal"], **extra}
+
+
+@pytest.fixture
+def connected(line):
+    sink = Collector()
+    driver = LinePanel(sink, options(line))
+    driver.start()
+    line.expect(b"status?\n")
+    yield driver, line, sink
+    driver.stop()
+
+
+def test_buttons_and_the_switch_level(connected):
+    driver, line, sink = connected
+    line.send(b"switch pause on\r\n")
+    sink.wait_count(Switch, 1)
+    line.send(b"START_ROUND\n  reveal \r\nswitch pause on\nswitch pause off\n")
+    sink.wait_count(Switch, 2)
+    sink.wait_count(Button, 2)
+    assert summary(sink.snapshot()) == [
+        ("device", "panel", True), ("switch", "pause", True), ("button", "start_round"),
+        ("button", "reveal"), ("switch", "pause", False),  # the repeated "on" is no change
+    ]
+
+
+def test_split_lines_are_joined(connected):
+    driver, line, sink = connected
+    for piece in (b"star", b"t_rou", b"nd\nne", b"w_sh", b"oe\n"):
+        line.send(piece)
+        time.sleep(0.01)
+    assert [b.name for b in sink.wait_count(Button, 2)] == ["start_round", "new_shoe"]
+
+
+def test_garbage_is_logged_and_ignored(connected, caplog):
+    driver, line, sink = connected
+    caplog.set_level(logging.WARNING, logger="pokdeng.drivers.line_panel")
+    line.send(b"\xff\xfe\x00\n" + b"deal\n" + b"switch pause maybe\n" + b"# firmware 1.2\n\n"
+              + b"x" * 500 + b"\n" + b"end_shoe\n")
+    sink.wait_count(Button, 1)
+    assert [b.name for b in sink.of(Button)] == ["end_shoe"]
+    assert driver.counters["bad_lines"] == 3 and driver.counters["too_long"] == 1
+    messages = [r.message for r in caplog.records]
+    assert any("ignored a line" in m and "not ASCII" in m for m in messages)
+    assert any("longer than 64 bytes" in m for m in messages)
+
+
+def test_a_repeat_within_the_debounce_is_ignored(connected):
+    driver, line, sink = connected
+    line.send(b"reveal\nreveal\n")
+    sink.wait_count(Button, 1)
+    wait_until(lambda: driver.counters["ignored_repeats"] == 1)
+    time.sleep(0.1)
+    line.send(b"reveal\n")
+    sink.wait_count(Button, 2)
+
+
+def test_leds_are_written_and_restored_after_a_reconnect(connected):
+    driver, line, sink = connected
+    driver.set_leds({"start_round": True, "cancel_round": True})  # no LED for cancel: ignored
+    line.expect(b"led start_round on\n")
+    with pytest.raises(ValueError, match="'disco'"):
+        driver.set_leds({"disco": True})
+    line.unplug()
+    line.plug()
+    line.expect(b"status?\n")
+    line.expect(b"led start_round on\n")
+
+
+def test_unplug_and_replug(connected, caplog):
+    driver, line, sink = connected
+    caplog.set_level(logging.WARNING, logger="pokdeng.drivers.line_panel")
+    line.send(b"switch pause off\n")
+    sink.wait_count(Switch, 1)
+    line.unplug()
+    sink.wait_count(DeviceStatus, 2)
+    wait_until(lambda: sum("retrying" in r.message for r in caplog.records) >= 3,
+               what="three retries")
+    line.plug()
+    line.expect(b"status?\n")  # the host asks for the switch again after the reconnect
+    line.send(b"switch pause on\nnew_shoe\n")
+    sink.wait_count(Button, 1)
+    assert summary(sink.snapshot()) == [
+        ("device", "panel", True), ("switch", "pause", False), ("device", "panel", False),
+        ("device", "panel", True), ("switch", "pause", True), ("button", "new_shoe"),
+    ]
+
+
+def test_the_same_switch_level_is_posted_again_after_a_reconnect(connected):
+    driver, line, sink = connected
+    line.send(b"switch pause on\n")
+    sink.wait_count(Switch, 1)
+    line.unplug()
+    sink.wait_count(DeviceStatus, 2)
+    line.plug()
+    line.expect(b"status?\n")
+    line.send(b"switch pause on\n")
+    assert [s.on for s in sink.wait_count(Switch, 2)] == [True, True]
+
+
+def test_a_port_absent_at_start_is_reported_once(tmp_path):
+    line = PtyPanel(tmp_path / "panel")
+    sink = Collector()
+    with LinePanel(sink, options(line)):
+        sink.wait_count(DeviceStatus, 1)
+        time.sleep(0.2)
+        line.plug()
+        line.expect(b"status?\n")
+        sink.wait_count(DeviceStatus, 2)
+    line.unplug()
+    assert summary(sink.snapshot()) == [("device", "panel", False), ("device", "panel", True)]
+
+
+def test_stop_is_prompt_and_idempotent(connected):
+    driver, line, sink = connected
+    started = time.monotonic()
+    driver.stop()
+    driver.stop()
+    assert time.monotonic() - started < 1.0 and not driver.running
+
+
+def test_registry_creates_the_line_panel(line):
+    driver = registry.create("line_panel", Collector(), options(line))
+    assert isinstance(driver, LinePanel)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"url": None}, 'line_panel option "url": is required'),
+    ({"baudrate": "fast"}, 'line_panel option "baudrate": expected an integer'),
+    ({"leds": "start_round"}, 'line_panel option "leds": expected a list'),
+    ({"reconnect_seconds": 0}, 'line_panel option "reconnect_seconds": must be in'),
+    ({"baud": 9600}, "line_panel: unknown option(s) 'baud'"),
+])
+def test_bad_options_name_the_option(tmp_path, bad, message):
+    opts = {"url": "/dev/pokdeng/panel", **bad}
+    with pytest.raises(DriverConfigError) as err:
+        LinePanelConfig.from_options(opts)
+    assert message in str(err.value)
+
+
+def test_a_panel_that_never_reports_its_switch_is_warned_about(line, caplog, monkeypatch):
+    import drivers.line_panel
+
+    monkeypatch.setattr(drivers.line_panel, "STATUS_ANSWER_SECONDS", 0.1)
+    caplog.set_level(logging.WARNING, logger="pokdeng.drivers.line_panel")
+    sink = Collector()
+    with LinePanel(sink, options(line)):
+        line.expect(b"status?\n")
+        wait_until(lambda: any("has not reported its key switch" in r.message
+                               for r in caplog.records))
+        line.send(b"reveal\n")
+        sink.wait_count(Button, 1)
+    assert sum("has not reported" in r.message for r in caplog.records) == 1

@@ -1,0 +1,237 @@
+"""The outbox: ordered, at-least-once delivery per transport from the journal, never blocking."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.table.inputs import Tick
+from controller.durability.journal import Journal
+from controller.durability.outbox import Outbox, backoff_delay
+from controller.transports import TransientError, Transport
+from controller.transports.file import FileSink, FileSinkSettings
+from controller.transports.http import HttpTransport, HttpTransportSettings
+from support.fixtures_backends import webhook, webhook_secret  # noqa: F401
+from support.journal_helpers import TABLE, event, fill
+
+
+def http(webhook, secret: Path, name: str = "backend", **options) -> HttpTransport:
+    options = {"backoff_initial_s": 0.02, "backoff_max_s": 0.2, "timeout_s": 2.0, **options}
+    return HttpTransport(HttpTransportSettings(webhook.url, str(secret), allow_insecure=True,
+                                               **options),
+                         table=TABLE, name=name)
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = Journal(tmp_path / "journal.db")
+    yield j
+    j.close()
+
+
+def test_delivers_every_event_in_order_as_it_is_journaled(journal, webhook, webhook_secret):
+    with Outbox(journal.path, [http(webhook, webhook_secret, batch_max=7)]) as outbox:
+        written = []
+        for _ in range(5):
+            written += fill(journal, 12)
+            outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        status = outbox.status()["backend"]
+    assert webhook.events == written  # in order, nothing repeated, nothing missing
+    assert status["state"] == "ok" and status["backlog"] == 0
+    assert status["delivered_seq"] == journal.last_event_seq()
+    assert status["oldest_age_s"] is None
+    assert all(len(k) for k in webhook.idempotency_keys)
+
+
+def test_backend_down_for_a_whole_shoe_then_back(journal, webhook, webhook_secret, caplog):
+    webhook.down()
+    with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
+            Outbox(journal.path, [http(webhook, webhook_secret)]) as outbox:
+        written = []
+        for _ in range(10):  # ~a shoe: 420 inputs, 560 events, while the backend is away
+            written += fill(journal, 42)
+            outbox.notify()
+        assert wait_until(lambda: outbox.status()["backend"]["state"] == "retrying")
+        time.sleep(0.3)
+        status = outbox.status()["backend"]
+        assert status["backlog"] == len(written) and status["delivered_seq"] == 0
+        assert status["oldest_age_s"] >= 0.3
+        assert "Connection" in status["last_error"]
+        webhook.up()
+        assert outbox.wait_delivered(journal.last_event_seq(), 15)
+        status = outbox.status()["backend"]
+    assert webhook.unique_ids() == [e["id"] for e in written]
+    assert webhook.events == written
+    assert status["state"] == "ok" and status["backlog"] == 0
+    assert "delivery failed" in caplog.text and "Connection refused" in caplog.text
+    assert "backlog" in caplog.text
+    assert "delivering again" in caplog.text
+
+
+def test_transient_answers_are_retried_and_nothing_is_skipped(journal, webhook, webhook_secret):
+    webhook.fail_with = [500, "drop", 429, 503, 408, 500]
+    written = fill(journal, 30)
+    with Outbox(journal.path, [http(webhook, webhook_secret, batch_max=5)]) as outbox:
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+    assert webhook.events == written
+    assert webhook.conflicts == []
+
+
+def test_permanent_error_stops_that_transport_only(journal, webhook, webhook_secret, tmp_path,
+                                                   caplog):
+    webhook.always = 400
+    sink_path = tmp_path / "sink.jsonl"
+    sink = FileSink(FileSinkSettings(str(sink_path)), table=TABLE, name="file")
+    written = fill(journal, 20)
+    with caplog.at_level(logging.ERROR, logger="pokdeng.outbox"), \
+            Outbox(journal.path, [http(webhook, webhook_secret), sink]) as outbox:
+        assert wait_until(lambda: outbox.status()["backend"]["state"].startswith("stopped"))
+        assert outbox.wait_delivered(journal.last_event_seq(), 5)  # file sink got everything
+        status = outbox.status()
+        requests = webhook.requests
+        more = fill(journal, 5)
+        outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 5)
+        time.sleep(0.2)
+        assert webhook.requests == requests  # a stopped transport does not try again
+    assert status["backend"]["state"].startswith("stopped: POST") and "400" in \
+        status["backend"]["state"]
+    assert status["backend"]["delivered_seq"] == 0 and status["backend"]["backlog"] == \
+        len(written)
+    assert "STOPPED, permanent delivery error at seq 1-" in caplog.text
+    assert read_jsonl(sink_path) == written + more
+
+
+def test_restart_resumes_from_the_durable_position(journal, tmp_path):
+    sink_path = tmp_path / "sink.jsonl"
+
+    def outbox() -> Outbox:
+        return Outbox(journal.path, [FileSink(FileSinkSettings(str(sink_path), batch_max=4),
+                                              table=TABLE)])
+
+    first = fill(journal, 15)
+    with outbox() as box:
+        assert box.wait_delivered(journal.last_event_seq(), 5)
+    second = fill(journal, 15)
+    with outbox() as box:
+        assert box.status()["file"]["delivered_seq"] >= first[-1]["seq"]
+        assert box.wait_delivered(journal.last_event_seq(), 5)
+    assert read_jsonl(sink_path) == first + second  # no repeat, no gap
+    conn = sqlite3.connect(journal.path)
+    assert conn.execute("SELECT last_seq FROM delivery WHERE transport='file'").fetchone()[0] \
+        == journal.last_event_seq()
+    conn.close()
+    assert journal.verify().ok  # the delivery table is not part of the chain
+
+
+def test_a_position_lost_in_a_crash_repeats_events_with_the_same_id_and_body(journal, tmp_path):
+    sink_path = tmp_path / "sink.jsonl"
+    written = fill(journal, 15)
+    settings = FileSinkSettings(str(sink_path))
+    with Outbox(journal.path, [FileSink(settings, table=TABLE)]) as box:
+        assert box.wait_delivered(journal.last_event_seq(), 5)
+    conn = sqlite3.connect(journal.path)  # as if the position write never reached the disk
+    conn.execute("UPDATE delivery SET last_seq=3")
+    conn.commit()
+    conn.close()
+    with Outbox(journal.path, [FileSink(settings, table=TABLE)]) as box:
+        assert box.wait_delivered(journal.last_event_seq(), 5)
+    got = read_jsonl(sink_path)
+    assert got == written + written[3:]
+
+
+class Stalling(Transport):
+    """A transport whose backend takes a long time; counts calls."""
+    kind = "stalling"
+
+    def __init__(self, seconds: float):
+        super().__init__("stalling")
+        self.seconds = seconds
+        self.delivered: list[dict] = []
+
+    def deliver(self, events):
+        time.sleep(self.seconds)
+        self.delivered.extend(events)
+
+
+def test_the_table_loop_never_waits_on_a_slow_backend(journal):
+    slow = Stalling(0.5)
+    with Outbox(journal.path, [slow]) as outbox:
+        slowest = 0.0
+        for i in range(20):
+            journal.append(Tick(float(i)), [event(i + 1)])
+            started = time.perf_counter()
+            outbox.notify()
+            outbox.status()
+            slowest = max(slowest, time.perf_counter() - started)
+        assert slowest < 0.1  # the stalled deliver is on another thread
+        assert outbox.wait_delivered(20, 10)
+    assert [e["seq"] for e in slow.delivered] == list(range(1, 21))
+
+
+class Buggy(Transport):
+    kind = "buggy"
+
+    def __init__(self):
+        super().__init__("buggy")
+        self.calls = 0
+        self.backoff_initial_s = 0.01
+        self.delivered: list[int] = []
+
+    def deliver(self, events):
+        self.calls += 1
+        if self.calls < 3:
+            raise KeyError("a bug in a transport")
+        self.delivered += [e["seq"] for e in events]
+
+
+def test_an_unexpected_transport_exception_is_retried_and_logged(journal, caplog):
+    fill(journal, 6)
+    buggy = Buggy()
+    with caplog.at_level(logging.WARNING, logger="pokdeng.outbox"), \
+            Outbox(journal.path, [buggy]) as outbox:
+        assert outbox.wait_delivered(journal.last_event_seq(), 5)
+    assert buggy.delivered == list(range(1, journal.last_event_seq() + 1))
+    assert "KeyError" in caplog.text
+
+
+def test_backoff_is_capped_exponential_with_full_jitter():
+    assert backoff_delay(1, 0.5, 30, lambda: 1.0) == 0.5
+    assert backoff_delay(4, 0.5, 30, lambda: 1.0) == 4.0
+    assert backoff_delay(20, 0.5, 30, lambda: 1.0) == 30
+    assert backoff_delay(200, 0.5, 30, lambda: 0.5) == 15
+    assert backoff_delay(3, 0.5, 30, lambda: 0.0) == 0.0
+
+
+def test_file_sink_appends_and_reports_a_missing_directory(tmp_path):
+    from controller.transports import TransportConfigError, create
+    with pytest.raises(TransportConfigError, match="does not exist"):
+        create("file", {"path": str(tmp_path / "nope" / "x.jsonl")}, table=TABLE)
+    sink = create("file", {"path": str(tmp_path / "x.jsonl")}, table=TABLE)
+    sink.deliver([event(1)])
+    sink.deliver([event(2), event(3)])
+    sink.close()
+    assert [e["seq"] for e in read_jsonl(tmp_path / "x.jsonl")] == [1, 2, 3]
+
+
+def test_transient_error_carries_retry_after():
+    assert TransientError("x", 2.5).retry_after == 2.5

@@ -1,0 +1,60 @@
+"""The daemon's retention thread: errors are logged and shown, runs wait for delivery and
+never overlap. (The real daemon archiving a shoe: tests/service/test_daemon.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.commands.status import status_text
+from controller.table.machine import MachineSettings
+from controller.durability.retention import JournalRetention, RetentionSettings
+
+
+def test_an_archive_error_is_logged_and_shown_not_raised(tmp_path: Path) -> None:
+    retention = JournalRetention(tmp_path / "missing.sqlite", RetentionSettings(retention_days=0),
+                                 MachineSettings(table_id="T1"))
+    retention.run_once()
+    status = retention.status()
+    assert status["runs"] == 1 and not status["running"] and status["last_result"] is None
+    assert "ArchiveError" in status["last_error"] and "no such journal file" in status["last_error"]
+    assert any(line.startswith("journal archive: FAILED: ArchiveError")
+               for line in status_text({"journal_archive": status}))
+
+
+def test_runs_after_a_shoe_end_wait_for_delivery_and_never_overlap(tmp_path: Path) -> None:
+    """The thread: one run at start, one per shoe end (after delivery), none at once."""
+    import threading
+    import time
+
+    delivered = threading.Event()
+    running = 0
+    overlaps = []
+    runs = []
+
+    class Probe(JournalRetention):
+        def run_once(self) -> None:
+            nonlocal running
+            running += 1
+            overlaps.append(running > 1)
+            runs.append(delivered.is_set())
+            time.sleep(0.05)
+            running -= 1
+
+    probe = Probe(tmp_path / "j.sqlite", RetentionSettings(), MachineSettings(table_id="T1"),
+                  wait_delivered=lambda seq, timeout: delivered.wait(timeout))
+    probe.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(runs) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        probe.shoe_ended(10)
+        probe.shoe_ended(12)  # coalesces with the first: one run after delivery
+        time.sleep(0.3)
+        assert runs == [False]  # not archived yet: the shoe is not delivered
+        delivered.set()
+        while len(runs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+    finally:
+        probe.stop()
+    assert runs == [False, True] and not any(overlaps)

@@ -1,0 +1,97 @@
+"""The table's files are private whoever starts it: the journal (and its WAL/SHM), archives,
+the events file and the demo's state come out without group write or any access by others,
+even when started from a shell whose umask lets everyone read (0022)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+)
+
+from drivers.sim.shoe import ShoeSimulator
+
+LOOSE_UMASK = 0o022  # a usual login shell's: files 0644, directories 0755
+NOT_PRIVATE = 0o027  # group write, and anything for others
+
+
+def modes_under(directory: Path) -> dict[str, int]:
+    """Every file and directory under ``directory`` (sockets and symlinks aside): its mode."""
+    found = {}
+    for path in [directory, *directory.rglob("*")]:
+        mode = path.lstat().st_mode
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            found[str(path.relative_to(directory))] = stat.S_IMODE(mode)
+    return found
+
+
+def assert_private(directory: Path) -> dict[str, int]:
+    found = modes_under(directory)
+    loose = {path: oct(mode) for path, mode in found.items() if mode & NOT_PRIVATE}
+    assert loose == {}, f"readable or writable by others: {loose}"
+    return found
+
+
+def pokdeng_table(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
+                          text=True, timeout=120, preexec_fn=lambda: os.umask(LOOSE_UMASK))
+
+
+def wait_for_files(directory: Path, names: list[str], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not all((directory / name).exists() for name in names):
+        assert time.monotonic() < deadline, f"never created: {names}; have {modes_under(directory)}"
+        time.sleep(0.02)
+
+
+def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> None:
+    shoe = ShoeSimulator(short_dir / "shoe", "beetek")
+    shoe.start()
+    panel = LinePanelPty()
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path)
+    data = yaml.safe_load(config.read_text())
+    state = short_dir / "state"
+    data["transports"]["file"]["path"] = str(state / "events.jsonl")
+    config.write_text(yaml.safe_dump(data))
+    notify = NotifyListener(short_dir / "notify")
+    proc = start_daemon(config, notify.path, short_dir / "daemon.log", umask=LOOSE_UMASK)
+    try:
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        panel.send("new_shoe")  # shoe_started goes to the events file
+        live = ["journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "events.jsonl"]
+        wait_for_files(state, live)
+        assert set(live) <= set(assert_private(state))
+    finally:
+        assert stop_daemon(proc) == 0, (short_dir / "daemon.log").read_text()[-2000:]
+        notify.close()
+        shoe.close(drain_timeout=0.2)
+        panel.close()
+    assert {"journal.sqlite", "events.jsonl"} <= set(assert_private(state))
+
+
+def test_the_demo_and_the_journal_commands_keep_their_files_private(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    played = pokdeng_table("demo", "--speed", "200", "--quiet", "--seed", "5",
+                           "--state-dir", str(state))
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert {"journal.sqlite", "events.jsonl", "demo.json"} <= set(assert_private(state))
+    journal = str(state / "journal.sqlite")
+    archived = pokdeng_table("journal", "archive", journal, "--older-than", "0s")
+    assert archived.returncode == 0 and "shoe(s) 1)" in archived.stdout, archived.stderr
+    verified = pokdeng_table("journal", "verify", journal)
+    assert verified.returncode == 0, verified.stderr
+    files = assert_private(state)
+    assert "journal.sqlite.archive/manifest.json" in files
+    assert any(name.startswith("journal.sqlite.archive/records-") for name in files)

@@ -1,0 +1,361 @@
+"""Real backends on loopback for the transport tests: a webhook server and a mosquitto broker.
+
+``WebhookBackend`` is a threading ``http.server`` that checks each request with the backend
+verifier published in docs/durability.md (signature and time window), records every event it
+accepts (in arrival order), counts repeats, checks that a repeated id always carries the same
+body, and stores each event once as that verifier's de-duplication says. It can be told to
+answer with a status, drop connections, stall, or go away entirely (connection refused) and
+come back on the same port.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+DURABILITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "durability.md"
+VERIFIER_HEADING = "### Signing, and what a backend checks"
+
+
+@functools.cache
+def documented_verifier() -> SimpleNamespace:
+    """The backend verifier of docs/durability.md, run from the Markdown itself: its
+    ``signature_ok``, ``new_events`` and ``WINDOW_S``."""
+    text = DURABILITY_DOC.read_text(encoding="utf-8")
+    _, found, section = text.partition(VERIFIER_HEADING)
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found and block, f"no verifier under {VERIFIER_HEADING!r} in {DURABILITY_DOC}"
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), f"{DURABILITY_DOC} (verifier)", "exec"), namespace)
+    return SimpleNamespace(**namespace)
+
+
+class WebhookBackend:
+    def __init__(self, secret: bytes, port: int = 0):
+        self.secret = secret
+        self.lock = threading.Lock()
+        self.events: list[dict[str, Any]] = []       # every accepted event, repeats included
+        self.stored: list[dict[str, Any]] = []       # each event once, in first-seen order
+        self.seen: set[str] = set()                   # the stored ids
+        self.bodies: dict[str, str] = {}              # id -> canonical body first seen
+        self.conflicts: list[str] = []                # ids that came back with another body
+        self.requests = 0
+        self.bad_signatures = 0
+        self.truncated = 0                            # requests cut short by a dying client
+        self.idempotency_keys: list[str] = []
+        self.fail_with: list[int | str] = []          # next answers: status code, "drop", "stall"
+        self.always: int | str | None = None          # answer every request like this
+        self.stall_s = 0.0
+        self.clock_offset_s = 0.0                     # how far this backend's clock is ahead
+        self.last_request: tuple[dict[str, str], bytes] | None = None  # headers, body
+        self.received = threading.Condition(self.lock)
+        self._server: ThreadingHTTPServer | None = None
+        self.port = port
+        self.up()
+
+    # -- control ------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/events"
+
+    def up(self) -> None:
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # The reply goes out in two writes; with Nagle on, the second waits ~40 ms for the
+            # client's delayed ACK. Backends set TCP_NODELAY; so does this one.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                backend._handle(self)
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def down(self) -> None:
+        """Stop listening: clients get connection refused."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def unique_ids(self) -> list[str]:
+        with self.lock:
+            return [e["id"] for e in self.stored]
+
+    def repeats(self) -> int:
+        with self.lock:
+            return len(self.events) - len({e["id"] for e in self.events})
+
+    def wait_for_seq(self, seq: int, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.received:
+            while not any(e["seq"] >= seq for e in self.events):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.received.wait(left)
+            return True
+
+    # -- serving ------------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length", "0"))
+        body = handler.rfile.read(length)
+        if len(body) < length:  # the client died mid-request: nothing to answer
+            handler.close_connection = True
+            with self.lock:
+                self.truncated += 1
+            return
+        with self.lock:
+            self.requests += 1
+            self.last_request = (dict(handler.headers), body)
+            action = self.fail_with.pop(0) if self.fail_with else self.always
+        if action == "drop":
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if action == "stall":
+            time.sleep(self.stall_s)
+            action = None
+        if isinstance(action, int):
+            self._reply(handler, action, b'{"error":"told to fail"}',
+                        {"Retry-After": "0"} if action in (429, 503) else {})
+            return
+        if not documented_verifier().signature_ok(
+                self.secret, handler.headers.get("X-Pokdeng-Timestamp", ""),
+                handler.headers.get("X-Pokdeng-Signature", ""), body,
+                time.time() + self.clock_offset_s):
+            with self.lock:
+                self.bad_signatures += 1
+            self._reply(handler, 401, b'{"error":"bad signature"}')
+            return
+        batch = json.loads(body)
+        with self.received:
+            self.idempotency_keys.append(handler.headers.get("Idempotency-Key", ""))
+            for event in batch["events"]:
+                text = json.dumps(event, sort_keys=True)
+                first = self.bodies.setdefault(event["id"], text)
+                if first != text:
+                    self.conflicts.append(event["id"])
+                self.events.append(event)
+            self.stored += documented_verifier().new_events(batch["events"], self.seen)
+            self.received.notify_all()
+        self._reply(handler, 200, b'{"ok":true}')
+
+    @staticmethod
+    def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes,
+               headers: dict[str, str] | None = None) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(body)
+        except OSError:  # the client gave up (timeout test): it will retry
+            handler.close_connection = True
+
+
+@pytest.fixture
+def webhook_secret(tmp_path: Path) -> Path:
+    path = tmp_path / "webhook.secret"
+    path.write_bytes(b"table-T7-secret-\x01\x02\n")
+    return path
+
+
+@pytest.fixture
+def webhook(webhook_secret: Path):
+    backend = WebhookBackend(webhook_secret.read_bytes().rstrip(b"\n"))
+    yield backend
+    backend.down()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_certificate(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate (its own CA) for ``address``/localhost: (cert.pem, key.pem)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={address}", "-addext", f"subjectAltName=IP:{address},DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return cert, key
+
+
+class Mosquitto:
+    """A mosquitto broker on a free loopback port (or the given loopback address and port),
+    with a generated config; optionally with users (a password file made by mosquitto_passwd)
+    and TLS (certfile/keyfile)."""
+
+    def __init__(self, workdir: Path, users: dict[str, str] | None = None,
+                 tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None):
+        self.host = host
+        self.port = port or free_port()
+        self.config = workdir / "mosquitto.conf"
+        lines = [f"listener {self.port} {host}", "persistence false", "log_dest stderr",
+                 "log_type error", "log_type warning", "user root"]
+        if users:
+            passwords = workdir / "mosquitto.passwd"
+            passwords.touch()
+            for user, password in users.items():
+                subprocess.run(["mosquitto_passwd", "-b", str(passwords), user, password],
+                               check=True, capture_output=True)
+            lines += ["allow_anonymous false", f"password_file {passwords}"]
+        else:
+            lines.append("allow_anonymous true")
+        if tls:
+            lines += [f"certfile {tls[0]}", f"keyfile {tls[1]}"]
+        self.config.write_text("\n".join(lines) + "\n")
+        self.log = workdir / "mosquitto.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.config)],
+                                     stdout=subprocess.DEVNULL, stderr=self.log.open("ab"))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((self.host, self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"mosquitto exited: {self.log.read_text()}")
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening within 10 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+def need_mosquitto() -> None:
+    if not (os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)):
+        pytest.skip(f"mosquitto broker not installed ({MOSQUITTO} missing; "
+                    "apt-get install mosquitto — CI installs it)")
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path):
+    need_mosquitto()
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def mosquitto_factory(tmp_path: Path):
+    """Start brokers with options: ``mosquitto_factory(users=…, tls=…)``."""
+    need_mosquitto()
+    started: list[Mosquitto] = []
+
+    def make(**options) -> Mosquitto:
+        folder = tmp_path / f"broker{len(started)}"
+        folder.mkdir()
+        broker = Mosquitto(folder, **options)
+        broker.start()
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()
+
+
+class TcpRelay:
+    """A loopback TCP forwarder that a test can cut (connections dropped, port refused) and
+    restore on the same port: a network outage between a client and a live server."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            doomed, self._sockets = self._sockets + [self._listener], []
+            self._listener = None
+        for s in doomed:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass

@@ -1,0 +1,47 @@
+"""docs/state-diagram.md is generated from the machine's own transition tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.table.machine import (
+    HOLD_TRANSITIONS,
+    PROCEDURE_STATES,
+    PROCEDURE_TRANSITIONS,
+    MachineSettings,
+    TableMachine,
+    mermaid_diagram,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_state_diagram_doc_matches_the_machine() -> None:
+    committed = (ROOT / "docs" / "state-diagram.md").read_text(encoding="utf-8")
+    assert committed == mermaid_diagram(), (
+        "docs/state-diagram.md drifted: run "
+        "`python -m controller.table.machine --mermaid > docs/state-diagram.md`")
+
+
+def test_mermaid_command_prints_the_diagram() -> None:
+    out = subprocess.run([sys.executable, "-m", "controller.table.machine", "--mermaid"],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout == mermaid_diagram()
+    bad = subprocess.run([sys.executable, "-m", "controller.table.machine"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def test_the_diagram_shows_every_state_and_trigger_the_machine_has() -> None:
+    machine = TableMachine(MachineSettings())
+    diagram = mermaid_diagram()
+    assert list(machine._procedure.states) == list(PROCEDURE_STATES)
+    for state in PROCEDURE_STATES:
+        assert f"    {state}: {state}" in diagram
+        for trigger in machine._procedure.get_triggers(state):
+            assert f"{state} --> " in diagram and f": {trigger}" in diagram
+    triggers = {t["trigger"] for t in PROCEDURE_TRANSITIONS + HOLD_TRANSITIONS}
+    built = set(machine._procedure.events) | set(machine._hold.events)
+    assert triggers == built
