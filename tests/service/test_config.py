@@ -113,7 +113,8 @@ def test_example_config_is_valid_and_covers_every_option() -> None:
                 "secret_credential", "ca_file", "verify_tls", "timeout_s", "batch_max",
                 "backoff_initial_s", "backoff_max_s", "topic_prefix", "tls", "username",
                 "password_credential", "password_file", "client_id", "keepalive", "level",
-                "format", "archive", "retention_days", "archive_dir"):
+                "format", "archive", "retention_days", "archive_dir", "allow_insecure",
+                "supervisor_group", "max_clients", "protocol"):
         assert f"{key}:" in text, key
 
 
