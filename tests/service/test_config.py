@@ -345,10 +345,9 @@ BROKEN: dict[str, tuple[Make, str]] = {
     "driver option typo": (changed("shoe.baudrat", 9600),
                            "shoe.baudrat: unknown option; known: baudrate, cut_card_frames,"),
     "driver option out of range": (changed("shoe.reconnect_seconds", 0),
-                                   "shoe.reconnect_seconds: expected a number >= 0.01, got 0"),
+                                   "shoe.reconnect_seconds: must be >= 0.01, got 0"),
     "driver option of the wrong type": (changed("shoe.baudrate", "fast"),
-                                        "shoe.baudrate: expected a positive whole number, "
-                                        "got 'fast'"),
+                                        "shoe.baudrate: expected an integer, got 'fast'"),
     "driver option missing": (changed("shoe.url", DELETE), "shoe.url: required: the serial port"),
     "panel option typo": (changed("panel.baud", 9600),
                           "panel.baud: unknown option; known: baudrate, debounce_ms,"),
