@@ -60,7 +60,7 @@ def write(tmp_path: Path, data: Any, name: str = "table.yaml") -> Path:
 
 def test_good_config_reads_every_section(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, base_config(tmp_path)))
-    assert config.table.id == "T01" and config.table.betting_seconds == 12.0
+    assert config.table.table_id == "T01" and config.table.betting_seconds == 12.0
     assert config.table.reveal == "button" and config.table.decks == 6
     assert config.journal_path == str(tmp_path / "state" / "journal.sqlite")
     assert config.shoe.driver == "beetek"
