@@ -42,7 +42,8 @@ import usb.util
 from controller.table.inputs import BUTTONS, Button, DeviceStatus, Switch
 from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
 from drivers.debounce import Debouncer
-from drivers.panel_common import OptionReader, RateLimitedLog
+from drivers.options import OptionReader
+from drivers.panel_common import RateLimitedLog
 
 log = logging.getLogger("pokdeng.drivers.hid_panel")
 
@@ -126,21 +127,29 @@ class HidPanelConfig:
         interface = opts.integer("interface", 0, 0, 255)
         buttons = opts.bit_map("buttons", MAX_BIT, BUTTONS)
         if not buttons:
-            raise opts.error("buttons", "map at least one button to a bit")
+            opts.problem("buttons", "map at least one button to a bit")
         pause_bit = opts.integer("pause_switch_bit", None, 0, MAX_BIT)
         for name, bit in buttons.items():
             if bit == pause_bit:
-                raise opts.error("pause_switch_bit", f"bit {bit} is already used by {name}")
+                opts.problem("pause_switch_bit", f"bit {bit} is already used by {name}")
         led_report_length = opts.integer("led_report_length", 1, 1, MAX_REPORT_BYTES)
         leds = opts.bit_map("leds", 8 * led_report_length - 1, None, {})
+        pause_active_low = opts.flag("pause_switch_active_low", False)
+        report_id = opts.integer("report_id", None, 1, 255)
+        led_report_id = opts.integer("led_report_id", None, 1, 255)
+        debounce_ms = opts.number("debounce_ms", 20, 0, 1000)
+        reconnect_seconds = opts.number("reconnect_seconds", 2.0, 0.01, 3600)
+        read_timeout_ms = opts.integer("read_timeout_ms", 50, 5, 1000)
+        detach_kernel_driver = opts.flag("detach_kernel_driver", True)
+        opts.finish()
         layout = ReportLayout(
             buttons=buttons,
             pause_bit=pause_bit,
-            pause_active_low=opts.flag("pause_switch_active_low", False),
-            report_id=opts.integer("report_id", None, 1, 255),
+            pause_active_low=pause_active_low,
+            report_id=report_id,
             leds=leds,
             led_report_length=led_report_length,
-            led_report_id=opts.integer("led_report_id", None, 1, 255),
+            led_report_id=led_report_id,
         )
         config = cls(
             vendor_id=vendor_id,
@@ -148,12 +157,11 @@ class HidPanelConfig:
             serial=serial,
             interface=interface,
             layout=layout,
-            debounce_s=opts.number("debounce_ms", 20, 0, 1000) / 1000.0,
-            reconnect_seconds=opts.number("reconnect_seconds", 2.0, 0.01, 3600),
-            read_timeout_ms=opts.integer("read_timeout_ms", 50, 5, 1000),
-            detach_kernel_driver=opts.flag("detach_kernel_driver", True),
+            debounce_s=debounce_ms / 1000.0,
+            reconnect_seconds=reconnect_seconds,
+            read_timeout_ms=read_timeout_ms,
+            detach_kernel_driver=detach_kernel_driver,
         )
-        opts.finish()
         return config
 
     def describe(self) -> str:

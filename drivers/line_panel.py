@@ -40,7 +40,8 @@ import serial
 from controller.table.inputs import BUTTONS, SWITCHES, Button, Switch
 from drivers.base import Clock, Driver, InputSink
 from drivers.debounce import RepeatGuard
-from drivers.panel_common import OptionReader, RateLimitedLog
+from drivers.options import OptionReader
+from drivers.panel_common import RateLimitedLog
 from drivers.serial_link import SerialLink
 
 log = logging.getLogger("pokdeng.drivers.line_panel")
@@ -138,18 +139,18 @@ class LinePanelConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any], driver: str = "line_panel") -> "LinePanelConfig":
         opts = OptionReader(options, driver)
-        leds = opts._get("leds", [])
+        leds = opts.raw("leds", [])
         if not isinstance(leds, (list, tuple)) or not all(
                 isinstance(n, str) and n.isidentifier() for n in leds):
-            raise opts.error("leds", f"expected a list of LED names, got {leds!r}")
-        config = cls(
-            url=opts.text("url"),
-            baudrate=opts.integer("baudrate", 9600, 50, 4_000_000),
-            debounce_s=opts.number("debounce_ms", 20, 0, 1000) / 1000.0,
-            reconnect_seconds=opts.number("reconnect_seconds", 2.0, 0.01, 3600),
-            leds=tuple(leds),
-        )
+            opts.problem("leds", f"expected a list of LED names, got {leds!r}")
+            leds = []
+        url = opts.text("url")
+        baudrate = opts.integer("baudrate", 9600, 50, 4_000_000)
+        debounce_ms = opts.number("debounce_ms", 20, 0, 1000)
+        reconnect_seconds = opts.number("reconnect_seconds", 2.0, 0.01, 3600)
         opts.finish()
+        config = cls(url=url, baudrate=baudrate, debounce_s=debounce_ms / 1000.0,
+                     reconnect_seconds=reconnect_seconds, leds=tuple(leds))
         return config
 
 

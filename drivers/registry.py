@@ -7,10 +7,9 @@ the ``pokdeng_table.drivers`` entry-point group with the same ``module:Class`` v
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
+from controller.plugins import Registry
 from drivers.base import Driver, DriverConfigError
 
 ENTRY_POINT_GROUP = "pokdeng_table.drivers"
@@ -28,26 +27,16 @@ BUILTIN: dict[str, str] = {
     "sim_panel": "drivers.sim.panel:SimPanel",
 }
 
+DRIVERS = Registry(ENTRY_POINT_GROUP, BUILTIN, noun="driver", error=DriverConfigError)
+
 
 def available() -> dict[str, str]:
     """Every known driver name with its ``module:Class`` target."""
-    found = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
+    return DRIVERS.available()
 
 
 def driver_class(name: str) -> type[Driver]:
-    targets = available()
-    if name not in targets:
-        raise DriverConfigError(
-            f"unknown driver {name!r}; known drivers: {', '.join(sorted(targets)) or 'none'}"
-        )
-    module_name, _, attr = targets[name].partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Driver)):
-        raise DriverConfigError(f"driver {name!r} ({targets[name]}) is not a Driver class")
-    return cls
+    return DRIVERS.load(name, base=Driver)
 
 
 def create(name: str, *args: Any, **kwargs: Any) -> Driver:

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
 from drivers.base import Clock, Driver, DriverConfigError, InputSink
+from drivers.options import OptionReader
 from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump
 from drivers.serial_link import SerialLink, check_serial_settings
 
@@ -76,22 +77,26 @@ class RateLimitedLog:
         self.log.log(level, "%s: %s%s", prefix, problem.message, more)
 
 
-def make_parser(protocol: str, options: Mapping[str, Any]) -> ShoeParser:
-    """The parser for ``protocol`` configured from the driver options."""
+def make_parser(protocol: str, options: OptionReader) -> ShoeParser | None:
+    """The parser for ``protocol`` configured from the driver options (None, with the problem
+    recorded on ``options``, when they do not configure one)."""
     if protocol == "beetek":
         from drivers.protocols.beetek import DEFAULT_CUT_CARD_FRAMES, BeeTekParser
-        with _naming("cut_card_frames"):
-            return BeeTekParser(options.get("cut_card_frames", DEFAULT_CUT_CARD_FRAMES))
+        frames = options.raw("cut_card_frames", DEFAULT_CUT_CARD_FRAMES)
+        with _naming(options, "cut_card_frames"):
+            return BeeTekParser(frames)
+        return None
     if protocol == "rfid":
         from drivers.protocols.rfid import RfidParser, load_registry
-        if not options.get("registry"):
-            raise DriverConfigError("rfid shoe: option 'registry' (the UID -> card CSV file) "
-                                    "is required", "registry",
-                                    "required: the UID -> card CSV file")
-        with _naming("registry"):
-            registry = load_registry(options["registry"])
-        with _naming("repeat_window_seconds"):
-            return RfidParser(registry, options.get("repeat_window_seconds", 0.0))
+        registry_path = options.text("registry", required="required: the UID -> card CSV file")
+        window = options.raw("repeat_window_seconds", 0.0)
+        if registry_path is None:
+            return None
+        with _naming(options, "registry"):
+            registry = load_registry(registry_path)
+            with _naming(options, "repeat_window_seconds"):
+                return RfidParser(registry, window)
+        return None
     if protocol == "pdt":
         from drivers.protocols.pdt import PdtParser
         return PdtParser()
@@ -100,23 +105,12 @@ def make_parser(protocol: str, options: Mapping[str, Any]) -> ShoeParser:
 
 
 @contextmanager
-def _naming(option: str) -> Iterator[None]:
-    """A protocol's complaint about its option, as a config error naming that option."""
+def _naming(options: OptionReader, option: str) -> Iterator[None]:
+    """A protocol's complaint about its option, recorded as a problem naming that option."""
     try:
         yield
     except (ProtocolError, ValueError) as exc:
-        raise DriverConfigError(str(exc), option) from None
-
-
-def _number(options: Mapping[str, Any], key: str, default: float, *, minimum: float,
-            allow_zero: bool = False) -> float:
-    value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            value >= minimum or (allow_zero and value == 0)):
-        bound = f">= {minimum}" + (" or 0" if allow_zero else "")
-        raise DriverConfigError(f"shoe option {key!r}: expected a number {bound}, got {value!r}",
-                                key, f"expected a number {bound}, got {value!r}")
-    return float(value)
+        options.problem(option, str(exc))
 
 
 class SerialShoe(Driver):
@@ -136,30 +130,26 @@ class SerialShoe(Driver):
             expected = f"expected one of {', '.join(PROTOCOLS)}, got {protocol!r}"
             raise DriverConfigError(f"shoe option 'protocol': {expected}", "protocol", expected)
         self.protocol_name: str = protocol
-        allowed = _COMMON_OPTIONS | _PROTOCOL_OPTIONS[protocol]
+        reader = OptionReader(opts, f"{protocol} shoe")
+        reader.allow(*_COMMON_OPTIONS, *_PROTOCOL_OPTIONS[protocol])
         if self.protocol is None:
-            allowed = allowed | {"protocol"}
-        unknown = sorted(set(opts) - allowed)
-        if unknown:
-            known = ', '.join(sorted(allowed))
-            raise DriverConfigError(
-                f"{protocol} shoe: unknown option(s) {', '.join(unknown)}; known: {known}",
-                problems=[(key, f"unknown option; known: {known}") for key in unknown])
-        url = opts.get("url")
-        if not isinstance(url, str) or not url:
-            what = "the serial port, e.g. /dev/pokdeng/shoe or socket://host:port"
-            raise DriverConfigError(f"{protocol} shoe: option 'url' ({what}) is required",
-                                    "url", f"required: {what}")
-        self.parser = make_parser(protocol, opts)
-        with _naming("serial"):
+            reader.allow("protocol")
+        url = reader.text("url", required="required: the serial port, e.g. /dev/pokdeng/shoe "
+                                          "or socket://host:port")
+        parser = make_parser(protocol, reader)
+        serial_settings: dict[str, Any] = {}
+        with _naming(reader, "serial"):
             serial_settings = check_serial_settings(opts.get("serial"), "shoe option 'serial'")
-        baudrate = opts.get("baudrate", self.parser.default_baudrate)
-        if isinstance(baudrate, bool) or not isinstance(baudrate, int) or baudrate <= 0:
-            expected = f"expected a positive whole number, got {baudrate!r}"
-            raise DriverConfigError(f"shoe option 'baudrate': {expected}", "baudrate", expected)
-        self.silence_seconds = _number(opts, "silence_seconds",
-                                       5.0 if protocol == "pdt" else 0.0,
-                                       minimum=0.5, allow_zero=True)
+        baudrate = reader.integer("baudrate", getattr(parser, "default_baudrate", 9600),
+                                  minimum=1)
+        self.silence_seconds = reader.number("silence_seconds",
+                                             5.0 if protocol == "pdt" else 0.0,
+                                             minimum=0.5, allow_zero=True)
+        read_timeout = reader.number("read_timeout", 0.2, minimum=0.01)
+        reconnect_seconds = reader.number("reconnect_seconds", 2.0, minimum=0.01)
+        reader.finish()
+        assert parser is not None  # finish() raised otherwise
+        self.parser = parser
         self.log = logging.getLogger(f"pokdeng.drivers.{self.name}")
         self._problems = RateLimitedLog(self.log)
         self._problem_sink = problem_sink
@@ -173,8 +163,7 @@ class SerialShoe(Driver):
             url, device=self.device, on_bytes=self.receive, on_lost=self._on_lost,
             on_open=self._on_open, on_idle=self._on_idle, report_status=self._on_link_status,
             baudrate=baudrate,
-            read_timeout=_number(opts, "read_timeout", 0.2, minimum=0.01),
-            reconnect_seconds=_number(opts, "reconnect_seconds", 2.0, minimum=0.01),
+            read_timeout=read_timeout, reconnect_seconds=reconnect_seconds,
             serial_settings=serial_settings, log=self.log)
 
     # -- public -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ WINGS = {  # package prefix -> level; the most specific prefix wins
     "controller.service": 4,
     "controller.commands": 5,
     "controller.__main__": 5,  # `python -m controller` runs the command line
+    "controller.plugins": 0,  # shared utility: drivers and transports load plugins by name
     "controller": 0,  # the package itself (its version) is below everything
 }
 #: wings that may import sideways at their own level: `python -m controller` is the CLI

@@ -33,7 +33,7 @@ def check_config(args: argparse.Namespace) -> int:
     transports = [name for name, section in (("http", config.http), ("mqtt", config.mqtt),
                                              ("file", config.file_sink)) if section is not None]
     panel = config.panel.driver if config.panel else "none"
-    print(f"{args.file}: OK — table {config.table.id}, shoe driver {config.shoe.driver}, "
+    print(f"{args.file}: OK — table {config.table.table_id}, shoe driver {config.shoe.driver}, "
           f"panel driver {panel}, journal {config.journal_path}, control socket "
           f"{config.control.socket}, transports: {', '.join(transports) or 'none'}")
     if config.logging.level == "debug":

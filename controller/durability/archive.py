@@ -36,7 +36,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 import sqlite3
 import time
@@ -46,10 +45,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from controller.table.inputs import from_dict
+from controller.durability.disk import write_durably
 from controller.durability.journal import (GENESIS_HASH, ArchiveBase, ChainWalker, JournalError,
-                                VerifyResult, canonical_json, connect, read_base,
-                                verify_connection)
+                                           VerifyResult, canonical_json, connect, group_entries,
+                                           open_read_only, read_base, verify_connection)
+from controller.durability.recovery import RecoveryError, replay
 
 ARCHIVE_FORMAT = "pokdeng-journal-archive"
 MANIFEST_FORMAT = "pokdeng-journal-archive-manifest"
@@ -254,29 +254,16 @@ def _checkpoint_at(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBa
     except (ValueError, KeyError, TypeError) as exc:
         raise ArchiveError(f"{journal_path}: the journal's checkpoint does not load: {exc}") \
             from None
-    shoes: list[int] = []
-    cursor = conn.execute("SELECT n, kind, body FROM records WHERE n <= ? ORDER BY n",
-                          (last_n,))
-    produced: list[dict[str, Any]] = []
-    for n, kind, body in cursor:
-        if kind == "input":
-            if produced:
-                raise ArchiveError(f"{journal_path}: record {n}: replay gives "
-                                   f"{len(produced)} event(s) the journal does not hold; "
-                                   "pass the table's settings (--config)")
-            produced = machine.handle(from_dict(json.loads(body)))
-            continue
-        event = json.loads(body)
-        if not produced or canonical_json(produced[0]) != canonical_json(event):
-            raise ArchiveError(f"{journal_path}: record {n}: replaying the journal does not "
-                               f"reproduce event seq {event.get('seq')}; pass the table's "
-                               "settings (--config)")
-        produced.pop(0)
-        if event.get("type") == "shoe_ended":
-            shoes.append(event.get("shoe"))
-    if produced:
-        raise ArchiveError(f"{journal_path}: record {last_n}: replay gives more events than "
-                           "the journal holds; pass the table's settings (--config)")
+    rows = conn.execute("SELECT n, kind, body FROM records WHERE n <= ? ORDER BY n",
+                        (last_n,)).fetchall()
+    entries = list(group_entries(rows, journal_path))
+    try:
+        replay(machine, entries)
+    except RecoveryError as exc:
+        raise ArchiveError(f"{journal_path}: {exc}; pass the table's settings (--config)") \
+            from None
+    shoes = [event.get("shoe") for entry in entries for event in entry.events
+             if event.get("type") == "shoe_ended"]
     try:
         checkpoint = machine.checkpoint()
     except ValueError as exc:
@@ -286,24 +273,6 @@ def _checkpoint_at(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBa
         raise ArchiveError(f"{journal_path}: record {last_n}: the checkpoint does not rebuild "
                            "the table's status; nothing archived")
     return checkpoint, shoes
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -> Path:
@@ -316,7 +285,7 @@ def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -
             gz.write((canonical_json(dict(zip(_RECORD_COLUMNS, row))) + "\n").encode())
     data = buffer.getvalue()
     name = archive_name(header["first_record"], header["last_record"])
-    _write_durably(directory / name, data)
+    write_durably(directory / name, data)
     manifest = load_manifest(directory) or {"format": MANIFEST_FORMAT, "v": 1, "archives": []}
     entries = [a for a in manifest["archives"] if a.get("file") != name]
     entries.append({key: header[key] for key in (
@@ -325,7 +294,7 @@ def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -
                                  "bytes": len(data)})
     entries.sort(key=lambda a: a["first_record"])
     manifest["archives"] = entries
-    _write_durably(directory / MANIFEST_NAME,
+    write_durably(directory / MANIFEST_NAME,
                    (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     return directory / name
 
@@ -367,7 +336,7 @@ def _drop_leftovers(directory: Path, base: ArchiveBase | None) -> None:
         if entry not in keep:
             (directory / entry["file"]).unlink(missing_ok=True)
     manifest["archives"] = keep
-    _write_durably(directory / MANIFEST_NAME,
+    write_durably(directory / MANIFEST_NAME,
                    (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
@@ -449,15 +418,8 @@ def verify_with_archives(journal_path: str | Path,
     """Check the archives and the live journal as one unbroken chain from record 1."""
     journal_path = Path(journal_path)
     directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
-    if not journal_path.is_file():
-        raise JournalError(f"{journal_path}: no such journal file")
-    conn = sqlite3.connect(f"file:{journal_path}?mode=ro", uri=True)
+    conn = open_read_only(journal_path)
     try:
-        try:
-            conn.execute("SELECT 1 FROM records LIMIT 1")
-            conn.execute("SELECT 1 FROM meta LIMIT 1")
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{journal_path}: not a journal: {exc}") from None
         conn.execute("BEGIN")  # base and live records from one snapshot
         try:
             live = verify_connection(conn)
@@ -591,7 +553,7 @@ def export_with_archives(journal_path: str | Path,
     journal_path = Path(journal_path)
     directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
     manifest = load_manifest(directory)
-    conn = sqlite3.connect(f"file:{journal_path}?mode=ro", uri=True)
+    conn = open_read_only(journal_path)
     try:
         base = read_base(conn)
     except sqlite3.DatabaseError as exc:

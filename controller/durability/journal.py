@@ -21,16 +21,17 @@ does not protect against.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
+from controller.durability.disk import fsync_directory
 from controller.table.inputs import Input, ScriptError, from_dict, to_dict
 
 GENESIS_HASH = "0" * 64
@@ -160,16 +161,41 @@ def connect(path: str | Path, *, synchronous: str = "FULL",
     return conn
 
 
-def _fsync_directory(path: Path) -> None:
-    """Make the directory entry of a newly created file durable too."""
+def open_read_only(path: str | Path) -> sqlite3.Connection:
+    """Open a journal file for reading only (verify, export, archive checks); never creates it.
+    Raises JournalError when the file is missing or is not a journal."""
+    path = Path(path)
+    if not path.is_file():
+        raise JournalError(f"{path}: no such journal file")
     try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open: {exc}") from None
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        conn.execute("SELECT 1 FROM records LIMIT 1")
+        conn.execute("SELECT 1 FROM meta LIMIT 1")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise JournalError(f"{path}: not a journal: {exc}") from None
+    return conn
+
+
+def group_entries(rows: Iterable[tuple[int, str, str]], source: str | Path) -> Iterator[Entry]:
+    """Records (n, kind, body) in order -> each input with the events it produced."""
+    current: Entry | None = None
+    for n, kind, body in rows:
+        if kind == "input":
+            if current is not None:
+                yield current
+            current = Entry(n, _parse_input(n, body), [])
+        elif kind == "event":
+            if current is None:
+                raise JournalError(f"{source}: record {n}: event before any input")
+            current.events.append(json.loads(body))
+        else:
+            raise JournalError(f"{source}: record {n}: unknown kind {kind!r}")
+    if current is not None:
+        yield current
 
 
 class Journal:
@@ -207,7 +233,10 @@ class Journal:
             self._conn.close()
             raise JournalError(f"{self.path}: {exc}") from None
         if created:
-            _fsync_directory(self.path)
+            # The new file's name must survive a power cut too; a directory that cannot be
+            # opened (some network filesystems) is not a reason to refuse the journal.
+            with contextlib.suppress(OSError):
+                fsync_directory(self.path.parent)
         # Archived records are gone from the table; numbering and the chain carry on from them.
         base_records, base_hash, base_seq = (0, GENESIS_HASH, 0) if self._base is None else (
             self._base.records, self._base.hash, self._base.seq)
@@ -289,20 +318,8 @@ class Journal:
 
     def entries(self) -> Iterator[Entry]:
         """Every journaled input with its events, in order (recovery compares them)."""
-        current: Entry | None = None
-        for n, kind, body in self._rows("SELECT n, kind, body FROM records ORDER BY n"):
-            if kind == "input":
-                if current is not None:
-                    yield current
-                current = Entry(n, _parse_input(n, body), [])
-            elif kind == "event":
-                if current is None:
-                    raise JournalError(f"{self.path}: record {n}: event before any input")
-                current.events.append(json.loads(body))
-            else:
-                raise JournalError(f"{self.path}: record {n}: unknown kind {kind!r}")
-        if current is not None:
-            yield current
+        yield from group_entries(self._rows("SELECT n, kind, body FROM records ORDER BY n"),
+                                 self.path)
 
     def inputs(self) -> Iterator[Input]:
         """Every journaled input, in order."""
@@ -521,18 +538,8 @@ def _verify_snapshot(conn: sqlite3.Connection) -> VerifyResult:
 
 def verify_file(path: str | Path) -> VerifyResult:
     """Verify a journal file without opening it for writing."""
-    path = Path(path)
-    if not path.is_file():
-        raise JournalError(f"{path}: no such journal file")
+    conn = open_read_only(path)
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise JournalError(f"{path}: cannot open: {exc}") from None
-    try:
-        try:
-            conn.execute("SELECT 1 FROM records LIMIT 1")
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{path}: not a journal: {exc}") from None
         return verify_connection(conn)
     finally:
         conn.close()
@@ -540,16 +547,9 @@ def verify_file(path: str | Path) -> VerifyResult:
 
 def export_events(path: str | Path) -> Iterator[str]:
     """Yield every event's stored canonical JSON text, in seq order."""
-    path = Path(path)
-    if not path.is_file():
-        raise JournalError(f"{path}: no such journal file")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = open_read_only(path)
     try:
-        try:
-            cursor = conn.execute(
-                "SELECT body FROM records WHERE kind='event' ORDER BY event_seq")
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{path}: not a journal: {exc}") from None
+        cursor = conn.execute("SELECT body FROM records WHERE kind='event' ORDER BY event_seq")
         while True:
             chunk = cursor.fetchmany(_FETCH_CHUNK)
             if not chunk:

@@ -11,9 +11,10 @@ current time, which closes a betting window that ran out while the process was d
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from controller.durability.journal import Journal, JournalCorrupt, JournalError, canonical_json
+from controller.durability.journal import (Entry, Journal, JournalCorrupt, JournalError,
+                                          canonical_json)
 
 
 class RecoveryError(JournalError):
@@ -65,7 +66,17 @@ def recover(journal: Journal, settings: Any, *, verify: bool = True,
         except (ValueError, KeyError, TypeError) as exc:
             raise RecoveryError(f"{journal.path}: the checkpoint at archived record "
                                 f"{base.records} does not load: {exc}") from None
-    for entry in journal.entries():
+    replay(machine, journal.entries())
+    return machine
+
+
+def replay(machine: Any, entries: Iterable[Entry]) -> None:
+    """Feed each journaled input to ``machine`` and compare what it gives with the journal.
+
+    Raises RecoveryError at the first input that fails or whose recomputed events differ from
+    the journaled ones; the message names the record and kinds, never a card value.
+    """
+    for entry in entries:
         try:
             events = machine.handle(entry.input)
         except Exception as exc:
@@ -92,4 +103,3 @@ def recover(journal: Journal, settings: Any, *, verify: bool = True,
         raise RecoveryError(
             f"record {entry.record} ({entry.input.kind} at {entry.input.at}): the journal and "
             f"the rules disagree: {detail}; recomputed seqs {recomputed}")
-    return machine

@@ -24,15 +24,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from controller.rules.cards import DEFAULT_DECKS, MAX_DECKS
 from controller.service.config_yaml import YamlProblems, read_yaml_file
 from controller.durability.retention import RetentionSettings
+
+if typing.TYPE_CHECKING:
+    from controller.table.machine import MachineSettings
 
 
 EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
 
 DEFAULT_STATE_DIR = "/var/lib/pokdeng-table"
-TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 
@@ -211,14 +212,6 @@ class Section:
 # --- the typed configuration ------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class TableConfig:
-    id: str
-    betting_seconds: float = 15.0
-    reveal: str = "auto"
-    decks: int = 8
-
-
-@dataclass(frozen=True)
 class DeviceConfig:
     """A device section: the driver's name and its options, checked by the driver itself."""
 
@@ -252,7 +245,7 @@ class LoggingConfig:
 
 @dataclass(frozen=True)
 class Config:
-    table: TableConfig
+    table: MachineSettings
     state_dir: str
     shoe: DeviceConfig
     panel: DeviceConfig | None
@@ -279,25 +272,16 @@ class Config:
     def journal_path(self) -> str:
         return os.path.join(self.state_dir, "journal.sqlite")
 
-    def machine_settings(self) -> Any:
-        from controller.table.machine import MachineSettings
-
-        return MachineSettings(table_id=self.table.id, betting_seconds=self.table.betting_seconds,
-                               reveal=self.table.reveal, decks=self.table.decks)
+    def machine_settings(self) -> MachineSettings:
+        return self.table
 
 
 # --- readers, one per section -----------------------------------------------------------------
 
-def _read_table(s: Section) -> TableConfig:
-    table = TableConfig(
-        id=s.get_str("id", pattern=TABLE_ID_PATTERN,
-                     what="1-32 letters, digits, '_', '.', '-' starting with a letter or digit"),
-        betting_seconds=s.get_float("betting_seconds", 15.0, minval=1, maxval=600),
-        reveal=s.get_str("reveal", "auto", choices=("auto", "button")),
-        decks=s.get_int("decks", DEFAULT_DECKS, minval=1, maxval=MAX_DECKS),
-    )
-    s.finish()
-    return table
+def _read_table(s: Section) -> MachineSettings | None:
+    from controller.table.machine import MachineSettings  # the table's rules load on use
+
+    return _read_settings(s, MachineSettings)
 
 
 def _read_device(s: Section, device: str) -> DeviceConfig | None:
@@ -405,12 +389,14 @@ def _plain_type(hint: Any) -> Any:
     return args[0] if args else hint
 
 
-def _read_transport(s: Section, settings_class: type) -> Any:
-    """A transport's settings, read by the fields (and their ``option`` rules) of its class;
+def _read_settings(s: Section, settings_class: type) -> Any:
+    """A settings dataclass (the table's, a transport's) read by its fields and their
+    ``config`` metadata rules (``key`` when the config names it otherwise, ``required``);
     rules across options are the class's own (``OptionConflict`` names the option)."""
     from controller.transports import OptionConflict
 
     hints = typing.get_type_hints(settings_class)
+    errors_before = len(s.errors)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(settings_class):
         rules = dict(f.metadata.get("config", {}))
@@ -420,24 +406,30 @@ def _read_transport(s: Section, settings_class: type) -> Any:
                 values[f"{stem}_file"], values[f"{stem}_credential"] = _read_secret(
                     s, stem, rules.get("required", False))
             continue
-        default = _MISSING if f.default is dataclasses.MISSING else f.default
+        key = rules.pop("key", f.name)
+        required = rules.pop("required", False)
+        default = _MISSING if required or f.default is dataclasses.MISSING else f.default
         kind = _plain_type(hints[f.name])
         if rules.pop("path", False):
-            values[f.name] = s.get_path(f.name, default)
+            values[f.name] = s.get_path(key, default)
         elif kind is bool:
-            values[f.name] = s.get_bool(f.name, default)
+            values[f.name] = s.get_bool(key, default)
         elif kind is int:
-            values[f.name] = s.get_int(f.name, default, **rules)
+            values[f.name] = s.get_int(key, default, **rules)
         elif kind is float:
-            values[f.name] = s.get_float(f.name, default, **rules)
+            values[f.name] = s.get_float(key, default, **rules)
         else:
-            values[f.name] = s.get_str(f.name, default, **rules)
+            values[f.name] = s.get_str(key, default, **rules)
     s.finish()
     try:
         return settings_class(**values)
     except OptionConflict as exc:
         s.error(exc.option, exc.problem)
         return None
+    except (ValueError, TypeError):
+        if len(s.errors) > errors_before:  # already named under its key; nothing to build
+            return None
+        raise
 
 
 def _read_transports(s: Section | None) -> dict[str, Any]:
@@ -455,7 +447,7 @@ def _read_transports(s: Section | None) -> dict[str, Any]:
         except Exception as exc:  # e.g. its library is not installed
             s.error(kind, f"the {kind} transport cannot be loaded: {exc}")
             continue
-        found[kind] = _read_transport(section, settings_class)
+        found[kind] = _read_settings(section, settings_class)
     s.finish()
     return found
 

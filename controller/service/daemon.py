@@ -535,7 +535,7 @@ class Daemon:
         if events and self.outbox is not None:
             self.outbox.notify()
         status = self.machine.status()
-        bind_table_context(self.config.table.id, status.get("shoe"), status.get("round"))
+        bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
         if isinstance(inp, Supervisor):
             self._last_actions.record(inp, events)
@@ -561,7 +561,7 @@ class Daemon:
 
     def _publish(self, status: dict[str, Any]) -> None:
         snapshot = dict(status)
-        snapshot["table"] = self.config.table.id
+        snapshot["table"] = self.config.table.table_id
         snapshot["storage_fault"] = self._storage_fault
         snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
         snapshot["held_inputs"] = len(self._held)
@@ -675,5 +675,5 @@ def build_transports(config: Config) -> list[Any]:
     """The configured transports, created through controller.transports."""
     from controller import transports as transport_module
 
-    return [transport_module.create(kind, settings, table=config.table.id)
+    return [transport_module.create(kind, settings, table=config.table.table_id)
             for kind, settings in config.transports.items()]

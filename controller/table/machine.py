@@ -27,6 +27,7 @@ Run ``python -m controller.table.machine --mermaid`` for the state diagram (docs
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,12 +132,22 @@ HOLD_WORDS = {
 }
 
 
+#: what a table id may be: it names the table in every event and topic
+TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+
+
 @dataclass(frozen=True)
 class MachineSettings:
-    table_id: str = "table-1"
-    betting_seconds: float = 15.0
-    reveal: str = "auto"  # "auto" | "button" (one hand per dealer `reveal` press)
-    decks: int = DEFAULT_DECKS
+    # ``config`` metadata: how the config's ``table:`` section reads each setting
+    # (controller/service/config.py reads transports' settings the same way)
+    table_id: str = field(default="table-1", metadata={"config": {
+        "key": "id", "required": True, "pattern": TABLE_ID_PATTERN,
+        "what": "1-32 letters, digits, '_', '.', '-' starting with a letter or digit"}})
+    betting_seconds: float = field(default=15.0, metadata={"config": {"minval": 1, "maxval": 600}})
+    # "auto" | "button" (one hand per dealer `reveal` press)
+    reveal: str = field(default="auto", metadata={"config": {"choices": REVEAL_MODES}})
+    decks: int = field(default=DEFAULT_DECKS,
+                       metadata={"config": {"minval": 1, "maxval": MAX_DECKS}})
 
     def __post_init__(self) -> None:
         if not isinstance(self.table_id, str) or not self.table_id or ":" in self.table_id:

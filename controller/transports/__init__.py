@@ -16,23 +16,22 @@ imports paho); other packages add kinds through the ``pokdeng_table.transports``
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 from abc import ABC, abstractmethod
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Mapping
 
+from controller.plugins import Registry
+
 ENTRY_POINT_GROUP = "pokdeng_table.transports"
 
-#: kind -> ("module:TransportClass", "module:SettingsClass")
-BUILTIN: dict[str, tuple[str, str]] = {
-    "http": ("controller.transports.http:HttpTransport",
-             "controller.transports.http:HttpTransportSettings"),
-    "mqtt": ("controller.transports.mqtt:MqttTransport",
-             "controller.transports.mqtt:MqttTransportSettings"),
-    "file": ("controller.transports.file:FileSink",
-             "controller.transports.file:FileSinkSettings"),
+#: kind -> "module:TransportClass;module:SettingsClass" (entry points give the same value)
+BUILTIN: dict[str, str] = {
+    "http": "controller.transports.http:HttpTransport;"
+            "controller.transports.http:HttpTransportSettings",
+    "mqtt": "controller.transports.mqtt:MqttTransport;"
+            "controller.transports.mqtt:MqttTransportSettings",
+    "file": "controller.transports.file:FileSink;controller.transports.file:FileSinkSettings",
 }
 
 
@@ -53,6 +52,10 @@ class OptionConflict(TransportConfigError):
         super().__init__(f"{kind} transport: {option}: {problem}")
         self.option = option
         self.problem = problem
+
+
+TRANSPORTS = Registry(ENTRY_POINT_GROUP, BUILTIN, noun="transport kind",
+                      error=TransportConfigError)
 
 
 class TransientError(TransportError):
@@ -141,26 +144,14 @@ def read_secret(option: str, path: str | None = None, credential: str | None = N
     return secret
 
 
-def available() -> dict[str, tuple[str, str]]:
-    found = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        transport, _, settings = ep.value.partition(";")
-        found.setdefault(ep.name, (transport.strip(), settings.strip()))
-    return found
-
-
-def _load(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+def available() -> dict[str, str]:
+    """Every known transport kind with its targets."""
+    return TRANSPORTS.available()
 
 
 def settings_class(kind: str) -> type:
     """The settings dataclass of ``kind`` (imports that transport's module)."""
-    targets = available()
-    if kind not in targets:
-        raise TransportConfigError(
-            f"unknown transport kind {kind!r}; known: {', '.join(sorted(targets))}")
-    return _load(targets[kind][1])
+    return TRANSPORTS.load(kind, 1)
 
 
 def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
@@ -180,13 +171,7 @@ def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
 
 def create(kind: str, settings: Any, *, table: str, name: str | None = None) -> Transport:
     """A transport of ``kind`` for ``table``; ``settings`` is its dataclass or a mapping."""
-    targets = available()
-    if kind not in targets:
-        raise TransportConfigError(
-            f"unknown transport kind {kind!r}; known: {', '.join(sorted(targets))}")
     if isinstance(settings, Mapping):
         settings = settings_from_mapping(kind, settings)
-    cls = _load(targets[kind][0])
-    if not (isinstance(cls, type) and issubclass(cls, Transport)):
-        raise TransportConfigError(f"transport {kind!r} ({targets[kind][0]}) is not a Transport")
+    cls = TRANSPORTS.load(kind, 0, base=Transport)
     return cls(settings, table=table, name=name)

@@ -182,7 +182,7 @@ def test_simulate_shoe_rejects_a_bad_script_with_its_line_number(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--protocol", "rfid"], "'registry'"),
+    (["--protocol", "rfid"], '"registry"'),
     (["--protocol", "rfid", "--registry", "/nonexistent.csv"], "/nonexistent.csv"),
     (["--cut-card-frame", "CUT"], "cut_card_frames"),
 ])

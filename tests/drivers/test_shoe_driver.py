@@ -200,22 +200,29 @@ def test_registry_names_create_the_shoe_drivers(tmp_path):
 
 
 @pytest.mark.parametrize("cls, options, fragment", [
-    (BeeTekShoe, {}, "'url'"),
-    (BeeTekShoe, {"url": "loop://", "registry": "x"}, "unknown option(s) registry"),
-    (BeeTekShoe, {"url": "loop://", "baudrat": 9600}, "unknown option(s) baudrat"),
-    (BeeTekShoe, {"url": "loop://", "baudrate": "fast"}, "'baudrate'"),
-    (BeeTekShoe, {"url": "loop://", "reconnect_seconds": -1}, "'reconnect_seconds'"),
+    (BeeTekShoe, {}, '"url"'),
+    (BeeTekShoe, {"url": "loop://", "registry": "x"}, '"registry": unknown option'),
+    (BeeTekShoe, {"url": "loop://", "baudrat": 9600}, '"baudrat": unknown option'),
+    (BeeTekShoe, {"url": "loop://", "baudrate": "fast"}, '"baudrate"'),
+    (BeeTekShoe, {"url": "loop://", "reconnect_seconds": -1}, '"reconnect_seconds"'),
     (BeeTekShoe, {"url": "loop://", "cut_card_frames": ["CUT"]}, "cut_card_frames"),
     (BeeTekShoe, {"url": "loop://", "serial": {"parity": "N", "speed": 1}}, "'speed'"),
-    (RfidShoe, {"url": "loop://"}, "'registry'"),
+    (RfidShoe, {"url": "loop://"}, '"registry"'),
     (RfidShoe, {"url": "loop://", "registry": "/nonexistent/cards.csv"}, "cards.csv"),
     (SerialShoe, {"url": "loop://", "protocol": "morse"}, "'protocol'"),
-    (PdtShoe, {"url": "loop://", "silence_seconds": 0.1}, "'silence_seconds'"),
+    (PdtShoe, {"url": "loop://", "silence_seconds": 0.1}, '"silence_seconds"'),
 ])
 def test_bad_options_are_refused_with_a_message_naming_them(cls, options, fragment):
     with pytest.raises(DriverConfigError) as err:
         cls(Collector(), options)
     assert fragment in str(err.value)
+
+
+def test_every_bad_option_is_named_at_once():
+    with pytest.raises(DriverConfigError) as err:
+        BeeTekShoe(Collector(), {"baudrate": "fast", "reconnect_seconds": -1, "baudrat": 1})
+    assert [option for option, _ in err.value.problems] == [
+        "url", "baudrate", "reconnect_seconds", "baudrat"]
 
 
 def test_device_status_is_stamped_with_the_driver_clock(tmp_path):

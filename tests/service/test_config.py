@@ -60,7 +60,7 @@ def write(tmp_path: Path, data: Any, name: str = "table.yaml") -> Path:
 
 def test_good_config_reads_every_section(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, base_config(tmp_path)))
-    assert config.table.id == "T01" and config.table.betting_seconds == 12.0
+    assert config.table.table_id == "T01" and config.table.betting_seconds == 12.0
     assert config.table.reveal == "button" and config.table.decks == 6
     assert config.journal_path == str(tmp_path / "state" / "journal.sqlite")
     assert config.shoe.driver == "beetek"
@@ -346,10 +346,9 @@ BROKEN: dict[str, tuple[Make, str]] = {
     "driver option typo": (changed("shoe.baudrat", 9600),
                            "shoe.baudrat: unknown option; known: baudrate, cut_card_frames,"),
     "driver option out of range": (changed("shoe.reconnect_seconds", 0),
-                                   "shoe.reconnect_seconds: expected a number >= 0.01, got 0"),
+                                   "shoe.reconnect_seconds: must be >= 0.01, got 0"),
     "driver option of the wrong type": (changed("shoe.baudrate", "fast"),
-                                        "shoe.baudrate: expected a positive whole number, "
-                                        "got 'fast'"),
+                                        "shoe.baudrate: expected an integer, got 'fast'"),
     "driver option missing": (changed("shoe.url", DELETE), "shoe.url: required: the serial port"),
     "panel option typo": (changed("panel.baud", 9600),
                           "panel.baud: unknown option; known: baudrate, debounce_ms,"),
