@@ -37,8 +37,8 @@ from controller.table import faults
 from controller.rules.cards import (DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition,
                               ShoeCompositionError)
 from controller.table.events import iso_time, make_event
-from controller.table.inputs import Fault as ControllerFault
 from controller.table.inputs import (
+    ControllerFault,
     Button,
     CardScan,
     CutCard,
@@ -150,7 +150,7 @@ class MachineSettings:
 
 
 @dataclass
-class Fault:
+class PauseReason:
     code: str
     reason: str
     detail: dict[str, Any] | None = None
@@ -193,8 +193,8 @@ class TableMachine:
         self.rounds_total = 0  # rounds opened at this table, all shoes
         self.devices = {"shoe": True, "panel": True}
         self.switch_on = False
-        self.fault: Fault | None = None
-        self.last_fault: Fault | None = None
+        self.fault: PauseReason | None = None
+        self.last_fault: PauseReason | None = None
         # The fault (misread or ninth_copy) whose card the supervisor may enter by hand. A
         # misread also blocks resume: the card went somewhere and must be known.
         self.card_owed: str | None = None
@@ -293,7 +293,7 @@ class TableMachine:
 
         ``reason`` and ``detail`` go out now, so they never name a sealed card; ``evidence``
         (what the shoe sent) follows in a ``fault_detail`` event once it is not sealed."""
-        fault = Fault(code, reason, detail)
+        fault = PauseReason(code, reason, detail)
         self.fault = self.last_fault = fault
         self.pause_table()
         log.warning("table paused: %s: %s", code, reason,
@@ -419,7 +419,7 @@ class TableMachine:
             return
         self.card_owed = None
         if self.switch_on:
-            self.fault = Fault(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
+            self.fault = PauseReason(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
         else:
             self._resume()
 
@@ -466,7 +466,7 @@ class TableMachine:
             return
         try:
             self.composition.check_draw(card)
-        except Exception:  # ShoeCompositionError: an impossible card is never counted
+        except ShoeCompositionError:  # an impossible card is never counted
             self._impossible_card(card)
             return
         if self.state == "awaiting_flip":
@@ -507,7 +507,7 @@ class TableMachine:
         if self.state != "no_shoe":
             try:
                 self.composition.draw(card)
-            except Exception:
+            except ShoeCompositionError:
                 pass  # impossible card: not counted, the fault says so
 
     def _impossible_card(self, card: Card) -> None:
@@ -867,10 +867,10 @@ def _bound(transition: dict[str, Any], owner: object) -> dict[str, Any]:
     return out
 
 
-def _fault_from(data: dict[str, Any] | None) -> Fault | None:
+def _fault_from(data: dict[str, Any] | None) -> PauseReason | None:
     if not data:
         return None
-    return Fault(data["code"], data["reason"], data.get("detail"))
+    return PauseReason(data["code"], data["reason"], data.get("detail"))
 
 
 # --- the state diagram ------------------------------------------------------------------------
