@@ -232,7 +232,7 @@ def _require(obj: dict[str, Any], key: str, kind: str) -> Any:
 def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise ScriptError(f"unknown {what} {_shown(value)}; expected one of: {', '.join(allowed)}")
-    return value
+    return str(value)
 
 
 def _bool(value: Any, key: str) -> bool:
