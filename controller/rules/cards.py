@@ -80,7 +80,7 @@ def _split(text: str) -> tuple[str, str] | None:
     cleaned = cleaned.replace("10", "T")
     if len(cleaned) != 2:
         return None
-    first, second = cleaned
+    first, second = cleaned[0], cleaned[1]
     if first in RANKS and second in SUITS:
         return first, second
     if first in SUITS and second in RANKS:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any, Iterator
 
 from controller.rules.cards import CARDS_PER_DECK, DEFAULT_DECKS, RANKS, SUITS, Card
 from controller.rules.hands import PLAYER_BET_DEDUCTED, Hand, PositionResult, evaluate_hand, settle
@@ -39,7 +40,7 @@ def _settle(player: Hand, banker: Hand) -> PositionResult:
     return settle(player, banker)
 
 
-def _banker_class_counts(remaining: list[list[int]]):
+def _banker_class_counts(remaining: list[list[int]]) -> Iterator[tuple[int, int, bool, int]]:
     """Yield (rank_a, rank_b, suited, ordered_deals) for the Banker's two cards."""
     ranks = range(len(RANKS))
     totals = [sum(row) for row in remaining]
@@ -91,11 +92,11 @@ class RtpReport:
     def pair_rtp(self) -> Fraction:
         return Fraction(self.pair.returned, self.pair.weight)
 
-    def to_json_data(self) -> dict:
+    def to_json_data(self) -> dict[str, Any]:
         def fraction(value: Fraction) -> str:
             return f"{value.numerator}/{value.denominator}"
 
-        def probabilities(counts: dict, weight: int) -> dict:
+        def probabilities(counts: dict[Any, int], weight: int) -> dict[str, Any]:
             return {
                 str(key): {"p": fraction(Fraction(n, weight)), "percent": 100 * n / weight}
                 for key, n in sorted(counts.items(), key=lambda kv: str(kv[0]))

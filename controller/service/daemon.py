@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable
 import structlog
 
 from controller.service.config import EX_CONFIG, Config, ConfigError
-from controller.table.inputs import Actor, Fault, Input, Supervisor, Tick, with_time
+from controller.table.inputs import Actor, ControllerFault, Input, Supervisor, Tick, with_time
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
 from controller.service.notify import Notifier
@@ -478,7 +478,7 @@ class Daemon:
                   kind=inp.kind, error_type=type(exc).__name__)
         log.debug("input failure details", exc_info=exc)
         self.machine = recover(self.journal, self.settings)
-        self._handle(Fault(0.0, "controller_error", reason))
+        self._handle(ControllerFault(0.0, "controller_error", reason))
         return reason
 
     def _stamp(self, inp: Input) -> Input:
@@ -619,8 +619,8 @@ class Daemon:
         """Try to journal the storage fault; once it sticks, the table runs from the journal."""
         from controller.durability.journal import JournalError
 
-        pause = self._stamp(Fault(0.0, "journal_unwritable",
-                                  self._storage_fault or "journal write failed"))
+        pause = self._stamp(ControllerFault(0.0, "journal_unwritable",
+                                            self._storage_fault or "journal write failed"))
         events = self.machine.handle(pause)
         try:
             self.journal.append(pause, events)

@@ -99,7 +99,8 @@ class EventSchemaError(ValueError):
 def load_schema(name: str) -> dict[str, Any]:
     """A schema file from ``controller/table/schemas/`` by name without ``.json``."""
     text = resources.files("controller.table").joinpath("schemas", f"{name}.json").read_text("utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 @lru_cache(maxsize=1)

@@ -160,7 +160,7 @@ class Supervisor:
 
 
 @dataclass(frozen=True, slots=True)
-class Fault:
+class ControllerFault:
     at: float
     code: str
     reason: str
@@ -179,7 +179,8 @@ class Tick:
         return {}
 
 
-Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, Fault, Tick]
+Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, ControllerFault,
+              Tick]
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -231,7 +232,7 @@ def _require(obj: dict[str, Any], key: str, kind: str) -> Any:
 def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise ScriptError(f"unknown {what} {_shown(value)}; expected one of: {', '.join(allowed)}")
-    return value
+    return str(value)
 
 
 def _bool(value: Any, key: str) -> bool:
@@ -318,7 +319,7 @@ def from_dict(obj: Any) -> Input:
             reason = _optional_text(obj, "reason")
             if not code or reason is None:
                 raise ScriptError('"fault" input needs a "code" and a "reason"')
-            return Fault(at, code, reason)
+            return ControllerFault(at, code, reason)
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

@@ -21,27 +21,25 @@ open, otherwise kept with the round and sent right after its ``betting_closed`` 
 ``round_cancelled``), so the supervisor still learns which card it was. ``_fault`` is the one
 place that decides.
 
-Run ``python -m controller.table.machine --mermaid`` for the state diagram (docs/state-diagram.md).
+The procedure's tables are in ``procedure``, the dealer's views in ``views``, checkpoints in
+``checkpoint``; ``python -m controller.table.diagram`` draws docs/state-diagram.md.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import sys
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from transitions import Machine
 
-from controller.table import faults
-from controller.rules.cards import (DEFAULT_DECKS, MAX_DECKS, Card, ShoeComposition,
-                              ShoeCompositionError)
+from controller.rules.cards import Card, ShoeComposition, ShoeCompositionError
+from controller.rules.hands import HAND_ORDER, round_result_data
+from controller.table import checkpoint, faults, views
 from controller.table.events import iso_time, make_event
-from controller.table.inputs import Fault as ControllerFault
 from controller.table.inputs import (
     Button,
     CardScan,
+    ControllerFault,
     CutCard,
     DeviceStatus,
     Input,
@@ -50,150 +48,35 @@ from controller.table.inputs import (
     Switch,
     Tick,
 )
-from controller.rules.hands import HAND_ORDER, Hand, evaluate_hand, round_result_data
+from controller.table.procedure import (
+    HOLD_STATES,
+    HOLD_TRANSITIONS,
+    HoldTriggers,
+    PROCEDURE_STATES,
+    PROCEDURE_TRANSITIONS,
+    ProcedureTriggers,
+    ROUND_STATES,
+    ROUND_TARGETS,
+    SHOE_SETUP_STATES,
+    STATE_WORDS,
+)
+from controller.table.records import REVEAL_MODES, MachineSettings, PauseReason, RoundState
+
+# Callers build and restore the machine through this module.
+__all__ = ["REVEAL_MODES", "MachineSettings", "PauseReason", "TableMachine"]
 
 log = logging.getLogger(__name__)
 # The daemon routes logs through its own handlers; alone (replay, tests) the machine is quiet.
 log.addHandler(logging.NullHandler())
 
-REVEAL_MODES = ("auto", "button")
-
-# Where each card of a round goes: index 0 is the burn card, then two passes of P1..P5, banker.
-ROUND_TARGETS: tuple[str, ...] = ("burn",) + HAND_ORDER + HAND_ORDER
-CARDS_PER_ROUND = len(ROUND_TARGETS)  # 13
-
-# --- the procedure, as data -----------------------------------------------------------------
-PROCEDURE_STATES = (
-    "no_shoe",  # no shoe open: waiting for new_shoe
-    "awaiting_flip",  # shoe open: the flip card sets the burn count
-    "burning",  # burning the flip card's count
-    "ready",  # between rounds
-    "betting",  # round open, betting open; cards may already come
-    "dealing",  # betting closed, cards still missing
-    "revealing",  # betting closed and all 13 cards in: hands are revealed
-)
-ROUND_STATES = ("betting", "dealing", "revealing")
-SHOE_SETUP_STATES = ("awaiting_flip", "burning")
-
-PROCEDURE_TRANSITIONS: list[dict[str, Any]] = [
-    {"trigger": "open_shoe", "source": "no_shoe", "dest": "awaiting_flip"},
-    {"trigger": "show_flip_card", "source": "awaiting_flip", "dest": "burning"},
-    {"trigger": "burn_shoe_card", "source": "burning", "dest": "ready",
-     "conditions": "burn_count_reached", "after": "announce_burn_completed"},
-    {"trigger": "burn_shoe_card", "source": "burning", "dest": None},
-    {"trigger": "open_round", "source": "ready", "dest": "betting"},
-    {"trigger": "deal_card", "source": "betting", "dest": None},
-    {"trigger": "deal_card", "source": "dealing", "dest": "revealing",
-     "conditions": "all_round_cards_dealt", "after": "reveal_when_automatic"},
-    {"trigger": "deal_card", "source": "dealing", "dest": None},
-    {"trigger": "close_betting", "source": "betting", "dest": "revealing",
-     "conditions": "all_round_cards_dealt", "before": "announce_betting_closed",
-     "after": "reveal_when_automatic"},
-    {"trigger": "close_betting", "source": "betting", "dest": "dealing",
-     "before": "announce_betting_closed"},
-    {"trigger": "reveal_hand", "source": "revealing", "dest": None},
-    {"trigger": "settle_round", "source": "revealing", "dest": "no_shoe",
-     "conditions": "is_last_round", "after": "announce_shoe_ended_by_cut_card"},
-    {"trigger": "settle_round", "source": "revealing", "dest": "ready"},
-    {"trigger": "cancel_open_round", "source": list(ROUND_STATES), "dest": "no_shoe",
-     "conditions": "is_last_round", "after": "announce_shoe_ended_by_cut_card"},
-    {"trigger": "cancel_open_round", "source": list(ROUND_STATES), "dest": "ready"},
-    {"trigger": "close_shoe", "source": ["awaiting_flip", "burning", "ready"], "dest": "no_shoe"},
-]
-
-# --- the hold, as data --------------------------------------------------------------------------
-HOLD_STATES = ("running", "paused")
-HOLD_TRANSITIONS: list[dict[str, Any]] = [
-    {"trigger": "pause_table", "source": "running", "dest": "paused",
-     "before": "freeze_countdown"},
-    # A fault while paused: stays paused, the newest fault is shown.
-    {"trigger": "pause_table", "source": "paused", "dest": None},
-    {"trigger": "resume_table", "source": "paused", "dest": "running",
-     "conditions": ["key_switch_at_run", "misread_card_entered", "shoe_back_if_cards_needed"],
-     "after": "restart_countdown"},
-]
-
 # The events a supervisor action causes that carry who took it.
 SUPERVISOR_ATTRIBUTED_EVENTS = frozenset(
     {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected"})
-
-STATE_WORDS = {
-    "no_shoe": "no shoe is open",
-    "awaiting_flip": "the shoe waits for its flip card",
-    "burning": "the shoe's burn cards are being drawn",
-    "ready": "no round is open",
-    "betting": "a round is open and betting is open",
-    "dealing": "betting is closed and cards are still being dealt",
-    "revealing": "the hands are being revealed",
-}
-HOLD_WORDS = {
-    "running": "the table runs",
-    "paused": "held by the key switch, the supervisor or a fault",
-}
+# Dealer buttons that still work while the table is paused.
+BUTTONS_WHILE_PAUSED = frozenset({"cancel_round"})
 
 
-#: what a table id may be: it names the table in every event and topic
-TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-
-
-@dataclass(frozen=True)
-class MachineSettings:
-    # ``config`` metadata: how the config's ``table:`` section reads each setting
-    # (controller/service/config.py reads transports' settings the same way)
-    table_id: str = field(default="table-1", metadata={"config": {
-        "key": "id", "required": True, "pattern": TABLE_ID_PATTERN,
-        "what": "1-32 letters, digits, '_', '.', '-' starting with a letter or digit"}})
-    betting_seconds: float = field(default=15.0, metadata={"config": {"minval": 1, "maxval": 600}})
-    # "auto" | "button" (one hand per dealer `reveal` press)
-    reveal: str = field(default="auto", metadata={"config": {"choices": REVEAL_MODES}})
-    decks: int = field(default=DEFAULT_DECKS,
-                       metadata={"config": {"minval": 1, "maxval": MAX_DECKS}})
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.table_id, str) or not self.table_id or ":" in self.table_id:
-            raise ValueError(f"table_id must be a non-empty string without ':', got {self.table_id!r}")
-        if not (isinstance(self.betting_seconds, (int, float)) and 1 <= self.betting_seconds <= 600):
-            raise ValueError(f"betting_seconds must be 1..600, got {self.betting_seconds!r}")
-        if self.reveal not in REVEAL_MODES:
-            raise ValueError(f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
-        if not (isinstance(self.decks, int) and 1 <= self.decks <= MAX_DECKS):
-            raise ValueError(f"decks must be 1..{MAX_DECKS}, got {self.decks!r}")
-
-
-@dataclass
-class Fault:
-    code: str
-    reason: str
-    detail: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "reason": self.reason}
-        if self.detail:
-            out["detail"] = dict(self.detail)
-        return out
-
-
-@dataclass
-class RoundState:
-    number: int
-    cards: list[Card] = field(default_factory=list)
-    betting_open: bool = True
-    closes_at: float | None = None  # table clock; None while paused or closed
-    seconds_left: float | None = None  # kept while paused
-    revealed: dict[str, Hand] = field(default_factory=dict)
-    #: fault_detail data held back while this round's betting is open
-    sealed_evidence: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def complete(self) -> bool:
-        return len(self.cards) >= CARDS_PER_ROUND
-
-    def hand(self, position: str) -> Hand:
-        first = 1 + HAND_ORDER.index(position)
-        return evaluate_hand((self.cards[first], self.cards[first + len(HAND_ORDER)]))
-
-
-class TableMachine:
+class TableMachine(ProcedureTriggers):
     """One table's procedure. Owned by one thread; ``handle`` is the only way in."""
 
     def __init__(self, settings: MachineSettings):
@@ -204,15 +87,14 @@ class TableMachine:
         self.rounds_total = 0  # rounds opened at this table, all shoes
         self.devices = {"shoe": True, "panel": True}
         self.switch_on = False
-        self.fault: Fault | None = None
-        self.last_fault: Fault | None = None
+        self.fault: PauseReason | None = None
+        self.last_fault: PauseReason | None = None
         # The fault (misread or ninth_copy) whose card the supervisor may enter by hand. A
         # misread also blocks resume: the card went somewhere and must be known.
         self.card_owed: str | None = None
         self._reset_shoe()
         self._events: list[dict[str, Any]] = []
         self._now = 0.0
-        self.state: str  # set by transitions
         self._procedure = Machine(
             model=self,
             states=list(PROCEDURE_STATES),
@@ -304,7 +186,7 @@ class TableMachine:
 
         ``reason`` and ``detail`` go out now, so they never name a sealed card; ``evidence``
         (what the shoe sent) follows in a ``fault_detail`` event once it is not sealed."""
-        fault = Fault(code, reason, detail)
+        fault = PauseReason(code, reason, detail)
         self.fault = self.last_fault = fault
         self.pause_table()
         log.warning("table paused: %s: %s", code, reason,
@@ -430,7 +312,7 @@ class TableMachine:
             return
         self.card_owed = None
         if self.switch_on:
-            self.fault = Fault(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
+            self.fault = PauseReason(faults.SWITCH_PAUSE, "the supervisor key switch is at PAUSE")
         else:
             self._resume()
 
@@ -477,7 +359,7 @@ class TableMachine:
             return
         try:
             self.composition.check_draw(card)
-        except Exception:  # ShoeCompositionError: an impossible card is never counted
+        except ShoeCompositionError:  # an impossible card is never counted
             self._impossible_card(card)
             return
         if self.state == "awaiting_flip":
@@ -518,7 +400,7 @@ class TableMachine:
         if self.state != "no_shoe":
             try:
                 self.composition.draw(card)
-            except Exception:
+            except ShoeCompositionError:
                 pass  # impossible card: not counted, the fault says so
 
     def _impossible_card(self, card: Card) -> None:
@@ -596,52 +478,66 @@ class TableMachine:
                         "then resume, or cancel_round")
 
     def _on_button(self, inp: Button) -> None:
-        name = inp.name
-        if name == "cancel_round":
-            self._on_cancel_round(inp, "cancelled by the dealer")
-            return
-        if self.hold == "paused":
+        if self.hold == "paused" and inp.name not in BUTTONS_WHILE_PAUSED:
             self._reject(inp, faults.TABLE_PAUSED,
-                         f"{name} is not possible while the table is paused; resume first")
+                         f"{inp.name} is not possible while the table is paused; resume first")
             return
-        if name == "new_shoe":
-            if self.state != "no_shoe":
-                self._reject(inp, faults.NOT_ALLOWED,
-                             f"shoe {self.shoe_number} is still open; end_shoe first")
-            elif not self.devices["shoe"]:
-                self._reject(inp, faults.SHOE_DISCONNECTED,
-                             "the shoe is disconnected; reconnect it before new_shoe")
-            else:
-                self.shoe_number += 1
-                self._reset_shoe()
-                self.open_shoe()
-                self._emit("shoe_started")
-        elif name == "start_round":
-            if self.state != "ready":
-                self._reject(inp, faults.NOT_ALLOWED,
-                             f"start_round is not possible now: {STATE_WORDS[self.state]}")
-            elif not self.devices["shoe"]:
-                self._reject(inp, faults.SHOE_DISCONNECTED,
-                             "the shoe is disconnected; reconnect it before start_round")
-            else:
-                self._open_round()
-        elif name == "reveal":
-            if self.settings.reveal != "button":
-                self._reject(inp, faults.NOT_ALLOWED, "this table reveals the hands by itself")
-            elif self.state != "revealing":
-                self._reject(inp, faults.NOT_ALLOWED,
-                             f"nothing to reveal yet: {STATE_WORDS[self.state]}")
-            else:
-                self._reveal_next()
-        elif name == "end_shoe":
-            if self.state == "no_shoe":
-                self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
-            elif self.round is not None:
-                self._reject(inp, faults.ROUND_OPEN,
-                             f"round {self.round.number} is open; cancel_round first")
-            else:
-                self._end_shoe_events("ended_by_dealer")
-                self.close_shoe()
+        action = self._BUTTON_ACTIONS.get(inp.name)
+        if action is not None:  # a name no script can hold (inputs checks them) does nothing
+            action(self, inp)
+
+    def _button_new_shoe(self, inp: Button) -> None:
+        if self.state != "no_shoe":
+            self._reject(inp, faults.NOT_ALLOWED,
+                         f"shoe {self.shoe_number} is still open; end_shoe first")
+        elif not self.devices["shoe"]:
+            self._reject(inp, faults.SHOE_DISCONNECTED,
+                         "the shoe is disconnected; reconnect it before new_shoe")
+        else:
+            self.shoe_number += 1
+            self._reset_shoe()
+            self.open_shoe()
+            self._emit("shoe_started")
+
+    def _button_start_round(self, inp: Button) -> None:
+        if self.state != "ready":
+            self._reject(inp, faults.NOT_ALLOWED,
+                         f"start_round is not possible now: {STATE_WORDS[self.state]}")
+        elif not self.devices["shoe"]:
+            self._reject(inp, faults.SHOE_DISCONNECTED,
+                         "the shoe is disconnected; reconnect it before start_round")
+        else:
+            self._open_round()
+
+    def _button_reveal(self, inp: Button) -> None:
+        if self.settings.reveal != "button":
+            self._reject(inp, faults.NOT_ALLOWED, "this table reveals the hands by itself")
+        elif self.state != "revealing":
+            self._reject(inp, faults.NOT_ALLOWED,
+                         f"nothing to reveal yet: {STATE_WORDS[self.state]}")
+        else:
+            self._reveal_next()
+
+    def _button_cancel_round(self, inp: Button) -> None:
+        self._on_cancel_round(inp, "cancelled by the dealer")
+
+    def _button_end_shoe(self, inp: Button) -> None:
+        if self.state == "no_shoe":
+            self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
+        elif self.round is not None:
+            self._reject(inp, faults.ROUND_OPEN,
+                         f"round {self.round.number} is open; cancel_round first")
+        else:
+            self._end_shoe_events("ended_by_dealer")
+            self.close_shoe()
+
+    _BUTTON_ACTIONS: ClassVar[dict[str, Callable[[TableMachine, Button], None]]] = {
+        "new_shoe": _button_new_shoe,
+        "start_round": _button_start_round,
+        "reveal": _button_reveal,
+        "cancel_round": _button_cancel_round,
+        "end_shoe": _button_end_shoe,
+    }
 
     def _open_round(self) -> None:
         self.round_number += 1
@@ -667,49 +563,64 @@ class TableMachine:
         self._resume_if_key_at_run()
 
     def _on_supervisor(self, inp: Supervisor) -> None:
-        action = inp.action
-        if action == "pause":
-            if self.hold == "paused":
-                self._reject(inp, faults.ALREADY_PAUSED, "the table is already paused")
-            else:
-                self._fault(faults.SUPERVISOR_PAUSE, "paused by the supervisor")
-        elif action == "resume":
-            blocker = self._resume_blocker() if self.hold == "paused" else (
-                faults.NOT_PAUSED, "the table is not paused")
-            if blocker:
-                self._reject(inp, *blocker)
-            else:
-                self._resume()
-        elif action == "cancel_round":
-            self._on_cancel_round(inp, "cancelled by the supervisor")
-        elif action == "end_shoe":
-            if self.state == "no_shoe":
-                self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
-                return
-            if self.round is not None:
-                self._cancel_round("the supervisor ended the shoe")
-            if self.state != "no_shoe":  # the cancelled round may have been the last
-                self._end_shoe_events("ended_by_supervisor")
-                self.close_shoe()
-            self._resume_if_key_at_run()
-        elif action == "enter_card":
-            assert inp.card is not None
-            if not self.card_owed:
-                self._reject(inp, faults.NO_CARD_OWED, "no misread card is waiting to be entered")
-                return
-            blocker = self._resume_blocker(ignore_owed=True)
-            if blocker:
-                self._reject(inp, *blocker)
-                return
-            try:
-                self.composition.check_draw(inp.card)
-            except ShoeCompositionError:
-                self._reject(inp, faults.CARD_NOT_IN_SHOE,
-                             "this shoe cannot hold another copy of the card entered (or is "
-                             "used up); enter the card actually drawn, or cancel_round")
-                return
+        action = self._SUPERVISOR_ACTIONS.get(inp.action)
+        if action is not None:  # a name no script can hold (inputs checks them) does nothing
+            action(self, inp)
+
+    def _supervisor_pause(self, inp: Supervisor) -> None:
+        if self.hold == "paused":
+            self._reject(inp, faults.ALREADY_PAUSED, "the table is already paused")
+        else:
+            self._fault(faults.SUPERVISOR_PAUSE, "paused by the supervisor")
+
+    def _supervisor_resume(self, inp: Supervisor) -> None:
+        blocker = self._resume_blocker() if self.hold == "paused" else (
+            faults.NOT_PAUSED, "the table is not paused")
+        if blocker:
+            self._reject(inp, *blocker)
+        else:
             self._resume()
-            self._take_card(inp.card, entered=True)
+
+    def _supervisor_cancel_round(self, inp: Supervisor) -> None:
+        self._on_cancel_round(inp, "cancelled by the supervisor")
+
+    def _supervisor_end_shoe(self, inp: Supervisor) -> None:
+        if self.state == "no_shoe":
+            self._reject(inp, faults.NOT_ALLOWED, "no shoe is open")
+            return
+        if self.round is not None:
+            self._cancel_round("the supervisor ended the shoe")
+        if self.state != "no_shoe":  # the cancelled round may have been the last
+            self._end_shoe_events("ended_by_supervisor")
+            self.close_shoe()
+        self._resume_if_key_at_run()
+
+    def _supervisor_enter_card(self, inp: Supervisor) -> None:
+        assert inp.card is not None
+        if not self.card_owed:
+            self._reject(inp, faults.NO_CARD_OWED, "no misread card is waiting to be entered")
+            return
+        blocker = self._resume_blocker(ignore_owed=True)
+        if blocker:
+            self._reject(inp, *blocker)
+            return
+        try:
+            self.composition.check_draw(inp.card)
+        except ShoeCompositionError:
+            self._reject(inp, faults.CARD_NOT_IN_SHOE,
+                         "this shoe cannot hold another copy of the card entered (or is "
+                         "used up); enter the card actually drawn, or cancel_round")
+            return
+        self._resume()
+        self._take_card(inp.card, entered=True)
+
+    _SUPERVISOR_ACTIONS: ClassVar[dict[str, Callable[[TableMachine, Supervisor], None]]] = {
+        "pause": _supervisor_pause,
+        "resume": _supervisor_resume,
+        "cancel_round": _supervisor_cancel_round,
+        "end_shoe": _supervisor_end_shoe,
+        "enter_card": _supervisor_enter_card,
+    }
 
     def _on_attributed_supervisor(self, inp: Supervisor) -> None:
         """A supervisor action whose events say who took it (``by``), when the input does."""
@@ -731,7 +642,7 @@ class TableMachine:
     def _on_tick(self, inp: Tick) -> None:
         pass  # the clock moved; due timers already fired
 
-    _HANDLERS = {
+    _HANDLERS: ClassVar[dict[type, Callable[[TableMachine, Any], None]]] = {
         Button: _on_button,
         CardScan: _on_card,
         CutCard: _on_cut_card,
@@ -743,128 +654,37 @@ class TableMachine:
         Tick: _on_tick,
     }
 
-    # --- views ----------------------------------------------------------------------------
+    # --- views (controller.table.views) ---------------------------------------------------
 
     def next_target(self) -> str | None:
-        if self.state == "awaiting_flip":
-            return "flip"
-        if self.state == "burning":
-            return "burn"
-        if self.round is not None and not self.round.complete:
-            return ROUND_TARGETS[len(self.round.cards)]
-        return None
+        return views.next_target(self)
 
     def prompt(self) -> str:
-        """Plain words for the dealer's screen; never a sealed card value."""
-        if self.hold == "paused":
-            reason = self.fault.reason if self.fault else "paused"
-            return f"PAUSED: {reason} — call supervisor"
-        if self.state == "no_shoe":
-            if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it, then press NEW SHOE"
-            return "press NEW SHOE"
-        if self.state == "awaiting_flip":
-            return "draw the flip card"
-        if self.state == "burning":
-            assert self.burn_count is not None
-            return f"burn {self.burn_count - self.burned} more"
-        if self.state == "ready":
-            if not self.devices["shoe"]:
-                return "shoe disconnected — reconnect it before START ROUND"
-            return "press START ROUND" + (" (last round of this shoe)" if self.last_round else "")
-        assert self.round is not None
-        if not self.round.complete:
-            target = ROUND_TARGETS[len(self.round.cards)]
-            return "burn 1 card" if target == "burn" else f"deal to {target}"
-        if self.state == "betting":
-            return "all cards dealt — betting closes at " + iso_time(self.round.closes_at or 0)
-        if self.state == "revealing":
-            return f"press REVEAL for {HAND_ORDER[len(self.round.revealed)]}"
-        return STATE_WORDS[self.state]
+        return views.prompt(self)
 
     def status(self) -> dict[str, Any]:
-        """A JSON-able view for the dealer screen and the control socket. Sealed: no card
-        value of an open round before its betting closed."""
-        rnd = self.round
-        closes_at = None
-        if rnd is not None and rnd.betting_open and rnd.closes_at is not None:
-            closes_at = iso_time(rnd.closes_at)
-        status: dict[str, Any] = {
-            "table": self.settings.table_id,
-            "state": self.state,
-            "shoe": self.shoe_number if self.state != "no_shoe" else None,
-            "round": rnd.number if rnd is not None else None,
-            "seq": self.seq,
-            "clock": self.clock,
-            "cards_drawn": self.composition.cards_drawn,
-            "cards_left": self.composition.cards_left,
-            "burn_count": self.burn_count,
-            "burn_remaining": (self.burn_count - self.burned
-                               if self.state == "burning" and self.burn_count else 0),
-            "next_target": self.next_target(),
-            "cards_dealt": len(rnd.cards) if rnd is not None else 0,
-            "betting_open": bool(rnd is not None and rnd.betting_open),
-            "betting_closes_at": closes_at,
-            "betting_seconds_left": (round(rnd.seconds_left, 3)
-                                     if rnd is not None and rnd.seconds_left is not None else None),
-            "paused": self.hold == "paused",
-            "fault": self.fault.to_dict() if self.fault else None,
-            "last_fault": self.last_fault.to_dict() if self.last_fault else None,
-            "card_owed": self.card_owed,
-            "devices": dict(self.devices),
-            "switch": "pause" if self.switch_on else "run",
-            "last_round": self.last_round,
-            "rounds_played": self.rounds_played,
-            "prompt": self.prompt(),
-            "hands": {},
-        }
-        if rnd is not None and not rnd.betting_open:
-            status["hands"] = {pos: hand.to_event_data() for pos, hand in rnd.revealed.items()}
-        return status
+        return views.status(self)
 
-    # --- checkpoints ----------------------------------------------------------------------------
+    # --- checkpoints (controller.table.checkpoint) --------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
         """Small JSON-able state, valid between shoes only (no shoe open)."""
-        if self.state != "no_shoe":
-            raise ValueError(f"a checkpoint is taken between shoes; shoe {self.shoe_number} is open")
-        return {
-            "v": 1,
-            "table": self.settings.table_id,
-            "seq": self.seq,
-            "clock": self.clock,
-            "shoe": self.shoe_number,
-            "rounds_total": self.rounds_total,
-            "devices": dict(self.devices),
-            "switch_on": self.switch_on,
-            "paused": self.hold == "paused",
-            "fault": self.fault.to_dict() if self.fault else None,
-            "last_fault": self.last_fault.to_dict() if self.last_fault else None,
-        }
+        return checkpoint.capture(self)
 
     @classmethod
-    def from_checkpoint(cls, settings: MachineSettings, checkpoint: dict[str, Any]) -> TableMachine:
-        if checkpoint.get("v") != 1:
-            raise ValueError(f"unknown checkpoint version {checkpoint.get('v')!r}")
-        if checkpoint.get("table") != settings.table_id:
-            raise ValueError(
-                f"checkpoint is for table {checkpoint.get('table')!r}, not {settings.table_id!r}")
+    def from_checkpoint(cls, settings: MachineSettings, data: dict[str, Any]) -> TableMachine:
+        checkpoint.check(settings, data)
         machine = cls(settings)
-        machine.seq = int(checkpoint["seq"])
-        machine.clock = float(checkpoint["clock"])
-        machine.shoe_number = int(checkpoint["shoe"])
-        machine.rounds_total = int(checkpoint["rounds_total"])
-        machine.devices = {name: bool(checkpoint["devices"][name]) for name in ("shoe", "panel")}
-        machine.switch_on = bool(checkpoint["switch_on"])
-        machine.fault = _fault_from(checkpoint.get("fault"))
-        machine.last_fault = _fault_from(checkpoint.get("last_fault"))
-        if checkpoint["paused"]:
-            machine._hold.set_state("paused", model=machine._hold_model)
+        checkpoint.restore(machine, data)
         return machine
 
+    def restore_paused(self) -> None:
+        """Paused as a checkpoint says, without events: no fault happens now."""
+        self._hold.set_state("paused", model=self._hold_model)
 
-class _HoldModel:
-    state: str
+
+class _HoldModel(HoldTriggers):
+    """The hold's model: transitions keeps its state and triggers here."""
 
 
 def _bound(transition: dict[str, Any], owner: object) -> dict[str, Any]:
@@ -876,73 +696,3 @@ def _bound(transition: dict[str, Any], owner: object) -> dict[str, Any]:
             names = [names] if isinstance(names, str) else names
             out[key] = [getattr(owner, name) for name in names]
     return out
-
-
-def _fault_from(data: dict[str, Any] | None) -> Fault | None:
-    if not data:
-        return None
-    return Fault(data["code"], data["reason"], data.get("detail"))
-
-
-# --- the state diagram ------------------------------------------------------------------------
-
-
-def _mermaid(states: dict[str, str], transitions: list[dict[str, Any]], initial: str) -> list[str]:
-    lines = ["stateDiagram-v2", f"    [*] --> {initial}"]
-    for state, words in states.items():
-        lines.append(f"    {state}: {state} — {words}")
-    for t in transitions:
-        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
-        for source in sources:
-            dest = source if t["dest"] is None else t["dest"]
-            conditions = t.get("conditions") or []
-            conditions = [conditions] if isinstance(conditions, str) else conditions
-            unless = " [" + " and ".join(conditions) + "]" if conditions else ""
-            lines.append(f"    {source} --> {dest}: {t['trigger']}{unless}")
-    return lines
-
-
-def mermaid_diagram() -> str:
-    """docs/state-diagram.md, generated from PROCEDURE_* and HOLD_* (the machine's own data)."""
-    out = [
-        "# Table machine state diagram",
-        "",
-        "<!-- Generated by `python -m controller.table.machine --mermaid > docs/state-diagram.md` from "
-        "the transition tables in controller/table/machine.py; tests/table/test_machine_diagram.py fails "
-        "when this file drifts. -->",
-        "",
-        "Two orthogonal machines. The **procedure** says where the shoe and the round are; "
-        "the **hold** says whether the table runs. While the hold is `paused` the procedure "
-        "does not move, except by `cancel_round` and supervisor `end_shoe`. A transition "
-        "whose source and target are the same state stays in it (counting burns or cards). "
-        "Conditions are in brackets; where a trigger has two rows, the first whose condition "
-        "holds is taken.",
-        "",
-        "## Procedure",
-        "",
-        "```mermaid",
-        *_mermaid({st: STATE_WORDS[st] for st in PROCEDURE_STATES}, PROCEDURE_TRANSITIONS,
-                  "no_shoe"),
-        "```",
-        "",
-        "## Hold",
-        "",
-        "```mermaid",
-        *_mermaid({st: HOLD_WORDS[st] for st in HOLD_STATES}, HOLD_TRANSITIONS, "running"),
-        "```",
-        "",
-        "## Events",
-        "",
-        "Every event type and its fields: docs/contracts.md; their schemas: "
-        "`controller/table/schemas/`; faults and rejections: docs/faults.md.",
-        "",
-    ]
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--mermaid"]:
-        sys.stdout.write(mermaid_diagram())
-    else:
-        sys.stderr.write("usage: python -m controller.table.machine --mermaid\n")
-        sys.exit(2)

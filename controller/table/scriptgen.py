@@ -21,9 +21,9 @@ from controller.table.inputs import (
     Actor,
     Button,
     CardScan,
+    ControllerFault,
     CutCard,
     DeviceStatus,
-    Fault,
     Input,
     Misread,
     Supervisor,
@@ -163,7 +163,7 @@ class ScriptBuilder:
         return self._add(Supervisor(self.t, action, parse_card(card) if card else None, by))
 
     def controller_fault(self, code: str, reason: str) -> Input:
-        return self._add(Fault(self.t, code, reason))
+        return self._add(ControllerFault(self.t, code, reason))
 
     def tick(self, at: float | None = None) -> Input:
         if at is not None:

@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from controller.rules.cards import parse_card
 from controller.table.inputs import (
-    MAX_DETAIL_CHARS, Actor, Button, CardScan, CutCard, DeviceStatus, Fault, Misread, ScriptError,
-    Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json, with_time,
-    write_script,
+    MAX_DETAIL_CHARS, Actor, Button, CardScan, ControllerFault, CutCard, DeviceStatus, Misread,
+    ScriptError, Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json,
+    with_time, write_script,
 )
 
 DESIGN_EXAMPLE = """\
@@ -65,7 +65,7 @@ def test_supervisor_input_may_say_who_took_it():
 
 def test_controller_fault_input():
     inp = parse_line('{"at": 3, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}')
-    assert inp == Fault(3.0, "journal_unwritable", "disk full")
+    assert inp == ControllerFault(3.0, "journal_unwritable", "disk full")
     assert parse_line(to_json(inp)) == inp
     with pytest.raises(ScriptError, match='needs a "code" and a "reason"'):
         parse_line('{"at": 3, "kind": "fault", "code": "x"}')

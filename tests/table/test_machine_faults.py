@@ -369,7 +369,7 @@ def test_faults_doc_is_generated_from_the_fault_table() -> None:
 
 
 def test_controller_fault_input_pauses_until_resume() -> None:
-    from controller.table.inputs import Fault as ControllerFault
+    from controller.table.inputs import ControllerFault
 
     t = Table().ready().open_round(cards=2)
     known = t.feed(ControllerFault(t.b.t, "journal_unwritable", "disk full"))

@@ -1,0 +1,99 @@
+"""What the table shows: the dealer's prompt, the status view and the next card's target.
+
+Functions of a ``TableMachine`` that read it and change nothing. Sealed: no card value of a
+round whose betting is open appears in any of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from controller.rules.hands import HAND_ORDER
+from controller.table.events import iso_time
+from controller.table.procedure import ROUND_TARGETS, STATE_WORDS
+
+if TYPE_CHECKING:
+    from controller.table.machine import TableMachine
+
+
+def next_target(machine: TableMachine) -> str | None:
+    """Where the next card from the shoe goes: flip, burn, a hand position, or nowhere."""
+    if machine.state == "awaiting_flip":
+        return "flip"
+    if machine.state == "burning":
+        return "burn"
+    if machine.round is not None and not machine.round.complete:
+        return ROUND_TARGETS[len(machine.round.cards)]
+    return None
+
+
+def prompt(machine: TableMachine) -> str:
+    """Plain words for the dealer's screen; never a sealed card value."""
+    if machine.hold == "paused":
+        reason = machine.fault.reason if machine.fault else "paused"
+        return f"PAUSED: {reason} — call supervisor"
+    if machine.state == "no_shoe":
+        if not machine.devices["shoe"]:
+            return "shoe disconnected — reconnect it, then press NEW SHOE"
+        return "press NEW SHOE"
+    if machine.state == "awaiting_flip":
+        return "draw the flip card"
+    if machine.state == "burning":
+        assert machine.burn_count is not None
+        return f"burn {machine.burn_count - machine.burned} more"
+    if machine.state == "ready":
+        if not machine.devices["shoe"]:
+            return "shoe disconnected — reconnect it before START ROUND"
+        last = " (last round of this shoe)" if machine.last_round else ""
+        return "press START ROUND" + last
+    rnd = machine.round
+    assert rnd is not None
+    if not rnd.complete:
+        target = ROUND_TARGETS[len(rnd.cards)]
+        return "burn 1 card" if target == "burn" else f"deal to {target}"
+    if machine.state == "betting":
+        return "all cards dealt — betting closes at " + iso_time(rnd.closes_at or 0)
+    if machine.state == "revealing":
+        return f"press REVEAL for {HAND_ORDER[len(rnd.revealed)]}"
+    return STATE_WORDS[machine.state]
+
+
+def status(machine: TableMachine) -> dict[str, Any]:
+    """A JSON-able view for the dealer screen and the control socket. Sealed: no card
+    value of an open round before its betting closed."""
+    rnd = machine.round
+    closes_at = None
+    if rnd is not None and rnd.betting_open and rnd.closes_at is not None:
+        closes_at = iso_time(rnd.closes_at)
+    view: dict[str, Any] = {
+        "table": machine.settings.table_id,
+        "state": machine.state,
+        "shoe": machine.shoe_number if machine.state != "no_shoe" else None,
+        "round": rnd.number if rnd is not None else None,
+        "seq": machine.seq,
+        "clock": machine.clock,
+        "cards_drawn": machine.composition.cards_drawn,
+        "cards_left": machine.composition.cards_left,
+        "burn_count": machine.burn_count,
+        "burn_remaining": (machine.burn_count - machine.burned
+                           if machine.state == "burning" and machine.burn_count else 0),
+        "next_target": next_target(machine),
+        "cards_dealt": len(rnd.cards) if rnd is not None else 0,
+        "betting_open": bool(rnd is not None and rnd.betting_open),
+        "betting_closes_at": closes_at,
+        "betting_seconds_left": (round(rnd.seconds_left, 3)
+                                 if rnd is not None and rnd.seconds_left is not None else None),
+        "paused": machine.hold == "paused",
+        "fault": machine.fault.to_dict() if machine.fault else None,
+        "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
+        "card_owed": machine.card_owed,
+        "devices": dict(machine.devices),
+        "switch": "pause" if machine.switch_on else "run",
+        "last_round": machine.last_round,
+        "rounds_played": machine.rounds_played,
+        "prompt": prompt(machine),
+        "hands": {},
+    }
+    if rnd is not None and not rnd.betting_open:
+        view["hands"] = {pos: hand.to_event_data() for pos, hand in rnd.revealed.items()}
+    return view
