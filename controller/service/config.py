@@ -24,10 +24,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from controller import transports
+from controller.durability.retention import RetentionSettings
 from controller.rules.cards import DEFAULT_DECKS, MAX_DECKS
 from controller.service.config_yaml import YamlProblems, read_yaml_file
-from controller.durability.retention import RetentionSettings
-
+from controller.table.machine import MachineSettings
+from controller.transports import OptionConflict
+from drivers import registry
+from drivers.base import DriverConfigError
 
 EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
 
@@ -279,9 +283,7 @@ class Config:
     def journal_path(self) -> str:
         return os.path.join(self.state_dir, "journal.sqlite")
 
-    def machine_settings(self) -> Any:
-        from controller.table.machine import MachineSettings
-
+    def machine_settings(self) -> MachineSettings:
         return MachineSettings(table_id=self.table.id, betting_seconds=self.table.betting_seconds,
                                reveal=self.table.reveal, decks=self.table.decks)
 
@@ -306,8 +308,6 @@ def _read_device(s: Section, device: str) -> DeviceConfig | None:
     The options are validated by the driver class itself (the same code that runs in the
     daemon), so the config and the driver cannot disagree about what an option means.
     """
-    from drivers import registry
-    from drivers.base import DriverConfigError
 
     name = s.get_str("driver")
     options = {k: v for k, v in s.data.items() if k != "driver"}
@@ -408,8 +408,6 @@ def _plain_type(hint: Any) -> Any:
 def _read_transport(s: Section, settings_class: type) -> Any:
     """A transport's settings, read by the fields (and their ``option`` rules) of its class;
     rules across options are the class's own (``OptionConflict`` names the option)."""
-    from controller.transports import OptionConflict
-
     hints = typing.get_type_hints(settings_class)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(settings_class):
@@ -441,8 +439,6 @@ def _read_transport(s: Section, settings_class: type) -> Any:
 
 
 def _read_transports(s: Section | None) -> dict[str, Any]:
-    from controller import transports
-
     if s is None:
         return {}
     found: dict[str, Any] = {}
