@@ -8,7 +8,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from controller.service.clock import TableClock
 from controller.service.daemon import Daemon
 from controller.table.inputs import Actor, Button, CardScan
 from controller.durability.journal import Journal, JournalError
+from controller.durability.retention import JournalRetention
 from controller.service.notify import Notifier
 from controller.service.status_board import status_line
 from support.daemon_helpers import control_section
@@ -228,8 +229,15 @@ def test_an_input_that_breaks_the_machine_is_undone_and_pauses(state_dir: Path) 
 
 
 def test_the_first_status_after_ready_already_reports_the_journal_archive(
-        state_dir: Path) -> None:
+        state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Everything a status answer reports exists before READY: no window without retention."""
+
+    class SlowToCreate(JournalRetention):
+        def __init__(self, *args: Any, **kwargs: Any):
+            time.sleep(0.3)  # widens what was a race: READY came before retention existed
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(daemon_module, "JournalRetention", SlowToCreate)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)  # returns as soon as READY was sent
     try:
