@@ -107,6 +107,13 @@ class Driver(ABC):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # -- told by the daemon (no-ops unless the device cares) ---------------------------------
+    def new_shoe(self) -> None:
+        """The table started a shoe: forget whatever belonged to the last one."""
+
+    def set_leds(self, states: Mapping[str, bool]) -> None:
+        """Light (True) or darken (False) the named buttons' LEDs, where the device has any."""
+
     # -- for subclasses -----------------------------------------------------------------------
     def post(self, inp: Input) -> None:
         """Hand an input to the sink (the daemon's queue)."""

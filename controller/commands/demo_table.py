@@ -34,7 +34,8 @@ from typing import Any, TextIO
 from controller.rules.cards import Card, parse_card
 from controller.service.config import Config, parse_config
 from controller.service.control_access import own_group
-from controller.service.daemon import Daemon, TableClock
+from controller.service.clock import TableClock
+from controller.service.daemon import Daemon
 from controller.service.notify import Notifier
 
 DEMO_TABLE = "DEMO-1"

@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @creates_private_files
 def run(args: argparse.Namespace) -> int:
-    from controller.service.daemon import Daemon, TableClock
+    from controller.service.clock import TableClock
+    from controller.service.daemon import Daemon
     from controller.service.logging_setup import setup_logging
     from controller.service.startup_checks import load_checked_config
 

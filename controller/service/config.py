@@ -24,12 +24,13 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from controller.service.config_yaml import YamlProblems, read_yaml_file
+from controller import transports
 from controller.durability.retention import RetentionSettings
-
-if typing.TYPE_CHECKING:
-    from controller.table.machine import MachineSettings
-
+from controller.service.config_yaml import YamlProblems, read_yaml_file
+from controller.table.machine import MachineSettings
+from controller.transports import OptionConflict
+from drivers import registry
+from drivers.base import DriverConfigError
 
 EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
 
@@ -290,8 +291,6 @@ def _read_device(s: Section, device: str) -> DeviceConfig | None:
     The options are validated by the driver class itself (the same code that runs in the
     daemon), so the config and the driver cannot disagree about what an option means.
     """
-    from drivers import registry
-    from drivers.base import DriverConfigError
 
     name = s.get_str("driver")
     options = {k: v for k, v in s.data.items() if k != "driver"}
@@ -393,8 +392,6 @@ def _read_settings(s: Section, settings_class: type) -> Any:
     """A settings dataclass (the table's, a transport's) read by its fields and their
     ``config`` metadata rules (``key`` when the config names it otherwise, ``required``);
     rules across options are the class's own (``OptionConflict`` names the option)."""
-    from controller.transports import OptionConflict
-
     hints = typing.get_type_hints(settings_class)
     errors_before = len(s.errors)
     values: dict[str, Any] = {}
@@ -433,8 +430,6 @@ def _read_settings(s: Section, settings_class: type) -> Any:
 
 
 def _read_transports(s: Section | None) -> dict[str, Any]:
-    from controller import transports
-
     if s is None:
         return {}
     found: dict[str, Any] = {}

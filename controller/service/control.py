@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
+from controller.service.config import EX_CONFIG, ConfigError, load_config
 from controller.service.control_protocol import normalise_action
 
 MAX_ANSWER = 1024 * 1024
@@ -179,8 +180,6 @@ def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any]
     def decorate(command: Callable[[Any], int]) -> Callable[[Any], int]:
         @functools.wraps(command)
         def run(args: Any) -> int:
-            from controller.service.config import EX_CONFIG, ConfigError
-
             try:
                 return command(args)
             except ConfigError as exc:
@@ -198,7 +197,5 @@ def socket_path(args: Any) -> str:
     if getattr(args, "socket", None):
         return args.socket
     if getattr(args, "config", None):
-        from controller.service.config import load_config
-
         return load_config(args.config).control.socket
     return DEFAULT_SOCKET

@@ -8,17 +8,22 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 import controller.service.daemon as daemon_module
+import controller.service.held_inputs as held_inputs_module
 from controller.rules.cards import parse_card
 from controller.service.config import parse_config
-from controller.service.daemon import Daemon, TableClock, status_line
+from controller.service.control import ControlClient
+from controller.service.clock import TableClock
+from controller.service.daemon import Daemon
 from controller.table.inputs import Actor, Button, CardScan
 from controller.durability.journal import Journal, JournalError
+from controller.durability.retention import JournalRetention
 from controller.service.notify import Notifier
+from controller.service.status_board import status_line
 from support.daemon_helpers import control_section
 
 
@@ -118,7 +123,8 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
         assert "disk full" in snap["storage_fault"] and snap["journal"] == "unwritable"
         assert snap["paused"] is True
         assert "STORAGE FAULT" in status_line(snap) and "2 inputs held" in status_line(snap)
-        answer = daemon.control_supervisor("resume", None, Actor("root", 0)).result(10)
+        control = daemon.control_handler
+        answer = control.control_supervisor("resume", None, Actor("root", 0)).result(10)
         assert not answer["ok"] and "journal write failed" in answer["error"]
 
         failing.clear()  # the disk is back: the retry journals a pause, then the held cards
@@ -143,10 +149,10 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
     assert pauses[1:] == ["card_while_paused", "card_while_paused"]
 
 
-def test_inputs_beyond_the_hold_bound_are_dropped_and_counted(
+def test_inputs_beyond_the_held_inputs_limit_are_dropped_and_counted(
         state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 60)
-    monkeypatch.setattr(daemon_module, "HELD_INPUTS_MAX", 3)
+    monkeypatch.setattr(held_inputs_module, "HELD_INPUTS_MAX", 3)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)
     try:
@@ -220,3 +226,23 @@ def test_an_input_that_breaks_the_machine_is_undone_and_pauses(state_dir: Path) 
         thread.join(10)
     with Journal(state_dir / "journal.sqlite") as journal:
         assert [inp.kind for inp in journal.inputs()] == ["button", "fault"]
+
+
+def test_the_first_status_after_ready_already_reports_the_journal_archive(
+        state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything a status answer reports exists before READY: no window without retention."""
+
+    class SlowToCreate(JournalRetention):
+        def __init__(self, *args: Any, **kwargs: Any):
+            time.sleep(0.3)  # widens what was a race: READY came before retention existed
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(daemon_module, "JournalRetention", SlowToCreate)
+    daemon = make_daemon(state_dir)
+    thread = run_in_thread(daemon)  # returns as soon as READY was sent
+    try:
+        status = ControlClient(str(state_dir / "c.sock")).status()
+        assert "runs" in status["journal_archive"]
+    finally:
+        daemon.request_stop()
+        thread.join(10)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.rules.cards import ALL_CARDS, Card
-from controller.service.daemon import status_line
+from controller.service.status_board import status_line
 from controller.table.inputs import Button, CardScan, Input, Misread, Supervisor, Tick
 from controller.table.machine import MachineSettings, TableMachine
 from drivers.protocols.pdt import PdtEncoder, encode_frame

@@ -1,0 +1,70 @@
+"""What the control socket asks of the table: the daemon's side of ``ControlHandler``.
+
+It reads the published status (plus the backends' and the archive's), and posts supervisor
+actions to the owner thread's queue; it never touches the machine.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from controller.durability.outbox import Outbox
+from controller.durability.retention import JournalRetention
+from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
+from controller.service.clock import TableClock
+from controller.service.status_board import StatusBoard
+from controller.table.inputs import Actor, Input, Supervisor
+
+
+class TableControl:
+    """Answers the control socket (``controller/service/control_server.py``'s handler)."""
+
+    def __init__(self, board: StatusBoard, clock: TableClock, submit: Callable[[Input], Future],
+                 stop_requested: threading.Event, outbox: Outbox | None,
+                 retention: JournalRetention | None):
+        self._board: StatusBoard = board
+        self._clock: TableClock = clock
+        self._submit: Callable[[Input], Future] = submit
+        self._stop_requested: threading.Event = stop_requested
+        self._outbox: Outbox | None = outbox
+        self._retention: JournalRetention | None = retention
+
+    def control_status(self) -> dict[str, Any]:
+        status = dict(self._board.snapshot())
+        status["now"] = self._clock.now()
+        if self._outbox is not None:
+            try:
+                status["backend"] = self._outbox.status()
+            except Exception as exc:  # status must answer even if the outbox is unwell
+                status["backend"] = {"error": str(exc)}
+        if self._retention is not None:
+            status["journal_archive"] = self._retention.status()
+        return status
+
+    def control_snapshot(self) -> tuple[int, dict[str, Any]]:
+        return self._board.versioned_snapshot()
+
+    def control_watch_interval(self) -> float:
+        # Heartbeats keep a dealer view's countdown honest; scaled for a fast demo clock.
+        return max(0.05, min(1.0, self._clock.real_seconds(1.0)))
+
+    def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future:
+        """Post a supervisor action taken by ``by``; the future holds the table's answer."""
+        try:
+            parsed = parse_card(card) if card is not None else None
+        except CardCodeError:  # its message quotes the text, which may name a sealed card
+            return _answered({"ok": False, "error": f"not a card code; accepted: {ACCEPTED_FORMS}"})
+        if self._stop_requested.is_set():
+            return _answered({"ok": False, "error": "the daemon is stopping"})
+        return self._submit(Supervisor(0.0, action, parsed, by))
+
+    def subscribe_changes(self, callback: Callable[[], None]) -> None:
+        self._board.subscribe_changes(callback)
+
+
+def _answered(answer: dict[str, Any]) -> Future:
+    future: Future = Future()
+    future.set_result(answer)
+    return future
