@@ -59,7 +59,7 @@ from controller.service.control import ControlClient, ControlError  # noqa: E402
 from controller.service.control_access import own_group  # noqa: E402
 from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data  # noqa: E402
 from drivers.sim.shoe import ShoeSimulator, cut_card_position, shuffled_shoe  # noqa: E402
-from tests.support.fixtures_backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
+from testkit.backends import Mosquitto, TcpRelay, WebhookBackend  # noqa: E402
 
 TABLE = "SOAK"
 DECKS = 8

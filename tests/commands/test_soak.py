@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fixtures_backends import need_mosquitto
+from support.backends import need_mosquitto
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.soak import FAULT_KINDS, Soak, SoakOptions, run_soak  # noqa: E402

@@ -21,7 +21,6 @@ from controller.table.inputs import write_script
 from controller.durability.journal import Journal, export_events
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
-from support.fixtures_backends import webhook, webhook_secret  # noqa: F401
 
 HERE = Path(__file__).parent
 TABLE = "T7"

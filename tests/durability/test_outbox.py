@@ -16,7 +16,6 @@ from controller.durability.outbox import Outbox, backoff_delay
 from controller.transports import TransientError, Transport
 from controller.transports.file import FileSink, FileSinkSettings
 from controller.transports.http import HttpTransport, HttpTransportSettings
-from support.fixtures_backends import webhook, webhook_secret  # noqa: F401
 from support.journal_helpers import TABLE, event, fill
 
 

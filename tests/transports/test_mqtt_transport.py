@@ -24,8 +24,7 @@ from controller.durability.outbox import Outbox
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
-from support.fixtures_backends import (TcpRelay, documented_verifier, make_certificate,  # noqa: F401
-                               mosquitto, mosquitto_factory)
+from testkit.backends import TcpRelay, documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event, fill
 
 pytestmark = pytest.mark.mosquitto
