@@ -1,6 +1,6 @@
 """Soak: the real daemon plays many whole shoes at full speed while faults are thrown at it.
 
-    python -m bench.soak --shoes 200            # the long soak (docs/soak.md has its figures)
+    python -m bench.soak --shoes 200  # the long soak (docs/soak.md has its figures)
     python -m bench.soak --shoes 3              # the short one CI runs (tests/commands/test_soak.py)
 
 What runs: ``python -m controller run --config <generated yaml> --clock-speed X`` as a

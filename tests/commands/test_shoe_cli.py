@@ -15,6 +15,7 @@ import pytest
 
 from controller.table.inputs import read_script, to_json
 from drivers.sim.shoe import shoe_side, shuffled_shoe
+from support.waiting import wait_until
 
 CLI = [sys.executable, "-m", "controller"]
 ALL_FAULTS = "split,garbage,badsum,silence,unplug"
@@ -35,11 +36,8 @@ class LineReader:
             self.lines.append(line.rstrip("\n"))
 
     def wait_for(self, predicate, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while not predicate(self.lines):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; lines so far: {self.lines}")
-            time.sleep(0.05)
+        wait_until(lambda: predicate(self.lines), timeout, "the reader's lines", interval=0.05,
+                   details=lambda: f"lines so far: {self.lines}")
 
     def join(self):
         self._thread.join(10)
@@ -76,10 +74,11 @@ def shoe_lines(lines):
 
 def wait_for_paths(sim: subprocess.Popen, *paths: Path, timeout: float = 20.0) -> None:
     """Wait until the simulator has made its link (and registry); fail if it died first."""
-    deadline = time.monotonic() + timeout
-    while not all(path.exists() for path in paths):
-        assert time.monotonic() < deadline and sim.poll() is None, sim.stderr.read()
-        time.sleep(0.05)
+    def made() -> bool:
+        assert sim.poll() is None, sim.stderr.read()
+        return all(path.exists() for path in paths)
+
+    wait_until(made, timeout, f"the simulator to make {paths}", interval=0.05)
 
 
 def start_reader(link: Path, protocol: str, registry: Path | None):

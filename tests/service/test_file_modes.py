@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -19,6 +18,7 @@ from support.daemon_helpers import (
     start_daemon,
     stop_daemon,
 )
+from support.waiting import wait_until
 
 from drivers.sim.shoe import ShoeSimulator
 
@@ -49,10 +49,8 @@ def pokdeng_table(*args: str) -> subprocess.CompletedProcess:
 
 
 def wait_for_files(directory: Path, names: list[str], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not all((directory / name).exists() for name in names):
-        assert time.monotonic() < deadline, f"never created: {names}; have {modes_under(directory)}"
-        time.sleep(0.02)
+    wait_until(lambda: all((directory / name).exists() for name in names), timeout,
+               f"{names} to be created", details=lambda: f"have {modes_under(directory)}")
 
 
 def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> None:

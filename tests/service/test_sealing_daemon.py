@@ -31,6 +31,7 @@ from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
                             stop_daemon, wait_status)
 from support.sealing import Leaks
+from support.waiting import wait_until
 
 FLIP, SHOE_BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")  # not sealed: no round is open
 DEALT = ("8D", "KD", "QS")  # the round's burn, P1, P2: sealed from here on
@@ -67,9 +68,8 @@ class Watcher:
 
     def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool],
                  timeout: float = 10.0) -> None:
-        with self._cond:
-            assert self._cond.wait_for(lambda: predicate(self.messages), timeout), \
-                f"watch never matched; got {len(self.messages)} messages"
+        wait_until(lambda: predicate(self.messages), timeout, "the watch to match",
+                   condition=self._cond, details=lambda: f"got {len(self.messages)} messages")
 
     def taken(self) -> list[dict[str, Any]]:
         with self._cond:

@@ -18,6 +18,7 @@ import yaml
 
 from controller.service.control import ControlClient, ControlError
 from controller.service.control_access import own_group
+from support.waiting import wait_until
 
 
 class NotifyListener:
@@ -46,18 +47,13 @@ class NotifyListener:
 
     def wait_for(self, key: str, value: str | None = None, timeout: float = 15.0,
                  count: int = 1) -> list[dict[str, str]]:
-        deadline = time.monotonic() + timeout
+        def found() -> list[dict[str, str]]:
+            return [m for m in self.messages if key in m and (value is None or m[key] == value)]
+
+        wait_until(lambda: len(found()) >= count, timeout, f"{count} × {key}={value}",
+                   condition=self._cond, details=lambda: f"got {self.messages}")
         with self._cond:
-            while True:
-                found = [m for m in self.messages
-                         if key in m and (value is None or m[key] == value)]
-                if len(found) >= count:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {key}={value} within {timeout} s; got "
-                                         f"{self.messages}")
-                self._cond.wait(left)
+            return found()
 
     def close(self) -> None:
         self._closed = True

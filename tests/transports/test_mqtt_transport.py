@@ -26,6 +26,7 @@ from controller.transports import (PermanentError, TransientError, TransportConf
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
 from testkit.backends import TcpRelay, documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event, fill
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -67,15 +68,9 @@ class Subscriber:
         with self.changed:
             return [(m, r) for t, m, r in self.messages if t.endswith("/status")]
 
-    def wait(self, predicate, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(left)
-            return True
+    def wait(self, predicate, timeout: float = 10.0, what: str = "the broker's messages"):
+        return wait_until(predicate, timeout, what, condition=self.changed,
+                          details=lambda: f"messages: {self.messages}")
 
     def close(self):
         self.client.disconnect()
