@@ -10,12 +10,19 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from support.backends import need_mosquitto
 from support.control_helpers import NOBODY, TemporaryGroup
 from support.daemon_helpers import LinePanelPty
 from drivers.sim.shoe import ShoeSimulator
 from testkit.backends import Mosquitto, WebhookBackend
+
+# Property tests must not fail for being slow on a loaded CI runner: no per-example deadline,
+# no too_slow health check. Loaded by default; HYPOTHESIS_PROFILE picks another registered one.
+settings.register_profile("pokdeng", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pokdeng"))
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller.table.events import validate_event
 from controller.durability.journal import Journal, verify_file
 from controller.rules.hands import evaluate_hand, round_result_data
@@ -60,6 +62,7 @@ def test_demo_plays_rounds_and_writes_valid_events(tmp_path: Path) -> None:
     assert verify_file(tmp_path / "state" / "journal.sqlite").ok
 
 
+@pytest.mark.slow
 def test_demo_killed_mid_shoe_carries_on_with_the_same_shoe(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first_out = tmp_path / "first.out"

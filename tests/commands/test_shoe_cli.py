@@ -99,6 +99,7 @@ def stop(proc) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["beetek", "rfid", "pdt"])
 def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tmp_path,
                                                                              protocol):

@@ -14,6 +14,7 @@ from bench.soak import FAULT_KINDS, SoakOptions, check_delivery, check_round, ru
 from support.backends import need_mosquitto
 
 
+@pytest.mark.slow
 @pytest.mark.mosquitto
 def test_three_shoes_with_every_fault_kind(tmp_path: Path) -> None:
     need_mosquitto()

@@ -335,6 +335,7 @@ def test_parse_duration():
         parse_duration("7 days")
 
 
+@pytest.mark.slow
 def test_the_real_daemon_carries_on_after_its_first_shoe_is_archived(tmp_path):
     """demo (the real daemon) plays a shoe; the shoe is archived; the daemon restarts from the
     checkpoint and plays on: ids continue, the sink gets each event once, the chain holds."""

@@ -90,6 +90,7 @@ def troubled_script() -> list:
     return script
 
 
+@pytest.mark.slow
 def test_recovery_at_every_point_of_a_troubled_stretch(tmp_path):
     settings = MachineSettings(table_id=TABLE)
     script = troubled_script()

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import pytest
+
 from controller.rules.rtp import compute_rtp
 
 
@@ -32,6 +34,7 @@ def test_pair_bet_rtp_matches_an_independent_count():
     assert compute_rtp(8).pair_rtp == 12 * p_pair
 
 
+@pytest.mark.slow
 def test_one_deck_enumeration_matches_brute_force_over_ordered_deals():
     # A brute-force check of the class enumeration on a small shoe: one deck, every deal of
     # four distinct cards, with the same settle().

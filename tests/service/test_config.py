@@ -464,6 +464,7 @@ yaml_pieces = st.sampled_from([
     "9" * 40])
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=300)
 @given(st.lists(yaml_pieces, max_size=30).map("".join) | st.text(max_size=50))
 def test_any_text_is_a_config_or_a_list_of_problems(text: str) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from support.daemon_helpers import (
     LinePanelPty,
@@ -79,6 +80,7 @@ def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> Non
     assert {"journal.sqlite", "events.jsonl"} <= set(assert_private(state))
 
 
+@pytest.mark.slow
 def test_the_demo_and_the_journal_commands_keep_their_files_private(tmp_path: Path) -> None:
     state = tmp_path / "state"
     played = pokdeng_table("demo", "--speed", "200", "--quiet", "--seed", "5",

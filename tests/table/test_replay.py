@@ -77,6 +77,7 @@ def test_malformed_line_exits_2_naming_it_after_printing_earlier_events(tmp_path
     assert printed == ["shoe_started", "burn_card_shown"]
 
 
+@pytest.mark.slow
 def test_bad_inputs_name_line_and_fault() -> None:
     cases = {
         '{"at": 4.0, "kind": "dance"}': "unknown kind",

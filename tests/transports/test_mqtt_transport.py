@@ -134,6 +134,7 @@ def test_last_will_marks_the_table_offline_when_the_process_dies(mosquitto):
             proc.wait(5)
 
 
+@pytest.mark.slow
 def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
     sub = Subscriber(mosquitto.port)
     t = MqttTransport(settings(mosquitto.port), table=TABLE)
@@ -158,6 +159,7 @@ def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
         sub.close()
 
 
+@pytest.mark.slow
 def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, tmp_path):
     relay = TcpRelay(mosquitto.port)  # the table's path to the broker; the subscriber's stays up
     journal = Journal(tmp_path / "journal.db")
