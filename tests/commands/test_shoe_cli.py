@@ -143,6 +143,7 @@ def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tm
         assert to_json(next(read_script([line]))) == line
 
 
+@pytest.mark.slow
 def test_a_shuffled_eight_deck_shoe_arrives_whole(tmp_path):
     link = tmp_path / "shoe"
     sim = subprocess.Popen(CLI + ["simulate-shoe", "--link", str(link), "--protocol", "pdt",
@@ -181,6 +182,7 @@ def test_simulate_shoe_rejects_a_bad_script_with_its_line_number(tmp_path):
     assert not (tmp_path / "shoe").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["--protocol", "rfid"], "'registry'"),
     (["--protocol", "rfid", "--registry", "/nonexistent.csv"], "/nonexistent.csv"),
@@ -206,6 +208,7 @@ def test_read_shoe_without_a_shoe_reports_it_and_retries_until_sigterm(tmp_path)
     assert err.count("retrying in 0.1 s") >= 2 and "attempt 2" in err
 
 
+@pytest.mark.slow
 def test_simulate_shoe_hold_keeps_the_line_open_until_sigterm(tmp_path):
     script = tmp_path / "one.jsonl"
     script.write_text('{"at": 0, "kind": "card", "card": "AS"}\n')

@@ -54,6 +54,7 @@ def test_delivers_every_event_in_order_as_it_is_journaled(journal, webhook, webh
     assert all(len(k) for k in webhook.idempotency_keys)
 
 
+@pytest.mark.slow
 def test_backend_down_for_a_whole_shoe_then_back(journal, webhook, webhook_secret, caplog):
     webhook.down()
     with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \

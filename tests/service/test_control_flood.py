@@ -70,6 +70,7 @@ def assert_paused_and_quiet(answer: dict, status: dict, lines: list[dict]) -> No
     assert len(lines) <= 40 and not failures, failures
 
 
+@pytest.mark.slow
 def test_thousands_of_idle_and_bursting_readers_leave_the_supervisor_room(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     _, panel = devices

@@ -114,6 +114,7 @@ def assert_recovered(notify: NotifyListener, client: ControlClient, before: dict
         assert after[key] == before[key], key
 
 
+@pytest.mark.slow
 def test_daemon_restart_recovers_and_stops_on_sigint(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     shoe, panel = devices

@@ -137,6 +137,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", list(MALFORMED), ids=range(len(MALFORMED)))
 def test_every_malformed_line_exits_2_naming_it_whatever_it_holds(line: bytes) -> None:
     good = "\n".join(GOOD_LINES).encode("utf-8") + b"\n"
