@@ -10,7 +10,7 @@ Runs, in this order, and prints one table of figures at the end:
   (bench/latency_bench.py; needs mosquitto);
 - daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
   20 s by default, --full for 60 s);
-- soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak.py; needs
+- soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak/; needs
   mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
 
 ``--skip latency,soak`` leaves parts out. Each part is also runnable alone (see its file).
@@ -129,7 +129,7 @@ def soak_rows(shoes: int) -> list[Row]:
     else:
         try:
             from bench.soak import SoakOptions, run_soak
-        except ImportError as exc:  # the soak borrows the test suite's backends
+        except ImportError as exc:  # bench/soak and testkit/ are in the clone, not the wheel
             rows.append(("soak (short)", "skipped", f"needs pip install -e '.[test]' ({exc})"))
         else:
             result = run_soak(SoakOptions(shoes=shoes, seed=1, kills=1))

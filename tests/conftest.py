@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests that run the daemon as a real subprocess."""
+"""Fixtures shared across the wings: the daemon's directory and devices, supervisors, and the
+real loopback backends (webhook, mosquitto) of testkit/backends.py."""
 
 from __future__ import annotations
 
@@ -9,10 +10,19 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
+from support.backends import need_mosquitto
 from support.control_helpers import NOBODY, TemporaryGroup
 from support.daemon_helpers import LinePanelPty
 from drivers.sim.shoe import ShoeSimulator
+from testkit.backends import Mosquitto, WebhookBackend
+
+# Property tests must not fail for being slow on a loaded CI runner: no per-example deadline,
+# no too_slow health check. Loaded by default; HYPOTHESIS_PROFILE picks another registered one.
+settings.register_profile("pokdeng", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pokdeng"))
 
 
 @pytest.fixture
@@ -39,3 +49,45 @@ def supervisors() -> Iterator[TemporaryGroup]:
     group = TemporaryGroup(f"pdt-sup-{os.getpid()}", members=(NOBODY.pw_name,))
     yield group
     group.remove()
+
+
+@pytest.fixture
+def webhook_secret(tmp_path: Path) -> Path:
+    path = tmp_path / "webhook.secret"
+    path.write_bytes(b"table-T7-secret-\x01\x02\n")
+    return path
+
+
+@pytest.fixture
+def webhook(webhook_secret: Path) -> Iterator[WebhookBackend]:
+    backend = WebhookBackend(webhook_secret.read_bytes().rstrip(b"\n"))
+    yield backend
+    backend.down()
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
+    need_mosquitto()
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def mosquitto_factory(tmp_path: Path):
+    """Start brokers with options: ``mosquitto_factory(users=…, tls=…)``."""
+    need_mosquitto()
+    started: list[Mosquitto] = []
+
+    def make(**options) -> Mosquitto:
+        folder = tmp_path / f"broker{len(started)}"
+        folder.mkdir()
+        broker = Mosquitto(folder, **options)
+        broker.start()
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()

@@ -104,3 +104,15 @@ def test_the_check_sees_upward_and_sideways_imports(tmp_path: Path) -> None:
         "controller.service.daemon (controller.service)",
         "shoe.py:1: drivers.shoe (drivers) imports controller.durability (controller.durability)",
     ]
+
+
+def test_the_product_and_the_benchmarks_do_not_import_the_tests() -> None:
+    """`pokdeng-table bench` loads bench/ and testkit/ from the clone: neither they nor the
+    product may reach into tests/ (or need pytest, a test-only dependency)."""
+    problems = []
+    for top in ("controller", "drivers", "bench", "testkit"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for line, target in imports_of(path):
+                if target.split(".")[0] in ("tests", "support", "pytest", "hypothesis"):
+                    problems.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
+    assert not problems, "\n".join(problems)

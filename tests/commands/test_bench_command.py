@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     # Run from elsewhere: the command must find bench/ through the installed package.
@@ -14,6 +16,7 @@ def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     done = bench("--skip", "latency,daemon,soak", "--replay-shoes", "2", "--journal-shoes", "1",

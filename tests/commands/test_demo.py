@@ -7,14 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from controller.table.events import validate_event
 from controller.durability.journal import Journal, verify_file
 from controller.rules.hands import evaluate_hand, round_result_data
 from drivers.sim.shoe import shuffled_shoe
+from support.waiting import wait_until
 
 
 def demo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -45,6 +47,7 @@ def check_results(events: list[dict[str, Any]]) -> int:
     return len(results)
 
 
+@pytest.mark.slow
 def test_demo_plays_rounds_and_writes_valid_events(tmp_path: Path) -> None:
     events_file = tmp_path / "events.jsonl"
     result = demo("--rounds", "2", "--seed", "7", "--state-dir", str(tmp_path / "state"),
@@ -60,6 +63,7 @@ def test_demo_plays_rounds_and_writes_valid_events(tmp_path: Path) -> None:
     assert verify_file(tmp_path / "state" / "journal.sqlite").ok
 
 
+@pytest.mark.slow
 def test_demo_killed_mid_shoe_carries_on_with_the_same_shoe(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first_out = tmp_path / "first.out"
@@ -67,11 +71,11 @@ def test_demo_killed_mid_shoe_carries_on_with_the_same_shoe(tmp_path: Path) -> N
             "--state-dir", str(state), "--quiet"]
     with open(first_out, "w") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while "Round 4 of shoe 1" not in first_out.read_text():
+        def at_round_4() -> bool:
             assert proc.poll() is None, first_out.read_text()
-            assert time.monotonic() < deadline, "the demo did not get to round 4"
-            time.sleep(0.02)
+            return "Round 4 of shoe 1" in first_out.read_text()
+
+        wait_until(at_round_4, 60, "the demo to get to round 4", interval=0.02)
         os.kill(proc.pid, signal.SIGKILL)  # mid-shoe, maybe mid-round, maybe mid-write
         proc.wait(10)
 

@@ -15,6 +15,7 @@ import pytest
 
 from controller.table.inputs import read_script, to_json
 from drivers.sim.shoe import shoe_side, shuffled_shoe
+from support.waiting import wait_until
 
 CLI = [sys.executable, "-m", "controller"]
 ALL_FAULTS = "split,garbage,badsum,silence,unplug"
@@ -35,11 +36,8 @@ class LineReader:
             self.lines.append(line.rstrip("\n"))
 
     def wait_for(self, predicate, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while not predicate(self.lines):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; lines so far: {self.lines}")
-            time.sleep(0.05)
+        wait_until(lambda: predicate(self.lines), timeout, "the reader's lines", interval=0.05,
+                   details=lambda: f"lines so far: {self.lines}")
 
     def join(self):
         self._thread.join(10)
@@ -76,10 +74,11 @@ def shoe_lines(lines):
 
 def wait_for_paths(sim: subprocess.Popen, *paths: Path, timeout: float = 20.0) -> None:
     """Wait until the simulator has made its link (and registry); fail if it died first."""
-    deadline = time.monotonic() + timeout
-    while not all(path.exists() for path in paths):
-        assert time.monotonic() < deadline and sim.poll() is None, sim.stderr.read()
-        time.sleep(0.05)
+    def made() -> bool:
+        assert sim.poll() is None, sim.stderr.read()
+        return all(path.exists() for path in paths)
+
+    wait_until(made, timeout, f"the simulator to make {paths}", interval=0.05)
 
 
 def start_reader(link: Path, protocol: str, registry: Path | None):
@@ -100,6 +99,7 @@ def stop(proc) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["beetek", "rfid", "pdt"])
 def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tmp_path,
                                                                              protocol):
@@ -143,6 +143,7 @@ def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tm
         assert to_json(next(read_script([line]))) == line
 
 
+@pytest.mark.slow
 def test_a_shuffled_eight_deck_shoe_arrives_whole(tmp_path):
     link = tmp_path / "shoe"
     sim = subprocess.Popen(CLI + ["simulate-shoe", "--link", str(link), "--protocol", "pdt",
@@ -181,6 +182,7 @@ def test_simulate_shoe_rejects_a_bad_script_with_its_line_number(tmp_path):
     assert not (tmp_path / "shoe").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["--protocol", "rfid"], '"registry"'),
     (["--protocol", "rfid", "--registry", "/nonexistent.csv"], "/nonexistent.csv"),
@@ -206,6 +208,7 @@ def test_read_shoe_without_a_shoe_reports_it_and_retries_until_sigterm(tmp_path)
     assert err.count("retrying in 0.1 s") >= 2 and "attempt 2" in err
 
 
+@pytest.mark.slow
 def test_simulate_shoe_hold_keeps_the_line_open_until_sigterm(tmp_path):
     script = tmp_path / "one.jsonl"
     script.write_text('{"at": 0, "kind": "card", "card": "AS"}\n')

@@ -1,22 +1,20 @@
-"""The short soak (bench/soak.py) in CI, and the soak's own checks shown to catch faults.
+"""The short soak (bench/soak/) in CI, and the soak's own checks shown to catch faults.
 
-The long soak is one command: ``python bench/soak.py --shoes 200 --kills 5`` (docs/soak.md).
+The long soak is one command: ``python -m bench.soak --shoes 200 --kills 5`` (docs/soak.md).
 """
 
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import pytest
 
-from support.fixtures_backends import need_mosquitto
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.soak import FAULT_KINDS, Soak, SoakOptions, run_soak  # noqa: E402
+from bench.soak import FAULT_KINDS, SoakOptions, check_delivery, check_round, run_soak
+from support.backends import need_mosquitto
 
 
+@pytest.mark.slow
 @pytest.mark.mosquitto
 def test_three_shoes_with_every_fault_kind(tmp_path: Path) -> None:
     need_mosquitto()
@@ -37,7 +35,7 @@ def _events(n: int) -> list[dict]:
 
 def test_the_delivery_check_catches_missing_reordered_and_changed_events() -> None:
     journaled = _events(5)
-    check = Soak._check_delivery
+    check = check_delivery
     assert check("http", journaled + journaled[2:4], journaled) == []  # repeats are fine
     assert "missing" in check("http", journaled[:2] + journaled[3:], journaled)[0]
     assert "out of order" in check("http", [journaled[1], journaled[0]] + journaled[2:],
@@ -49,20 +47,20 @@ def test_the_delivery_check_catches_missing_reordered_and_changed_events() -> No
     assert "another body" in check("mqtt", repeat_changed, journaled)[0]
 
 
-def test_the_round_check_recomputes_the_result_from_the_cards_sent(tmp_path: Path) -> None:
+def test_the_round_check_recomputes_the_result_from_the_cards_sent() -> None:
     from controller.rules.cards import parse_card
     from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data
 
-    soak = Soak(SoakOptions(workdir=str(tmp_path)))
+    sent: dict[tuple[int, int, int], str] = {}
     codes = ["2S", "3H", "4D", "5C", "6S", "7H", "8D", "9C", "TS", "JH", "QD", "KC"]
     for index, code in enumerate(codes, start=1):
-        soak.sent[(1, 4, index)] = code
+        sent[(1, 4, index)] = code
     hands = {pos: evaluate_hand([parse_card(codes[i]), parse_card(codes[i + 6])])
              for i, pos in enumerate(HAND_ORDER)}
     event = {"shoe": 1, "round": 4, "type": "round_result",
              "data": {**round_result_data(hands), "last_round": False}}
-    assert soak._check_round(event) == []
-    soak.sent[(1, 4, 6)] = "9S"  # the banker's first card was another one
-    assert "disagrees" in soak._check_round(event)[0]
-    del soak.sent[(1, 4, 6)]
-    assert "no record" in soak._check_round(event)[0]
+    assert check_round(event, sent) == []
+    sent[(1, 4, 6)] = "9S"  # the banker's first card was another one
+    assert "disagrees" in check_round(event, sent)[0]
+    del sent[(1, 4, 6)]
+    assert "no record" in check_round(event, sent)[0]

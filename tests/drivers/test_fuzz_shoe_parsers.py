@@ -13,6 +13,7 @@ and the outputs do not depend on how the bytes were split (whole stream == chunk
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,12 +109,14 @@ def check_parser(label, make_parser, buffer_size, pieces) -> int:
     return fed
 
 
+@pytest.mark.slow
 def test_fuzz_beetek():
     fed = check_parser("beetek", BeeTekParser,
                        lambda p: max(len(p._buffer), len(p._garbage)), BEETEK_PIECES)
     assert fed >= 100_000
 
 
+@pytest.mark.slow
 def test_fuzz_rfid():
     registry = simulated_registry(8)
     fed = check_parser("rfid", lambda: RfidParser(registry), lambda p: len(p._lines._buffer),
@@ -121,6 +124,7 @@ def test_fuzz_rfid():
     assert fed >= 100_000
 
 
+@pytest.mark.slow
 def test_fuzz_pdt():
     fed = check_parser("pdt", PdtParser, lambda p: len(p._lines._buffer), PDT_PIECES)
     assert fed >= 100_000

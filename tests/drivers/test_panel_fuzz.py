@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from controller.table.inputs import BUTTONS
@@ -51,12 +52,14 @@ def check_report(layout: ReportLayout, report: bytes) -> None:
         assert levels[name] == bool(body[bit // 8] >> (bit % 8) & 1)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.binary(max_size=80) | st.lists(st.sampled_from(VOCABULARY), max_size=8).map(b"".join))
 def test_line_parser_raises_only_its_own_error(raw):
     check_line(raw)
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.binary(max_size=100) | st.sampled_from(VOCABULARY), max_size=20))
 def test_splitter_gives_bounded_complete_lines_whatever_the_chunking(chunks):
@@ -70,12 +73,14 @@ def test_splitter_gives_bounded_complete_lines_whatever_the_chunking(chunks):
     assert lines == short_lines
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.sampled_from(LAYOUTS), st.binary(max_size=70))
 def test_report_decoder_raises_only_its_own_error(layout, report):
     check_report(layout, report)
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(st.floats(0, 0.1), st.lists(st.tuples(st.floats(0, 0.05), st.booleans()), max_size=40))
 def test_debouncer_confirms_only_levels_that_held(debounce_s, samples):

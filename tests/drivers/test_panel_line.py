@@ -177,12 +177,14 @@ def test_the_same_switch_level_is_posted_again_after_a_reconnect(connected):
     assert [s.on for s in sink.wait_count(Switch, 2)] == [True, True]
 
 
-def test_a_port_absent_at_start_is_reported_once(tmp_path):
+def test_a_port_absent_at_start_is_reported_once(tmp_path, caplog):
     line = PtyPanel(tmp_path / "panel")
     sink = Collector()
+    caplog.set_level(logging.WARNING, logger="pokdeng.drivers.line_panel")
     with LinePanel(sink, options(line)):
         sink.wait_count(DeviceStatus, 1)
-        time.sleep(0.2)
+        wait_until(lambda: sum("retrying" in r.message for r in caplog.records) >= 3,
+                   what="three retries")
         line.plug()
         line.expect(b"status?\n")
         sink.wait_count(DeviceStatus, 2)

@@ -38,6 +38,7 @@ def make_shoe(protocol, link, sink, sim=None, **extra):
     return SerialShoe(sink, options, problem_sink=sink.problem)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_split_garbage_and_damaged_frames_lose_nothing(tmp_path, protocol):
     link = tmp_path / "shoe"
@@ -59,6 +60,7 @@ def test_split_garbage_and_damaged_frames_lose_nothing(tmp_path, protocol):
     assert sink.statuses == [True]  # found at start, never lost
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_unplug_mid_frame_and_replug_loses_and_doubles_nothing(tmp_path, protocol):
     link = tmp_path / "shoe"
@@ -123,6 +125,7 @@ def test_pdt_sequence_gap_and_bad_checksum_over_a_pty(tmp_path):
     assert {"garbage", "bad_checksum"} <= set(sink.problem_codes())
 
 
+@pytest.mark.slow
 def test_pdt_silence_reports_the_shoe_lost_and_back(tmp_path):
     link = tmp_path / "shoe"
     sink = Collector()

@@ -92,6 +92,7 @@ def _flip(value):
     return value[:middle] + replacement + value[middle + 1:]
 
 
+@pytest.mark.slow
 def test_a_changed_byte_in_any_column_of_any_record_is_caught(journal_path):
     with Journal(journal_path) as j:
         fill(j, 8)
@@ -222,6 +223,7 @@ def test_refuses_a_missing_directory_and_a_foreign_file(tmp_path):
     assert os.path.getsize(junk) == 2100
 
 
+@pytest.mark.slow
 def test_verify_and_export_of_a_journal_being_written(journal_path):
     """The CLI checks a live journal as of one moment: never a false alarm mid-append."""
     child = textwrap.dedent(f"""

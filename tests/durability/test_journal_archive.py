@@ -217,6 +217,7 @@ def archived(table):
     return table, directory, manifest
 
 
+@pytest.mark.slow
 def test_a_changed_byte_in_an_archive_is_named(archived):
     table, directory, manifest = archived
     path = directory / manifest["archives"][1]["file"]
@@ -289,6 +290,7 @@ def test_an_edited_boundary_hash_in_the_live_journal_is_named(archived):
     table.journal = Journal(table.path)
 
 
+@pytest.mark.slow
 def test_cli_archive_verify_export(tmp_path):
     path = tmp_path / "journal.sqlite"
     table = Table(path)
@@ -335,6 +337,7 @@ def test_parse_duration():
         parse_duration("7 days")
 
 
+@pytest.mark.slow
 def test_the_real_daemon_carries_on_after_its_first_shoe_is_archived(tmp_path):
     """demo (the real daemon) plays a shoe; the shoe is archived; the daemon restarts from the
     checkpoint and plays on: ids continue, the sink gets each event once, the chain holds."""

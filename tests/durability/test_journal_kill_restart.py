@@ -17,11 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from controller.table.inputs import write_script
 from controller.durability.journal import Journal, export_events
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
-from support.fixtures_backends import webhook, webhook_secret  # noqa: F401
 
 HERE = Path(__file__).parent
 TABLE = "T7"
@@ -37,6 +38,7 @@ def start(journal: Path, script: Path, url: str, secret: Path) -> subprocess.Pop
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_sigkill_at_50_random_points_loses_nothing_and_invents_nothing(
         tmp_path, webhook, webhook_secret):
     seed = random.randrange(1 << 30)
@@ -140,6 +142,7 @@ def kill_when(proc: subprocess.Popen, journal: Path, target: int | None,
     proc.send_signal(signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
     from controller.table.machine import MachineSettings
     from controller.durability.recovery import recover

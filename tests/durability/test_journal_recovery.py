@@ -21,6 +21,7 @@ def journal_run(journal: Journal, inputs, settings: MachineSettings) -> TableMac
     return machine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", [0, 1, 5, 40, 111, 250, None])
 def test_recovered_machine_continues_exactly_like_the_uninterrupted_one(tmp_path, stop_at):
     settings = MachineSettings(table_id=TABLE)
@@ -90,6 +91,7 @@ def troubled_script() -> list:
     return script
 
 
+@pytest.mark.slow
 def test_recovery_at_every_point_of_a_troubled_stretch(tmp_path):
     settings = MachineSettings(table_id=TABLE)
     script = troubled_script()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from controller.durability.outbox import Outbox, backoff_delay
 from controller.transports import TransientError, Transport
 from controller.transports.file import FileSink, FileSinkSettings
 from controller.transports.http import HttpTransport, HttpTransportSettings
-from support.fixtures_backends import webhook, webhook_secret  # noqa: F401
 from support.journal_helpers import TABLE, event, fill
+from support.waiting import wait_until
 
 
 def http(webhook, secret: Path, name: str = "backend", **options) -> HttpTransport:
@@ -25,15 +26,6 @@ def http(webhook, secret: Path, name: str = "backend", **options) -> HttpTranspo
     return HttpTransport(HttpTransportSettings(webhook.url, str(secret), allow_insecure=True,
                                                **options),
                          table=TABLE, name=name)
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -62,6 +54,7 @@ def test_delivers_every_event_in_order_as_it_is_journaled(journal, webhook, webh
     assert all(len(k) for k in webhook.idempotency_keys)
 
 
+@pytest.mark.slow
 def test_backend_down_for_a_whole_shoe_then_back(journal, webhook, webhook_secret, caplog):
     webhook.down()
     with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
@@ -111,8 +104,10 @@ def test_permanent_error_stops_that_transport_only(journal, webhook, webhook_sec
         more = fill(journal, 5)
         outbox.notify()
         assert outbox.wait_delivered(journal.last_event_seq(), 5)
-        time.sleep(0.2)
-        assert webhook.requests == requests  # a stopped transport does not try again
+        # a stopped transport does not try again: its delivery thread is gone
+        wait_until(lambda: not any(t.name == "outbox-backend" and t.is_alive()
+                                   for t in threading.enumerate()), 5, "the thread to end")
+        assert webhook.requests == requests
     assert status["backend"]["state"].startswith("stopped: POST") and "400" in \
         status["backend"]["state"]
     assert status["backend"]["delivered_seq"] == 0 and status["backend"]["backlog"] == \

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import pytest
+
 from controller.rules.rtp import compute_rtp
 
 
+@pytest.mark.slow
 def test_rtp_json_reproduces_the_rule_sheets():
     out = subprocess.run([sys.executable, "-m", "controller", "rtp", "--json"],
                          capture_output=True, text=True, check=True).stdout
@@ -26,12 +29,14 @@ def test_rtp_json_reproduces_the_rule_sheets():
     assert sum(int(k) * Fraction(v["p"]) for k, v in returns.items()) == 2 * player
 
 
+@pytest.mark.slow
 def test_pair_bet_rtp_matches_an_independent_count():
     # P(first two cards are the same rank) from an 8-deck shoe, counted directly: 31/415.
     p_pair = Fraction(32 * 31 * 13, 416 * 415)
     assert compute_rtp(8).pair_rtp == 12 * p_pair
 
 
+@pytest.mark.slow
 def test_one_deck_enumeration_matches_brute_force_over_ordered_deals():
     # A brute-force check of the class enumeration on a small shoe: one deck, every deal of
     # four distinct cards, with the same settle().
@@ -57,6 +62,7 @@ def test_one_deck_enumeration_matches_brute_force_over_ordered_deals():
     assert report.player_rtp == Fraction(returned, 2 * total)
 
 
+@pytest.mark.slow
 def test_rtp_text_output_is_readable():
     out = subprocess.run([sys.executable, "-m", "controller", "rtp"],
                          capture_output=True, text=True, check=True).stdout

@@ -413,6 +413,7 @@ def test_there_are_at_least_forty_broken_configs() -> None:
     assert len(BROKEN) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_config_check_refuses_a_broken_config_naming_its_key(tmp_path: Path, case: str) -> None:
     make, expected = BROKEN[case]
@@ -428,6 +429,7 @@ RUN_CASES = ["200 MB file", "alias bomb", "5,001-digit number", "duplicate neste
              "missing secret credential", "empty mqtt password credential"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", RUN_CASES)
 def test_run_refuses_what_config_check_refuses(tmp_path: Path, case: str) -> None:
     make, expected = BROKEN[case]
@@ -464,6 +466,7 @@ yaml_pieces = st.sampled_from([
     "9" * 40])
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=300)
 @given(st.lists(yaml_pieces, max_size=30).map("".join) | st.text(max_size=50))
 def test_any_text_is_a_config_or_a_list_of_problems(text: str) -> None:

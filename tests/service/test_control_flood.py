@@ -70,6 +70,7 @@ def assert_paused_and_quiet(answer: dict, status: dict, lines: list[dict]) -> No
     assert len(lines) <= 40 and not failures, failures
 
 
+@pytest.mark.slow
 def test_thousands_of_idle_and_bursting_readers_leave_the_supervisor_room(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     _, panel = devices
@@ -101,6 +102,7 @@ def test_thousands_of_idle_and_bursting_readers_leave_the_supervisor_room(
     assert during["fds"] <= before["fds"] + 20
 
 
+@pytest.mark.slow
 def test_out_of_descriptors_the_daemon_sheds_logs_little_and_lets_the_supervisor_in(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     _, panel = devices
@@ -136,6 +138,7 @@ def test_out_of_descriptors_the_daemon_sheds_logs_little_and_lets_the_supervisor
     assert sum(b["busy"] for b in bursts) > 0  # turned away with an answer, not dropped
 
 
+@pytest.mark.slow
 def test_a_burst_of_clients_all_get_their_answer(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     _, panel = devices

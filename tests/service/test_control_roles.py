@@ -26,6 +26,7 @@ PAUSE = {"cmd": "supervisor", "action": "pause"}
 RESUME = {"cmd": "supervisor", "action": "resume"}
 
 
+@pytest.mark.slow
 def test_actions_name_who_took_them_and_a_dealer_may_only_read(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty],
         supervisors: TemporaryGroup) -> None:

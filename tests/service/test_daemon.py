@@ -29,6 +29,7 @@ from drivers.sim.shoe import ShoeSimulator
 SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
 
 
+@pytest.mark.slow
 def test_daemon_lifecycle(short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=2)
@@ -113,6 +114,7 @@ def assert_recovered(notify: NotifyListener, client: ControlClient, before: dict
         assert after[key] == before[key], key
 
 
+@pytest.mark.slow
 def test_daemon_restart_recovers_and_stops_on_sigint(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     shoe, panel = devices
@@ -171,6 +173,7 @@ def open_shoe(shoe: ShoeSimulator, panel: LinePanelPty, client: ControlClient,
     return wait_status(client, lambda s: s["state"] == "ready" and s["shoe"] == number)
 
 
+@pytest.mark.slow
 def test_the_daemon_archives_an_ended_shoe_and_plays_on(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     """retention_days 0: a shoe that ends is archived on the side thread, the table plays on

@@ -6,7 +6,6 @@ import json
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +24,7 @@ from controller.durability.retention import JournalRetention
 from controller.service.notify import Notifier
 from controller.service.status_board import status_line
 from support.daemon_helpers import control_section
+from support.waiting import wait_until
 
 
 @pytest.fixture
@@ -50,13 +50,6 @@ def run_in_thread(daemon: Daemon) -> threading.Thread:
     thread.start()
     assert daemon.ready.wait(10)
     return thread
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 class BackwardsClock(TableClock):
@@ -102,7 +95,7 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
     thread = run_in_thread(daemon)
     try:
         daemon.post(Button(0.0, "new_shoe"))
-        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        wait_until(lambda: daemon.snapshot().get("state") == "awaiting_flip")
         real_append = daemon.journal.append
         failing = threading.Event()
         failing.set()
@@ -115,7 +108,7 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
         daemon.journal.append = append
         daemon.post(CardScan(0.0, parse_card("5H")))
         daemon.post(CardScan(0.0, parse_card("6D")))
-        wait_for(lambda: daemon.snapshot().get("held_inputs") == 2)
+        wait_until(lambda: daemon.snapshot().get("held_inputs") == 2)
         snap = daemon.snapshot()
         # The machine was rebuilt from the journal: the cards that could not be written are
         # not half-applied, they are held, and the table shows why it stopped.
@@ -128,7 +121,7 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
         assert not answer["ok"] and "journal write failed" in answer["error"]
 
         failing.clear()  # the disk is back: the retry journals a pause, then the held cards
-        wait_for(lambda: daemon.snapshot().get("storage_fault") is None
+        wait_until(lambda: daemon.snapshot().get("storage_fault") is None
                  and daemon.snapshot().get("held_inputs") == 0)
         snap = daemon.snapshot()
         assert snap["paused"] is True
@@ -160,7 +153,7 @@ def test_inputs_beyond_the_held_inputs_limit_are_dropped_and_counted(
             JournalError("disk full (test)"))
         for _ in range(5):
             daemon.post(Button(0.0, "new_shoe"))
-        wait_for(lambda: daemon.snapshot().get("dropped_inputs") == 2)
+        wait_until(lambda: daemon.snapshot().get("dropped_inputs") == 2)
         assert daemon.snapshot()["held_inputs"] == 3
     finally:
         daemon.request_stop()
@@ -186,12 +179,12 @@ def test_panel_presses_reach_the_table_and_leds_show_the_next_step(state_dir: Pa
     thread = run_in_thread(daemon)
     try:
         panel = panels[0]
-        wait_for(lambda: panel.connected.is_set())
-        wait_for(lambda: panel.leds.get("new_shoe") is True)
+        wait_until(lambda: panel.connected.is_set())
+        wait_until(lambda: panel.leds.get("new_shoe") is True)
         assert panel.leds.get("start_round") is False
         panel.press("new_shoe")
-        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
-        wait_for(lambda: panel.leds.get("new_shoe") is False)
+        wait_until(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        wait_until(lambda: panel.leds.get("new_shoe") is False)
     finally:
         daemon.request_stop()
         thread.join(10)
@@ -203,7 +196,7 @@ def test_an_input_that_breaks_the_machine_is_undone_and_pauses(state_dir: Path) 
     thread = run_in_thread(daemon)
     try:
         daemon.post(Button(0.0, "new_shoe"))
-        wait_for(lambda: daemon.snapshot().get("state") == "awaiting_flip")
+        wait_until(lambda: daemon.snapshot().get("state") == "awaiting_flip")
         machine = daemon.machine
 
         def broken(inp):

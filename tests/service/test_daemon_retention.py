@@ -26,6 +26,8 @@ def test_runs_after_a_shoe_end_wait_for_delivery_and_never_overlap(tmp_path: Pat
     import threading
     import time
 
+    from support.waiting import wait_until
+
     delivered = threading.Event()
     running = 0
     overlaps = []
@@ -40,21 +42,23 @@ def test_runs_after_a_shoe_end_wait_for_delivery_and_never_overlap(tmp_path: Pat
             time.sleep(0.05)
             running -= 1
 
+    asked: list[int] = []  # the seqs the thread waited on delivery for, once per wait
+
+    def wait_delivered(seq: int, timeout: float) -> bool:
+        asked.append(seq)
+        return delivered.wait(timeout)
+
     probe = Probe(tmp_path / "j.sqlite", RetentionSettings(), MachineSettings(table_id="T1"),
-                  wait_delivered=lambda seq, timeout: delivered.wait(timeout))
+                  wait_delivered=wait_delivered)
     probe.start()
     try:
-        deadline = time.monotonic() + 5
-        while len(runs) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(runs) >= 1 and running == 0, 5, "the start-up run")
         probe.shoe_ended(10)
         probe.shoe_ended(12)  # coalesces with the first: one run after delivery
-        time.sleep(0.3)
+        wait_until(lambda: asked, 5, "the thread to wait for delivery")
         assert runs == [False]  # not archived yet: the shoe is not delivered
         delivered.set()
-        while len(runs) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)
+        wait_until(lambda: len(runs) >= 2 and running == 0, 5, "the run after delivery")
     finally:
         probe.stop()
     assert runs == [False, True] and not any(overlaps)

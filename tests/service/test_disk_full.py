@@ -101,6 +101,7 @@ class Table:
         raise AssertionError(f"never reached; last status {self.status()}")
 
 
+@pytest.mark.slow
 def test_a_full_journal_holds_inputs_and_the_table_carries_on(
         tmp_path: Path, small_fs: Path) -> None:
     shoe_link = tmp_path / "shoe.pty"

@@ -8,9 +8,9 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
 import yaml
 from support.daemon_helpers import (
     LinePanelPty,
@@ -19,6 +19,7 @@ from support.daemon_helpers import (
     start_daemon,
     stop_daemon,
 )
+from support.waiting import wait_until
 
 from drivers.sim.shoe import ShoeSimulator
 
@@ -49,10 +50,8 @@ def pokdeng_table(*args: str) -> subprocess.CompletedProcess:
 
 
 def wait_for_files(directory: Path, names: list[str], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not all((directory / name).exists() for name in names):
-        assert time.monotonic() < deadline, f"never created: {names}; have {modes_under(directory)}"
-        time.sleep(0.02)
+    wait_until(lambda: all((directory / name).exists() for name in names), timeout,
+               f"{names} to be created", details=lambda: f"have {modes_under(directory)}")
 
 
 def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> None:
@@ -81,6 +80,7 @@ def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> Non
     assert {"journal.sqlite", "events.jsonl"} <= set(assert_private(state))
 
 
+@pytest.mark.slow
 def test_the_demo_and_the_journal_commands_keep_their_files_private(tmp_path: Path) -> None:
     state = tmp_path / "state"
     played = pokdeng_table("demo", "--speed", "200", "--quiet", "--seed", "5",

@@ -31,6 +31,7 @@ from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
                             stop_daemon, wait_status)
 from support.sealing import Leaks
+from support.waiting import wait_until
 
 FLIP, SHOE_BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")  # not sealed: no round is open
 DEALT = ("8D", "KD", "QS")  # the round's burn, P1, P2: sealed from here on
@@ -67,9 +68,8 @@ class Watcher:
 
     def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool],
                  timeout: float = 10.0) -> None:
-        with self._cond:
-            assert self._cond.wait_for(lambda: predicate(self.messages), timeout), \
-                f"watch never matched; got {len(self.messages)} messages"
+        wait_until(lambda: predicate(self.messages), timeout, "the watch to match",
+                   condition=self._cond, details=lambda: f"got {len(self.messages)} messages")
 
     def taken(self) -> list[dict[str, Any]]:
         with self._cond:
@@ -256,6 +256,7 @@ def evidence_values(details: list[dict[str, Any]], key: str) -> set[str]:
     return {d["evidence"][key] for d in details if key in d["evidence"]}
 
 
+@pytest.mark.slow
 def test_beetek_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -> None:
     """A split frame, a bad byte, a damaged card code and alarms whose id reads as a card."""
     table = table_for("beetek")
@@ -292,6 +293,7 @@ def test_beetek_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -
     assert {damaged.decode(), alarm.decode(), ace_alarm.decode()} <= frames, details
 
 
+@pytest.mark.slow
 def test_rfid_odd_reads_stay_sealed_until_the_round_is_cancelled(table_for) -> None:
     """A damaged UID line, a dealt card's tag read again and a tag not in the registry."""
     table = table_for("rfid")
@@ -322,6 +324,7 @@ def test_rfid_odd_reads_stay_sealed_until_the_round_is_cancelled(table_for) -> N
     assert "KD" in evidence_values(details, "card"), details
 
 
+@pytest.mark.slow
 def test_pdt_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -> None:
     """A bad checksum, an invalid card code, a sequence number reused with other content and
     the firmware's misread words, each naming a card."""

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +17,7 @@ import yaml
 
 from controller.service.control import ControlClient, ControlError
 from controller.service.control_access import own_group
+from support.waiting import wait_until
 
 
 class NotifyListener:
@@ -46,18 +46,13 @@ class NotifyListener:
 
     def wait_for(self, key: str, value: str | None = None, timeout: float = 15.0,
                  count: int = 1) -> list[dict[str, str]]:
-        deadline = time.monotonic() + timeout
+        def found() -> list[dict[str, str]]:
+            return [m for m in self.messages if key in m and (value is None or m[key] == value)]
+
+        wait_until(lambda: len(found()) >= count, timeout, f"{count} × {key}={value}",
+                   condition=self._cond, details=lambda: f"got {self.messages}")
         with self._cond:
-            while True:
-                found = [m for m in self.messages
-                         if key in m and (value is None or m[key] == value)]
-                if len(found) >= count:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {key}={value} within {timeout} s; got "
-                                         f"{self.messages}")
-                self._cond.wait(left)
+            return found()
 
     def close(self) -> None:
         self._closed = True
@@ -86,10 +81,9 @@ class LinePanelPty:
                     return
 
     def wait_connected(self, count: int = 1, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.received.count(b"status?") < count:
-            assert time.monotonic() < deadline, f"panel never connected: {self.received!r}"
-            time.sleep(0.02)
+        wait_until(lambda: self.received.count(b"status?") >= count, timeout,
+                   "the daemon to connect to the panel", interval=0.02,
+                   details=lambda: f"received {self.received!r}")
 
     def send(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")
@@ -148,17 +142,18 @@ def stop_daemon(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: floa
 
 def wait_status(client: ControlClient, predicate: Callable[[dict[str, Any]], bool],
                 timeout: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+    last: dict[str, Any] = {}
+
+    def matched() -> dict[str, Any] | None:
+        nonlocal last
         try:
-            status = client.status()
+            last = client.status()
         except ControlError:
-            status = {}
-        if status and predicate(status):
-            return status
-        time.sleep(0.03)
-    raise AssertionError(f"status never matched; last: {json.dumps(status)[:2000]}")
+            last = {}
+        return last if last and predicate(last) else None
+
+    return wait_until(matched, timeout, "the status to match", interval=0.03,
+                      details=lambda: f"last: {json.dumps(last)[:2000]}")
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

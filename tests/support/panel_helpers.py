@@ -4,10 +4,10 @@ and a check that a test leaves no driver thread behind."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
 from controller.table.inputs import Button, DeviceStatus, Switch
+from support import waiting
 
 WAIT = 5.0  # generous: the tests wait on conditions, never on fixed sleeps alone
 
@@ -30,14 +30,9 @@ class Collector:
 
     def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = WAIT,
                  what: str = "condition") -> list[Any]:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self.items):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out waiting for {what}; inputs: {self.items}")
-                self._cond.wait(left)
-            return list(self.items)
+        waiting.wait_until(lambda: predicate(self.items), timeout, what, condition=self._cond,
+                           details=lambda: f"inputs: {self.items}")
+        return self.snapshot()
 
     def wait_count(self, kind: type, n: int, timeout: float = WAIT) -> list[Any]:
         self.wait_for(lambda items: len([i for i in items if isinstance(i, kind)]) >= n,
@@ -67,9 +62,6 @@ def driver_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("driver-") and t.is_alive()}
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
+    """The shared wait, with the panels' default timeout."""
+    return waiting.wait_until(predicate, timeout, what, interval=0.005)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Callable
 
 from controller.table.inputs import DeviceStatus, Input
+from support.waiting import wait_until
 
 
 class Collector:
@@ -28,15 +28,10 @@ class Collector:
             self._cond.notify_all()
 
     def wait_for(self, predicate: Callable[["Collector"], bool], timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(
-                        f"timed out; inputs so far: {self.inputs!r}; "
-                        f"problems: {[p.code for p in self.problems]}")
-                self._cond.wait(min(left, 0.05))  # also re-check state that does not notify
+        # the condition also re-checks every 50 ms: state that does not notify
+        wait_until(lambda: predicate(self), timeout, "the shoe's inputs", condition=self._cond,
+                   interval=0.05, details=lambda: f"inputs so far: {self.inputs!r}; "
+                                                  f"problems: {[p.code for p in self.problems]}")
 
     @property
     def shoe_inputs(self) -> list[Input]:

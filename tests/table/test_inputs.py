@@ -139,6 +139,7 @@ script_objects = st.fixed_dictionaries(
                                              "action", "code", "reason", "evidence", "by", "x")})
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=500)  # a slow moment on a busy machine is not a failure
 @given(script_objects)
 def test_from_dict_raises_only_script_errors(obj):

@@ -10,6 +10,7 @@ import logging
 import re
 from contextlib import contextmanager
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,6 +130,7 @@ def leaks(text: str, cards: set[Card]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table_scripts())
 def test_no_card_value_leaves_the_table_before_betting_closed(case) -> None:

@@ -77,6 +77,7 @@ def test_malformed_line_exits_2_naming_it_after_printing_earlier_events(tmp_path
     assert printed == ["shoe_started", "burn_card_shown"]
 
 
+@pytest.mark.slow
 def test_bad_inputs_name_line_and_fault() -> None:
     cases = {
         '{"at": 4.0, "kind": "dance"}': "unknown kind",
@@ -136,6 +137,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", list(MALFORMED), ids=range(len(MALFORMED)))
 def test_every_malformed_line_exits_2_naming_it_whatever_it_holds(line: bytes) -> None:
     good = "\n".join(GOOD_LINES).encode("utf-8") + b"\n"

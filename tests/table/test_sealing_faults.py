@@ -131,6 +131,7 @@ def fault_sessions(draw):
     return decks, moves
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

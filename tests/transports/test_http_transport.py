@@ -17,8 +17,7 @@ import pytest
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
-from support.fixtures_backends import (documented_verifier, make_certificate, webhook,  # noqa: F401
-                               webhook_secret)
+from testkit.backends import documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event
 
 

@@ -24,9 +24,9 @@ from controller.durability.outbox import Outbox
 from controller.transports import (PermanentError, TransientError, TransportConfigError,
                                    create)
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
-from support.fixtures_backends import (TcpRelay, documented_verifier, make_certificate,  # noqa: F401
-                               mosquitto, mosquitto_factory)
+from testkit.backends import TcpRelay, documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event, fill
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.mosquitto
 
@@ -68,15 +68,9 @@ class Subscriber:
         with self.changed:
             return [(m, r) for t, m, r in self.messages if t.endswith("/status")]
 
-    def wait(self, predicate, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(left)
-            return True
+    def wait(self, predicate, timeout: float = 10.0, what: str = "the broker's messages"):
+        return wait_until(predicate, timeout, what, condition=self.changed,
+                          details=lambda: f"messages: {self.messages}")
 
     def close(self):
         self.client.disconnect()
@@ -140,6 +134,7 @@ def test_last_will_marks_the_table_offline_when_the_process_dies(mosquitto):
             proc.wait(5)
 
 
+@pytest.mark.slow
 def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
     sub = Subscriber(mosquitto.port)
     t = MqttTransport(settings(mosquitto.port), table=TABLE)
@@ -151,19 +146,21 @@ def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
             t.deliver([event(2)])
         mosquitto.start()
         sub = Subscriber(mosquitto.port)
-        deadline = time.monotonic() + 10
-        while True:
+        def delivered() -> bool:
             try:
                 t.deliver([event(2), event(3)])
-                break
+                return True
             except TransientError:
-                assert time.monotonic() < deadline, "no reconnect within 10 s"
+                return False
+
+        wait_until(delivered, 10, "a reconnect")
         assert sub.wait(lambda: [e["seq"] for e in sub.events()][-2:] == [2, 3])
     finally:
         t.close()
         sub.close()
 
 
+@pytest.mark.slow
 def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, tmp_path):
     relay = TcpRelay(mosquitto.port)  # the table's path to the broker; the subscriber's stays up
     journal = Journal(tmp_path / "journal.db")
@@ -180,7 +177,8 @@ def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, 
             relay.cut()
             written += fill(journal, 300)  # most of a shoe while the network is down
             outbox.notify()
-            assert _eventually(lambda: outbox.status()["mqtt"]["state"] == "retrying")
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "retrying", 10,
+                       "the MQTT transport to be retrying")
             assert outbox.status()["mqtt"]["backlog"] > 0
             relay.restore()
             assert outbox.wait_delivered(journal.last_event_seq(), 15)
@@ -199,15 +197,6 @@ def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, 
         relay.cut()
 
 
-def _eventually(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_config_errors_name_the_option(tmp_path):
     with pytest.raises(TransportConfigError, match="protocol"):
         MqttTransport(MqttTransportSettings("127.0.0.1", protocol="4"), table=TABLE)
@@ -223,6 +212,7 @@ def test_config_errors_name_the_option(tmp_path):
                                             secret_file=str(tmp_path / "none")), table=TABLE)
 
 
+@pytest.mark.slow
 def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
     broker = mosquitto_factory(users={"table-t7": "s3cret pass"})
     good = tmp_path / "mqtt.password"
@@ -260,6 +250,7 @@ def test_password_from_a_systemd_credential(mosquitto_factory, tmp_path, monkeyp
                                password_credential="mqtt-password"), table=TABLE)
 
 
+@pytest.mark.slow
 def test_tls_with_a_private_ca(mosquitto_factory, tmp_path):
     cert, key = make_certificate(tmp_path)
     broker = mosquitto_factory(tls=(cert, key))
@@ -353,6 +344,7 @@ def free_loopback_address(port: int) -> str:
     pytest.skip(f"port {port} is taken on every loopback address tried")
 
 
+@pytest.mark.slow
 def test_port_8883_means_tls_unless_turned_off(mosquitto_factory, tmp_path, secret_file):
     address = free_loopback_address(MQTT_TLS_PORT)
     cert, key = make_certificate(tmp_path, address)

@@ -58,6 +58,7 @@ def test_plain_http_is_refused_unless_allowed(tmp_path):
         create("http", PLAIN_HTTP, table="T01")
 
 
+@pytest.mark.slow
 def test_config_check_and_run_exit_78_on_plain_http(tmp_path):
     checked = run_cli(tmp_path, {"http": PLAIN_HTTP}, "config", "check")
     assert checked.returncode == EX_CONFIG

@@ -1,4 +1,6 @@
-"""Real backends on loopback for the transport tests: a webhook server and a mosquitto broker.
+"""Real backends on loopback for the tests and the soak: a webhook server, a mosquitto broker
+and a TCP relay that can be cut. No pytest here: bench/ imports this too (the fixtures that
+wrap these are in tests/conftest.py).
 
 ``WebhookBackend`` is a threading ``http.server`` that checks each request with the backend
 verifier published in docs/durability.md (signature and time window), records every event it
@@ -24,10 +26,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-DURABILITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "durability.md"
+DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
 
 
@@ -179,19 +179,6 @@ class WebhookBackend:
             handler.close_connection = True
 
 
-@pytest.fixture
-def webhook_secret(tmp_path: Path) -> Path:
-    path = tmp_path / "webhook.secret"
-    path.write_bytes(b"table-T7-secret-\x01\x02\n")
-    return path
-
-
-@pytest.fixture
-def webhook(webhook_secret: Path):
-    backend = WebhookBackend(webhook_secret.read_bytes().rstrip(b"\n"))
-    yield backend
-    backend.down()
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -263,38 +250,12 @@ class Mosquitto:
         self.proc = None
 
 
-def need_mosquitto() -> None:
-    if not (os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)):
-        pytest.skip(f"mosquitto broker not installed ({MOSQUITTO} missing; "
-                    "apt-get install mosquitto — CI installs it)")
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path):
-    need_mosquitto()
-    broker = Mosquitto(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def mosquitto_factory(tmp_path: Path):
-    """Start brokers with options: ``mosquitto_factory(users=…, tls=…)``."""
-    need_mosquitto()
-    started: list[Mosquitto] = []
-
-    def make(**options) -> Mosquitto:
-        folder = tmp_path / f"broker{len(started)}"
-        folder.mkdir()
-        broker = Mosquitto(folder, **options)
-        broker.start()
-        started.append(broker)
-        return broker
-
-    yield make
-    for broker in started:
-        broker.stop()
+def mosquitto_missing() -> str | None:
+    """Why no broker can be started here, or None when the mosquitto binary is installed."""
+    if os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK):
+        return None
+    return (f"mosquitto broker not installed ({MOSQUITTO} missing; "
+            "apt-get install mosquitto — CI installs it)")
 
 
 class TcpRelay:
