@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
 from typing import Any, TextIO
 
-from controller.service.control import (EX_UNAVAILABLE, ControlClient, add_socket_arguments,
-                                client_command, socket_path)
+from controller.service.control import (
+    EX_UNAVAILABLE,
+    ControlClient,
+    add_socket_arguments,
+    client_command,
+    socket_path,
+)
+from controller.table.views import seconds_left_now
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -28,28 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=watch)
 
 
-def _as_seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def betting_seconds_left(status: dict[str, Any]) -> float | None:
     """Table seconds until betting closes, when betting is open and the clock is known."""
-    if not status.get("betting_open"):
+    now = status.get("now")
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
         return None
-    closes = _as_seconds(status.get("betting_closes_at"))
-    now = _as_seconds(status.get("now"))
-    if closes is None or now is None:
-        return None
-    return max(0.0, closes - now)
+    return seconds_left_now(status, float(now))
 
 
 def next_step(status: dict[str, Any]) -> str:

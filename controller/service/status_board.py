@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from controller.service.clock import TableClock
 from controller.service.notify import Notifier
+from controller.table.views import seconds_left_now
 
 
 def status_line(status: dict[str, Any]) -> str:
@@ -38,6 +39,15 @@ def status_line(status: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+
+def at_now(snapshot: dict[str, Any], now: float) -> dict[str, Any]:
+    """A copy of the published status as of ``now``: the clock reading and the betting seconds
+    left then (the snapshot itself is as of the last input)."""
+    status = dict(snapshot, now=now)
+    if status.get("betting_open"):
+        status["betting_seconds_left"] = seconds_left_now(status, now)
+    return status
+
 class StatusBoard:
     """The latest snapshot and its version; watchers wait for the version to move."""
 
@@ -56,8 +66,7 @@ class StatusBoard:
     def versioned_snapshot(self) -> tuple[int, dict[str, Any]]:
         """The published status, its version and the table clock now (for watchers)."""
         with self._changed:
-            snapshot = dict(self._snapshot)
-            snapshot["now"] = self._clock.now()
+            snapshot = at_now(self._snapshot, self._clock.now())
             return self._version, snapshot
 
     def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, Any]]:

@@ -14,7 +14,7 @@ from controller.durability.outbox import Outbox
 from controller.durability.retention import JournalRetention
 from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
 from controller.service.clock import TableClock
-from controller.service.status_board import StatusBoard
+from controller.service.status_board import StatusBoard, at_now
 from controller.table.inputs import Actor, Input, Supervisor
 
 
@@ -32,8 +32,7 @@ class TableControl:
         self._retention: JournalRetention | None = retention
 
     def control_status(self) -> dict[str, Any]:
-        status = dict(self._board.snapshot())
-        status["now"] = self._clock.now()
+        status = at_now(self._board.snapshot(), self._clock.now())
         if self._outbox is not None:
             try:
                 status["backend"] = self._outbox.status()

@@ -58,6 +58,16 @@ def iso_time(at: float) -> str:
     )
 
 
+def seconds_of(text: object) -> float | None:
+    """The table-clock seconds of an ``iso_time`` text (None when it is not one)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def event_id(table_id: str, seq: int) -> str:
     return f"{table_id}:{seq}"
 

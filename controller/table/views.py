@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.rules.hands import HAND_ORDER
-from controller.table.events import iso_time
+from controller.table.events import iso_time, seconds_of
 from controller.table.procedure import ROUND_TARGETS, STATE_WORDS
 
 if TYPE_CHECKING:
@@ -58,6 +58,30 @@ def prompt(machine: TableMachine) -> str:
     return STATE_WORDS[machine.state]
 
 
+def _seconds_left(machine: TableMachine) -> float | None:
+    """Betting seconds left at the machine's clock: frozen while paused, None once closed."""
+    rnd = machine.round
+    if rnd is None or not rnd.betting_open:
+        return None
+    if rnd.seconds_left is not None:
+        return round(rnd.seconds_left, 3)
+    if rnd.closes_at is not None:
+        return round(max(0.0, rnd.closes_at - machine.clock), 3)
+    return None
+
+
+def seconds_left_now(status: dict[str, Any], now: float) -> float | None:
+    """A published status's betting seconds left at ``now`` (the countdown runs on between
+    inputs; a paused table's stays frozen)."""
+    if not status.get("betting_open"):
+        return None
+    if status.get("paused"):
+        left = status.get("betting_seconds_left")
+        return float(left) if isinstance(left, (int, float)) else None
+    closes = seconds_of(status.get("betting_closes_at"))
+    return None if closes is None else round(max(0.0, closes - now), 3)
+
+
 def status(machine: TableMachine) -> dict[str, Any]:
     """A JSON-able view for the dealer screen and the control socket. Sealed: no card
     value of an open round before its betting closed."""
@@ -81,8 +105,7 @@ def status(machine: TableMachine) -> dict[str, Any]:
         "cards_dealt": len(rnd.cards) if rnd is not None else 0,
         "betting_open": bool(rnd is not None and rnd.betting_open),
         "betting_closes_at": closes_at,
-        "betting_seconds_left": (round(rnd.seconds_left, 3)
-                                 if rnd is not None and rnd.seconds_left is not None else None),
+        "betting_seconds_left": _seconds_left(machine),
         "paused": machine.hold == "paused",
         "fault": machine.fault.to_dict() if machine.fault else None,
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,

@@ -296,3 +296,30 @@ def test_checkpoint_between_shoes_restores_an_equivalent_machine() -> None:
 def test_settings_are_checked(bad: dict) -> None:
     with pytest.raises(ValueError):
         MachineSettings(**bad)
+
+
+def test_status_counts_the_betting_seconds_down_and_freezes_them_while_paused() -> None:
+    from controller.service.status_board import at_now
+
+    machine, b = ready_table()
+    b.at(10.0)
+    run(machine, [b.button("start_round")])  # 15 s of betting: closes at 25
+    assert machine.status()["betting_seconds_left"] == 15.0
+    b.at(14.0)
+    run(machine, [b.tick(14.0)])
+    status = machine.status()
+    assert status["betting_seconds_left"] == 11.0
+    # a published status, read later: the countdown runs on between inputs
+    assert at_now(status, 20.5)["betting_seconds_left"] == 4.5
+    assert at_now(status, 30.0)["betting_seconds_left"] == 0.0
+    b.at(16.0)
+    run(machine, [b.switch(True)])
+    paused = machine.status()
+    assert paused["betting_seconds_left"] == 9.0
+    assert at_now(paused, 99.0)["betting_seconds_left"] == 9.0  # frozen
+    b.at(20.0)
+    run(machine, [b.switch(False)])
+    b.at(29.0)
+    run(machine, [b.tick(29.0)])  # closes at 29 (20 + 9)
+    assert machine.status()["betting_open"] is False
+    assert machine.status()["betting_seconds_left"] is None

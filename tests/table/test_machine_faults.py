@@ -62,7 +62,7 @@ def paused_with(events, code: str) -> dict:
 
 
 def unchanged(before: dict, after: dict) -> bool:
-    ignore = {"seq", "clock"}
+    ignore = {"seq", "clock", "betting_seconds_left"}  # these move with the clock alone
     return {k: v for k, v in before.items() if k not in ignore} == {
         k: v for k, v in after.items() if k not in ignore}
 
