@@ -14,12 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
+from bench.measuring import TimedSink, percentile
 from controller.table.inputs import Button, DeviceStatus
 from drivers.hid_panel import ReportLayout
 from drivers.line_panel import LineSplitter, parse_panel_line
 from drivers.sim.panel import SimPanel
-
-from bench.measuring import TimedSink, percentile
 
 
 def press_latency(debounce_ms: float, presses: int) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from controller.table.inputs import Input
 
@@ -100,7 +101,7 @@ class Driver(ABC):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> "Driver":
+    def __enter__(self) -> Driver:
         self.start()
         return self
 
@@ -127,8 +128,9 @@ class Driver(ABC):
         """Thread body; return when ``stop`` is set."""
 
     def _thread_main(self) -> None:
-        from controller.table.inputs import DeviceStatus
         import logging
+
+        from controller.table.inputs import DeviceStatus
 
         log = logging.getLogger(f"pokdeng.drivers.{self.name}")
         try:

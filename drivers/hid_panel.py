@@ -33,8 +33,9 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import usb.core
 import usb.util
@@ -119,7 +120,7 @@ class HidPanelConfig:
     detach_kernel_driver: bool
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], driver: str = "hid_panel") -> "HidPanelConfig":
+    def from_options(cls, options: Mapping[str, Any], driver: str = "hid_panel") -> HidPanelConfig:
         opts = OptionReader(options, driver)
         vendor_id = opts.integer("vendor_id", minimum=0, maximum=0xFFFF)
         product_id = opts.integer("product_id", minimum=0, maximum=0xFFFF)

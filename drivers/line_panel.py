@@ -32,8 +32,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import serial
 
@@ -137,7 +138,7 @@ class LinePanelConfig:
     leds: tuple[str, ...]
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], driver: str = "line_panel") -> "LinePanelConfig":
+    def from_options(cls, options: Mapping[str, Any], driver: str = "line_panel") -> LinePanelConfig:
         opts = OptionReader(options, driver)
         leds = opts.raw("leds", [])
         if not isinstance(leds, (list, tuple)) or not all(

@@ -41,8 +41,14 @@ from __future__ import annotations
 
 from bench.soak.checks import check_delivery, check_round
 from bench.soak.harness import Soak, run_soak
-from bench.soak.results import (FAULT_KINDS, ROUND_FAULTS, SoakFailure, SoakOptions, SoakResult,
-                                print_figures)
+from bench.soak.results import (
+                                FAULT_KINDS,
+                                ROUND_FAULTS,
+                                SoakFailure,
+                                SoakOptions,
+                                SoakResult,
+                                print_figures,
+)
 
 __all__ = ["FAULT_KINDS", "ROUND_FAULTS", "Soak", "SoakFailure", "SoakOptions", "SoakResult",
            "check_delivery", "check_round", "print_figures", "run_soak"]

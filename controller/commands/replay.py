@@ -23,7 +23,8 @@ class ConfigError(ValueError):
 
 def settings_from_config(path: str) -> MachineSettings:
     """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
-    from controller.service.config import ConfigError as BadConfig, load_config
+    from controller.service.config import ConfigError as BadConfig
+    from controller.service.config import load_config
 
     try:
         return load_config(path).machine_settings()

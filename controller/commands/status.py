@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from controller.service.control import ControlClient, add_socket_arguments, client_command, socket_path
+from controller.service.control import (
+    ControlClient,
+    add_socket_arguments,
+    client_command,
+    socket_path,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

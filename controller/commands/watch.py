@@ -13,8 +13,13 @@ import sys
 from datetime import datetime
 from typing import Any, TextIO
 
-from controller.service.control import (EX_UNAVAILABLE, ControlClient, add_socket_arguments,
-                                client_command, socket_path)
+from controller.service.control import (
+    EX_UNAVAILABLE,
+    ControlClient,
+    add_socket_arguments,
+    client_command,
+    socket_path,
+)
 
 CLEAR = "\x1b[H\x1b[2J"
 

@@ -29,7 +29,8 @@ import json
 import socket
 import sys
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from controller.service.config import EX_CONFIG, ConfigError, load_config
 from controller.service.control_protocol import normalise_action
@@ -108,7 +109,7 @@ class ControlClient:
             reader = sock.makefile("rb")
             try:
                 line = reader.readline(MAX_ANSWER)
-            except socket.timeout:
+            except TimeoutError:
                 raise ControlError(f"the daemon did not answer within {self.timeout:g} s") from None
             except ConnectionResetError:
                 # Closed with our request unread: it was not served (a request is only served

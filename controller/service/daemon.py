@@ -37,9 +37,10 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import structlog
 
@@ -111,7 +112,7 @@ class Daemon:
         self._driver_factories: list[DriverFactory] | None = (
             list(drivers) if drivers is not None else None)
         self._transports_override: list[Any] | None = transports
-        self.queue: "queue.Queue[Any]" = queue.Queue()
+        self.queue: queue.Queue[Any] = queue.Queue()
         # Created by start(), in this order; None until then (or if start failed before).
         self.machine: TableMachine | None = None
         self.journal: Journal | None = None

@@ -16,7 +16,7 @@ The schemas live in ``controller/table/schemas/`` (one file per event type plus
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -52,7 +52,7 @@ EVENT_TYPES = (
 def iso_time(at: float) -> str:
     """Table-clock seconds (Unix time) as ISO-8601 UTC with milliseconds, e.g. ``…00.500Z``."""
     return (
-        datetime.fromtimestamp(at, timezone.utc)
+        datetime.fromtimestamp(at, UTC)
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )

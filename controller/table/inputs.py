@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, TextIO, Union
+from typing import Any, TextIO, Union
 
 from controller.rules.cards import Card, CardCodeError, parse_card
 

@@ -28,7 +28,8 @@ The procedure's tables are in ``procedure``, the dealer's views in ``views``, ch
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from transitions import Machine
 
@@ -51,14 +52,14 @@ from controller.table.inputs import (
 from controller.table.procedure import (
     HOLD_STATES,
     HOLD_TRANSITIONS,
-    HoldTriggers,
     PROCEDURE_STATES,
     PROCEDURE_TRANSITIONS,
-    ProcedureTriggers,
     ROUND_STATES,
     ROUND_TARGETS,
     SHOE_SETUP_STATES,
     STATE_WORDS,
+    HoldTriggers,
+    ProcedureTriggers,
 )
 from controller.table.records import REVEAL_MODES, MachineSettings, PauseReason, RoundState
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from controller.plugins import Registry
 
@@ -98,7 +99,7 @@ class Transport(ABC):
     def _close(self) -> None:
         """Subclass hook for ``close``."""
 
-    def __enter__(self) -> "Transport":
+    def __enter__(self) -> Transport:
         return self
 
     def __exit__(self, *exc: object) -> None:

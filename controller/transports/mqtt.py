@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -35,8 +35,15 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller import __version__
-from controller.transports import (OptionConflict, PermanentError, TransientError, Transport,
-                                   TransportConfigError, option, read_secret)
+from controller.transports import (
+    OptionConflict,
+    PermanentError,
+    TransientError,
+    Transport,
+    TransportConfigError,
+    option,
+    read_secret,
+)
 from controller.transports.signing import signed_now
 
 #: the port IANA assigned to MQTT over TLS: ``tls`` left unset means on there, off elsewhere
@@ -89,7 +96,7 @@ class MqttTransportSettings:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _payload(obj: Any) -> bytes:

@@ -23,7 +23,6 @@ from typing import Union
 from controller.table.inputs import CardScan, CutCard, Misread
 
 
-
 class ProtocolError(Exception):
     """Base of the errors a shoe protocol raises (bad parser options or registry)."""
 

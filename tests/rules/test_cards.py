@@ -3,8 +3,14 @@
 import pytest
 
 from controller.rules.cards import (
-    ALL_CARDS, Card, CardCodeError, ShoeComposition, ShoeCompositionError, format_card,
-    new_shoe_cards, parse_card,
+    ALL_CARDS,
+    Card,
+    CardCodeError,
+    ShoeComposition,
+    ShoeCompositionError,
+    format_card,
+    new_shoe_cards,
+    parse_card,
 )
 
 

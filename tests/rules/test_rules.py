@@ -3,11 +3,17 @@
 from itertools import product
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.rules.cards import ALL_CARDS
 from controller.rules.hands import (
-    PAIR_BET_RETURNS, PLAYER_BET_RETURNS, compare, evaluate_hand, round_result_data, settle,
+    PAIR_BET_RETURNS,
+    PLAYER_BET_RETURNS,
+    compare,
+    evaluate_hand,
+    round_result_data,
+    settle,
 )
 
 STAKE = 100

@@ -12,9 +12,10 @@ import socket
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

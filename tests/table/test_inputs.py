@@ -4,13 +4,30 @@ import io
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.rules.cards import parse_card
 from controller.table.inputs import (
-    MAX_DETAIL_CHARS, Actor, Button, CardScan, ControllerFault, CutCard, DeviceStatus, Misread,
-    ScriptError, Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json,
-    with_time, write_script,
+    MAX_DETAIL_CHARS,
+    Actor,
+    Button,
+    CardScan,
+    ControllerFault,
+    CutCard,
+    DeviceStatus,
+    Misread,
+    ScriptError,
+    Supervisor,
+    Switch,
+    Tick,
+    from_dict,
+    parse_line,
+    read_script,
+    to_dict,
+    to_json,
+    with_time,
+    write_script,
 )
 
 DESIGN_EXAMPLE = """\
