@@ -25,7 +25,7 @@ from controller.table.scriptgen import shoe_script
 
 
 def measure(shoes: int = 3, directory: str | None = None) -> dict[str, float]:
-    """Append rate and latency (fsync per input) and verify speed, in a temp dir on ``directory``."""
+    """Append rate, latency (fsync per input) and verify speed, in a temp dir on ``directory``."""
     with tempfile.TemporaryDirectory(dir=directory) as folder:
         path = Path(folder) / "bench.sqlite"
         journal = Journal(path)

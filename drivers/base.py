@@ -109,10 +109,10 @@ class Driver(ABC):
         self.stop()
 
     # -- told by the daemon (no-ops unless the device cares) ---------------------------------
-    def new_shoe(self) -> None:
+    def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a shoe: forget whatever belonged to the last one."""
 
-    def set_leds(self, states: Mapping[str, bool]) -> None:
+    def set_leds(self, states: Mapping[str, bool]) -> None:  # noqa: B027 - optional hook
         """Light (True) or darken (False) the named buttons' LEDs, where the device has any."""
 
     # -- for subclasses -----------------------------------------------------------------------
@@ -120,7 +120,7 @@ class Driver(ABC):
         """Hand an input to the sink (the daemon's queue)."""
         self.sink(inp)
 
-    def _wake(self) -> None:
+    def _wake(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Interrupt a blocking read so the thread sees the stop; override where needed."""
 
     @abstractmethod

@@ -75,7 +75,9 @@ class ReportLayout:
 
     @property
     def min_report_bytes(self) -> int:
-        bits = list(self.buttons.values()) + ([self.pause_bit] if self.pause_bit is not None else [])
+        bits = list(self.buttons.values())
+        if self.pause_bit is not None:
+            bits.append(self.pause_bit)
         return max(bits, default=0) // 8 + 1
 
     def decode(self, report: bytes) -> dict[str, bool]:

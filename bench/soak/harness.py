@@ -179,7 +179,7 @@ class Soak:
                 self._deal(status)
             else:  # betting still open with all cards out, or revealing: the table's turn
                 v = self.watch.version
-                self.watch.wait(lambda s: self.watch.version != v, "the table", 5)
+                self.watch.wait(lambda s, v=v: self.watch.version != v, "the table", 5)
 
     def _press(self, button: str, status: dict[str, Any],
                moved: Callable[[dict[str, Any]], bool]) -> None:

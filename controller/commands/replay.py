@@ -41,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "line, naming it. Reveal mode choices: " + ", ".join(REVEAL_MODES) + ".",
     )
     parser.add_argument("script", help="table script file, or - for standard input")
-    parser.add_argument("--config", metavar="FILE", help="the daemon's YAML config (checked in full); its table: section is used")
+    parser.add_argument("--config", metavar="FILE",
+                        help="the daemon's YAML config (checked in full); "
+                             "its table: section is used")
     parser.set_defaults(func=run)
 
 

@@ -60,7 +60,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
     devices = status.get("devices") or {}
     if devices:
         lines.append("devices: " + ", ".join(
-            f"{name} {'connected' if up else 'NOT CONNECTED'}" for name, up in sorted(devices.items())))
+            f"{name} {'connected' if up else 'NOT CONNECTED'}"
+            for name, up in sorted(devices.items())))
     backend = status.get("backend")
     if isinstance(backend, dict) and backend:
         parts = []

@@ -73,7 +73,8 @@ class ControlClient:
             sock.connect(self.path)
         except FileNotFoundError:
             sock.close()
-            raise ControlError(f"no control socket at {self.path}: is the daemon running?") from None
+            raise ControlError(
+                f"no control socket at {self.path}: is the daemon running?") from None
         except PermissionError:
             sock.close()
             raise ControlError(f"permission denied on {self.path}: you need to be in the "
@@ -82,7 +83,8 @@ class ControlClient:
             sock.close()
             if exc.errno in _RETRY_ERRNOS:
                 raise _TryAgain(exc.strerror) from None
-            raise ControlError(f"cannot reach the daemon at {self.path}: {exc.strerror or exc}") from None
+            raise ControlError(
+                f"cannot reach the daemon at {self.path}: {exc.strerror or exc}") from None
         return sock
 
     def _first_answer(self, message: dict[str, Any]) -> tuple[socket.socket, Any, dict[str, Any]]:

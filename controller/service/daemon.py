@@ -17,8 +17,8 @@ writes the journal. For each input the owner:
    no card value of a round before its betting closed; raw card inputs are never logged).
 
 Journal retention (archiving closed, delivered shoes) runs on its own thread
-(``controller/durability/retention.py``): it replays the journal, which the owner loop must never wait
-for; the loop only tells it that a shoe ended.
+(``controller/durability/retention.py``): it replays the journal, which the owner loop must
+never wait for; the loop only tells it that a shoe ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. The systemd watchdog is pinged from this same loop, so a stuck loop

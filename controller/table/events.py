@@ -23,10 +23,11 @@ from typing import Any
 
 ENVELOPE_VERSION = 1
 
-# The event types of the original design, then the ones this table adds (documented in docs/faults.md
-# and the schemas): `card_burned` for the shoe's burn cards before round 1, `input_rejected`
-# for a button or supervisor action that makes no sense in the state, `fault_detail` for what the
-# shoe sent with a fault, once it no longer names a card of a round whose betting is open.
+# The event types of the original design, then the ones this table adds (documented in
+# docs/faults.md and the schemas): `card_burned` for the shoe's burn cards before round 1,
+# `input_rejected` for a button or supervisor action that makes no sense in the state,
+# `fault_detail` for what the shoe sent with a fault, once it no longer names a card of a round
+# whose betting is open.
 EVENT_TYPES = (
     "shoe_started",
     "burn_card_shown",
@@ -98,7 +99,8 @@ class EventSchemaError(ValueError):
 
 def load_schema(name: str) -> dict[str, Any]:
     """A schema file from ``controller/table/schemas/`` by name without ``.json``."""
-    text = resources.files("controller.table").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    path = resources.files("controller.table").joinpath("schemas", f"{name}.json")
+    text = path.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

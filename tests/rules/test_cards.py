@@ -47,7 +47,8 @@ def test_rejected_input_quotes_the_text_and_says_what_is_accepted(text, why):
 
 def test_points_and_burn_values():
     assert [Card(r, "S").points for r in "A23456789TJQK"] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0]
-    assert [Card(r, "S").burn_value for r in "A23456789TJQK"] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
+    assert [Card(r, "S").burn_value for r in "A23456789TJQK"] == [
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
 
 
 def test_eight_deck_shoe_composition():
