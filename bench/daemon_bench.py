@@ -122,7 +122,8 @@ def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
     return {
         "starts": len(ready_times), "ready_first_s": ready_times[0],
         "ready_median_s": statistics.median(ready_times), "ready_max_s": max(ready_times),
-        "idle_seconds": elapsed, "rss_mb": rss / 1024, "rss_max_sampled_mb": max(rss_samples) / 1024,
+        "idle_seconds": elapsed, "rss_mb": rss / 1024,
+        "rss_max_sampled_mb": max(rss_samples) / 1024,
         "hwm_mb": hwm / 1024, "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed,
         "stop_exit_status": status,
     }

@@ -18,15 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
+from bench.measuring import percentile
 from controller.durability.journal import Journal
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 
-from bench.measuring import percentile
-
 
 def measure(shoes: int = 3, directory: str | None = None) -> dict[str, float]:
-    """Append rate and latency (fsync per input) and verify speed, in a temp dir on ``directory``."""
+    """Append rate, latency (fsync per input) and verify speed, in a temp dir on ``directory``."""
     with tempfile.TemporaryDirectory(dir=directory) as folder:
         path = Path(folder) / "bench.sqlite"
         journal = Journal(path)

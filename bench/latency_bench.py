@@ -135,7 +135,7 @@ class Broker:
                 return
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit("mosquitto did not start")
+                    raise SystemExit("mosquitto did not start") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
@@ -304,16 +304,16 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
             raise SystemExit("the burns never completed")
         for round_number in range(1, rounds + 1):
             panel.press("start_round")
-            if not arrivals.wait(lambda: arrivals.seen_type("http", "daemon", "round_opened")
-                                 >= round_number):
+            if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
+                    "http", "daemon", "round_opened") >= n):
                 raise SystemExit(f"round {round_number} did not open")
             for _ in range(13):   # the round's burn card and 12 cards: 13 card_dealt events
                 card = next(cards)
-                m, h = measure(lambda: shoe.send_card(card), arrivals, "daemon")
+                m, h = measure(lambda c=card: shoe.send_card(c), arrivals, "daemon")
                 mqtt_ms.append(m)
                 http_ms.append(h)
-            if not arrivals.wait(lambda: arrivals.seen_type("http", "daemon", "round_result")
-                                 >= round_number):
+            if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
+                    "http", "daemon", "round_result") >= n):
                 raise SystemExit(f"round {round_number} has no result")
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -342,9 +342,9 @@ def run_relay_phase(work: Path, cards_to_send: int, arrivals: Arrivals, http_por
             raise SystemExit("the relay did not start")
         cards = shuffled_shoe(8)
         for card in cards[:3]:   # warm-up, as the flip and burn cards warm up the daemon
-            measure(lambda: shoe.send_card(card), arrivals, "relay")
+            measure(lambda c=card: shoe.send_card(c), arrivals, "relay")
         for card in cards[3:3 + cards_to_send]:
-            m, h = measure(lambda: shoe.send_card(card), arrivals, "relay")
+            m, h = measure(lambda c=card: shoe.send_card(c), arrivals, "relay")
             mqtt_ms.append(m)
             http_ms.append(h)
     finally:

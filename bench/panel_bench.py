@@ -14,12 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
+from bench.measuring import TimedSink, percentile
 from controller.table.inputs import Button, DeviceStatus
 from drivers.hid_panel import ReportLayout
 from drivers.line_panel import LineSplitter, parse_panel_line
 from drivers.sim.panel import SimPanel
-
-from bench.measuring import TimedSink, percentile
 
 
 def press_latency(debounce_ms: float, presses: int) -> None:
@@ -30,7 +29,8 @@ def press_latency(debounce_ms: float, presses: int) -> None:
         for n in range(1, presses + 1):
             pressed_at = time.monotonic()
             panel.press("start_round", hold_s=debounce_ms / 1000 + 0.02)
-            latencies.append((sink.wait_for(lambda i: isinstance(i, Button), n) - pressed_at) * 1000)
+            latencies.append(
+                (sink.wait_for(lambda i: isinstance(i, Button), n) - pressed_at) * 1000)
             while not panel.hardware.idle():
                 time.sleep(0.001)
             time.sleep(debounce_ms / 1000 + 0.005)
@@ -53,7 +53,8 @@ def stop_and_reconnect() -> None:
     started = time.monotonic()
     panel.stop()
     stopped = time.monotonic() - started
-    print(f"unplug->connected:false {lost * 1000:.1f} ms; replug->connected:true {back * 1000:.1f} ms "
+    print(f"unplug->connected:false {lost * 1000:.1f} ms; "
+          f"replug->connected:true {back * 1000:.1f} ms "
           f"(reconnect_seconds 0.1); stop {stopped * 1000:.1f} ms")
 
 

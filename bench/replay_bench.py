@@ -66,7 +66,8 @@ def main() -> None:
         label = "machine + JSON lines" if mode == "json" else "machine only"
         print(f"[{label}] {f['shoes']} shoes, {f['inputs']} inputs, {f['events']} events, "
               f"{f['rounds']} rounds in {f['seconds']:.3f} s")
-        print(f"  throughput: {f['rounds_per_s']:,.0f} rounds/s, {f['inputs_per_s']:,.0f} inputs/s, "
+        print(f"  throughput: {f['rounds_per_s']:,.0f} rounds/s, "
+              f"{f['inputs_per_s']:,.0f} inputs/s, "
               f"{f['events_per_s']:,.0f} events/s")
         print(f"  one whole shoe: median {f['shoe_median_ms']:.1f} ms, "
               f"worst {f['shoe_worst_ms']:.1f} ms (goal < 50 ms)")

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from controller.durability.archive import archive_closed_shoes, verify_with_archives
-from controller.table.inputs import DeviceStatus
 from controller.durability.journal import Journal
+from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 

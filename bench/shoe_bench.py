@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.measuring
 
+from bench.measuring import TimedSink
 from controller.rules.cards import ALL_CARDS
 from controller.table.inputs import DeviceStatus
 from drivers.protocols.beetek import BeeTekEncoder, BeeTekParser
@@ -22,8 +23,6 @@ from drivers.protocols.pdt import PdtEncoder, PdtParser
 from drivers.protocols.rfid import RfidEncoder, RfidParser, simulated_registry, simulated_uid
 from drivers.shoe import SerialShoe
 from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
-
-from bench.measuring import TimedSink
 
 
 def is_shoe_input(inp: object) -> bool:

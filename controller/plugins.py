@@ -9,8 +9,9 @@ pyusb or paho. Used by drivers (drivers/registry.py) and transports (controller.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import Any, Mapping
+from typing import Any
 
 
 class Registry:

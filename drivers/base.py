@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from controller.table.inputs import Input
 
@@ -100,7 +101,7 @@ class Driver(ABC):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> "Driver":
+    def __enter__(self) -> Driver:
         self.start()
         return self
 
@@ -108,10 +109,10 @@ class Driver(ABC):
         self.stop()
 
     # -- told by the daemon (no-ops unless the device cares) ---------------------------------
-    def new_shoe(self) -> None:
+    def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a shoe: forget whatever belonged to the last one."""
 
-    def set_leds(self, states: Mapping[str, bool]) -> None:
+    def set_leds(self, states: Mapping[str, bool]) -> None:  # noqa: B027 - optional hook
         """Light (True) or darken (False) the named buttons' LEDs, where the device has any."""
 
     # -- for subclasses -----------------------------------------------------------------------
@@ -119,7 +120,7 @@ class Driver(ABC):
         """Hand an input to the sink (the daemon's queue)."""
         self.sink(inp)
 
-    def _wake(self) -> None:
+    def _wake(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Interrupt a blocking read so the thread sees the stop; override where needed."""
 
     @abstractmethod
@@ -127,8 +128,9 @@ class Driver(ABC):
         """Thread body; return when ``stop`` is set."""
 
     def _thread_main(self) -> None:
-        from controller.table.inputs import DeviceStatus
         import logging
+
+        from controller.table.inputs import DeviceStatus
 
         log = logging.getLogger(f"pokdeng.drivers.{self.name}")
         try:

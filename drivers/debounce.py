@@ -11,7 +11,7 @@ Two rules, both in ``debounce_s`` seconds:
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 
 class Debouncer:

@@ -33,8 +33,9 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import usb.core
 import usb.util
@@ -74,7 +75,9 @@ class ReportLayout:
 
     @property
     def min_report_bytes(self) -> int:
-        bits = list(self.buttons.values()) + ([self.pause_bit] if self.pause_bit is not None else [])
+        bits = list(self.buttons.values())
+        if self.pause_bit is not None:
+            bits.append(self.pause_bit)
         return max(bits, default=0) // 8 + 1
 
     def decode(self, report: bytes) -> dict[str, bool]:
@@ -119,7 +122,7 @@ class HidPanelConfig:
     detach_kernel_driver: bool
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], driver: str = "hid_panel") -> "HidPanelConfig":
+    def from_options(cls, options: Mapping[str, Any], driver: str = "hid_panel") -> HidPanelConfig:
         opts = OptionReader(options, driver)
         vendor_id = opts.integer("vendor_id", minimum=0, maximum=0xFFFF)
         product_id = opts.integer("product_id", minimum=0, maximum=0xFFFF)

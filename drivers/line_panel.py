@@ -32,8 +32,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import serial
 
@@ -83,7 +84,8 @@ def parse_panel_line(raw: bytes) -> PanelLine | None:
         return ButtonLine(words[0])
     if len(words) == 3 and words[0] == "switch":
         if words[1] not in SWITCHES:
-            raise PanelLineError(f"unknown switch {words[1]!r}; expected one of: {', '.join(SWITCHES)}")
+            raise PanelLineError(
+                f"unknown switch {words[1]!r}; expected one of: {', '.join(SWITCHES)}")
         if words[2] not in ("on", "off"):
             raise PanelLineError(f"switch position must be on or off, got {words[2]!r}")
         return SwitchLine(words[1], words[2] == "on")
@@ -137,7 +139,9 @@ class LinePanelConfig:
     leds: tuple[str, ...]
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], driver: str = "line_panel") -> "LinePanelConfig":
+    def from_options(
+        cls, options: Mapping[str, Any], driver: str = "line_panel"
+    ) -> LinePanelConfig:
         opts = OptionReader(options, driver)
         leds = opts.raw("leds", [])
         if not isinstance(leds, (list, tuple)) or not all(

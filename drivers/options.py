@@ -10,7 +10,8 @@ stop the daemon at start, not leave a button dead on the floor, and the config c
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from drivers.base import DriverConfigError
 

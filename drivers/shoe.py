@@ -28,8 +28,9 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from drivers.base import Clock, Driver, DriverConfigError, InputSink
 from drivers.options import OptionReader

@@ -6,16 +6,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from drivers.sim.shoe import ShoeSimulator
 from support.backends import need_mosquitto
 from support.control_helpers import NOBODY, TemporaryGroup
 from support.daemon_helpers import LinePanelPty
-from drivers.sim.shoe import ShoeSimulator
 from testkit.backends import Mosquitto, WebhookBackend
 
 # Property tests must not fail for being slow on a loaded CI runner: no per-example deadline,

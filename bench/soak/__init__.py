@@ -1,7 +1,7 @@
 """Soak: the real daemon plays many whole shoes at full speed while faults are thrown at it.
 
     python -m bench.soak --shoes 200  # the long soak (docs/soak.md has its figures)
-    python -m bench.soak --shoes 3              # the short one CI runs (tests/commands/test_soak.py)
+    python -m bench.soak --shoes 3    # the short one CI runs (tests/commands/test_soak.py)
 
 What runs: ``python -m controller run --config <generated yaml> --clock-speed X`` as a
 subprocess (table time X times faster: the 1 s betting window closes in 1/X s); the shoe is a
@@ -22,8 +22,8 @@ restart: from the end of that shoe to the end of the last one.
 
 At the end it checks, and exits 1 when any fails:
 
-- each ``round_result`` equals ``controller.rules.hands.round_result_data`` on the cards this harness
-  actually sent (or entered) for each position of that round, and names those same cards;
+- each ``round_result`` equals ``controller.rules.hands.round_result_data`` on the cards this
+  harness actually sent (or entered) for each position of that round, and names those same cards;
 - each backend (HTTP, MQTT) received every journaled event, first copies in seq order, no id
   missing, repeats identical to the first copy;
 - ``journal verify`` passes;
@@ -41,8 +41,14 @@ from __future__ import annotations
 
 from bench.soak.checks import check_delivery, check_round
 from bench.soak.harness import Soak, run_soak
-from bench.soak.results import (FAULT_KINDS, ROUND_FAULTS, SoakFailure, SoakOptions, SoakResult,
-                                print_figures)
+from bench.soak.results import (
+                                FAULT_KINDS,
+                                ROUND_FAULTS,
+                                SoakFailure,
+                                SoakOptions,
+                                SoakResult,
+                                print_figures,
+)
 
 __all__ = ["FAULT_KINDS", "ROUND_FAULTS", "Soak", "SoakFailure", "SoakOptions", "SoakResult",
            "check_delivery", "check_round", "print_figures", "run_soak"]

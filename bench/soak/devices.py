@@ -7,8 +7,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.soak.results import STEP_TIMEOUT_S, SoakFailure
 from controller.service.control import ControlClient, ControlError

@@ -8,17 +8,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
-from bench.soak.checks import (SentCards, check_delivery, check_fault_kinds, check_footprint,
-                               check_round, max_seq)
+from bench.soak.checks import (
+    SentCards,
+    check_delivery,
+    check_fault_kinds,
+    check_footprint,
+    check_round,
+    max_seq,
+)
 from bench.soak.devices import MqttSubscriber, PanelPort, StatusWatch
 from bench.soak.faults import FaultInjector
-from bench.soak.results import (DECKS, ROUND_STATES, STEP_TIMEOUT_S, TABLE, SoakFailure,
-                                SoakOptions, SoakResult, proc_sample)
+from bench.soak.results import (
+    DECKS,
+    ROUND_STATES,
+    STEP_TIMEOUT_S,
+    TABLE,
+    SoakFailure,
+    SoakOptions,
+    SoakResult,
+    proc_sample,
+)
 from bench.soak.supervisor import Supervisor
 from controller.service.control import ControlError
 from controller.service.control_access import own_group
@@ -164,7 +179,7 @@ class Soak:
                 self._deal(status)
             else:  # betting still open with all cards out, or revealing: the table's turn
                 v = self.watch.version
-                self.watch.wait(lambda s: self.watch.version != v, "the table", 5)
+                self.watch.wait(lambda s, v=v: self.watch.version != v, "the table", 5)
 
     def _press(self, button: str, status: dict[str, Any],
                moved: Callable[[dict[str, Any]], bool]) -> None:

@@ -1,4 +1,7 @@
-"""``pokdeng-table demo``: a whole table on this computer, no hardware (see controller/commands/demo_table.py)."""
+"""``pokdeng-table demo``: a whole table on this computer, no hardware.
+
+See controller/commands/demo_table.py.
+"""
 
 from __future__ import annotations
 

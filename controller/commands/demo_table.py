@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.rules.cards import Card, parse_card
+from controller.service.clock import TableClock
 from controller.service.config import Config, parse_config
 from controller.service.control_access import own_group
-from controller.service.clock import TableClock
 from controller.service.daemon import Daemon
 from controller.service.notify import Notifier
 
@@ -193,7 +193,7 @@ class DemoView:
     def __init__(self, out: TextIO, quiet: bool):
         self.out = out
         self.quiet = quiet
-        self.queue: "queue.Queue[list[dict[str, Any]] | None]" = queue.Queue()
+        self.queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
         self.results = 0
         self.events = 0
         self.shoe_ended = threading.Event()

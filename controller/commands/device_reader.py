@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from controller.table.inputs import Input, to_json
 

@@ -74,8 +74,8 @@ def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.service.config import ConfigError
     from controller.commands import device_reader
+    from controller.service.config import ConfigError
     from drivers import registry
     from drivers.base import DriverConfigError
 

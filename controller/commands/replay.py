@@ -23,7 +23,8 @@ class ConfigError(ValueError):
 
 def settings_from_config(path: str) -> MachineSettings:
     """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
-    from controller.service.config import ConfigError as BadConfig, load_config
+    from controller.service.config import ConfigError as BadConfig
+    from controller.service.config import load_config
 
     try:
         return load_config(path).machine_settings()
@@ -40,7 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "line, naming it. Reveal mode choices: " + ", ".join(REVEAL_MODES) + ".",
     )
     parser.add_argument("script", help="table script file, or - for standard input")
-    parser.add_argument("--config", metavar="FILE", help="the daemon's YAML config (checked in full); its table: section is used")
+    parser.add_argument("--config", metavar="FILE",
+                        help="the daemon's YAML config (checked in full); "
+                             "its table: section is used")
     parser.set_defaults(func=run)
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from controller.service.control import ControlClient, add_socket_arguments, client_command, socket_path
+from controller.service.control import (
+    ControlClient,
+    add_socket_arguments,
+    client_command,
+    socket_path,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +60,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
     devices = status.get("devices") or {}
     if devices:
         lines.append("devices: " + ", ".join(
-            f"{name} {'connected' if up else 'NOT CONNECTED'}" for name, up in sorted(devices.items())))
+            f"{name} {'connected' if up else 'NOT CONNECTED'}"
+            for name, up in sorted(devices.items())))
     backend = status.get("backend")
     if isinstance(backend, dict) and backend:
         parts = []

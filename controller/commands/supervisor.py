@@ -10,7 +10,12 @@ import argparse
 import json
 import sys
 
-from controller.service.control import ControlClient, add_socket_arguments, client_command, socket_path
+from controller.service.control import (
+    ControlClient,
+    add_socket_arguments,
+    client_command,
+    socket_path,
+)
 
 ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card")
 

@@ -40,15 +40,26 @@ import re
 import sqlite3
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from controller.durability.disk import write_durably
-from controller.durability.journal import (GENESIS_HASH, ArchiveBase, ChainWalker, JournalError,
-                                           VerifyResult, canonical_json, connect, group_entries,
-                                           open_read_only, read_base, verify_connection)
+from controller.durability.journal import (
+    GENESIS_HASH,
+    ArchiveBase,
+    ChainWalker,
+    JournalError,
+    VerifyResult,
+    canonical_json,
+    connect,
+    group_entries,
+    open_read_only,
+    read_base,
+    verify_connection,
+)
 from controller.durability.recovery import RecoveryError, replay
 
 ARCHIVE_FORMAT = "pokdeng-journal-archive"
@@ -152,7 +163,7 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
             "records": cut.last_record - first_record + 1,
             "events": cut.last_seq - first_seq + 1,
             "shoes": cut.shoes, "checkpoint": cut.checkpoint,
-            "created": datetime.fromtimestamp(now, timezone.utc).isoformat().replace(
+            "created": datetime.fromtimestamp(now, UTC).isoformat().replace(
                 "+00:00", "Z"),
         }
         file = _write_archive(directory, header, rows)

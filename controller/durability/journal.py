@@ -27,9 +27,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from controller.durability.disk import fsync_directory
 from controller.table.inputs import Input, ScriptError, from_dict, to_dict
@@ -69,7 +70,7 @@ class JournalError(Exception):
 class JournalCorrupt(JournalError):
     """The hash chain does not hold; ``result`` names the first bad record."""
 
-    def __init__(self, path: str, result: "VerifyResult"):
+    def __init__(self, path: str, result: VerifyResult):
         self.result = result
         super().__init__(f"{path}: {result.describe()}")
 
@@ -380,7 +381,7 @@ class Journal:
         if self._closed:
             raise JournalError(f"{self.path}: journal is closed")
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc: object) -> None:

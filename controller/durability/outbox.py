@@ -18,8 +18,9 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from controller.durability.journal import JournalError, connect, read_base, read_events_after
 from controller.transports import PermanentError, TransientError, Transport
@@ -46,7 +47,7 @@ def backoff_delay(attempt: int, initial: float, cap: float,
 class _Worker:
     """Delivers to one transport; its thread is the only user of ``transport`` and ``conn``."""
 
-    def __init__(self, outbox: "Outbox", transport: Transport):
+    def __init__(self, outbox: Outbox, transport: Transport):
         self.outbox = outbox
         self.transport = transport
         self.name = transport.name
@@ -271,7 +272,7 @@ class Outbox:
                 self._status_conn.close()
                 self._status_conn = None
 
-    def __enter__(self) -> "Outbox":
+    def __enter__(self) -> Outbox:
         self.start()
         return self
 

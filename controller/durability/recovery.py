@@ -11,10 +11,16 @@ current time, which closes a betting window that ran out while the process was d
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from controller.durability.journal import (Entry, Journal, JournalCorrupt, JournalError,
-                                          canonical_json)
+from controller.durability.journal import (
+    Entry,
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    canonical_json,
+)
 
 
 class RecoveryError(JournalError):

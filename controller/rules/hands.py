@@ -7,8 +7,9 @@ events carry.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from controller.rules.cards import Card, parse_card
 

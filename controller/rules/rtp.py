@@ -16,10 +16,11 @@ All counts are exact integers; results are exact fractions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
-from typing import Any, Iterator
+from functools import cache
+from typing import Any
 
 from controller.rules.cards import CARDS_PER_DECK, DEFAULT_DECKS, RANKS, SUITS, Card
 from controller.rules.hands import PLAYER_BET_DEDUCTED, Hand, PositionResult, evaluate_hand, settle
@@ -27,7 +28,7 @@ from controller.rules.hands import PLAYER_BET_DEDUCTED, Hand, PositionResult, ev
 SPADE, HEART = SUITS.index("S"), SUITS.index("H")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hand(rank_a: int, rank_b: int, suited: bool) -> Hand:
     """A representative hand of the class (ranks, suited or not)."""
     first = Card(RANKS[rank_a], SUITS[SPADE])
@@ -35,7 +36,7 @@ def _hand(rank_a: int, rank_b: int, suited: bool) -> Hand:
     return evaluate_hand((first, second))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _settle(player: Hand, banker: Hand) -> PositionResult:
     return settle(player, banker)
 

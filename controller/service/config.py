@@ -21,8 +21,9 @@ import dataclasses
 import os
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from controller import transports
 from controller.durability.retention import RetentionSettings
@@ -181,7 +182,7 @@ class Section:
             return default if default is not _MISSING else None
         return value
 
-    def get_section(self, key: str, *, required: bool = False) -> "Section | None":
+    def get_section(self, key: str, *, required: bool = False) -> Section | None:
         value = self._raw(key, _MISSING if required else None)
         if value is None or value is _MISSING:
             return None

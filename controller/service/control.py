@@ -29,7 +29,8 @@ import json
 import socket
 import sys
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from controller.service.config import EX_CONFIG, ConfigError, load_config
 from controller.service.control_protocol import normalise_action
@@ -72,7 +73,8 @@ class ControlClient:
             sock.connect(self.path)
         except FileNotFoundError:
             sock.close()
-            raise ControlError(f"no control socket at {self.path}: is the daemon running?") from None
+            raise ControlError(
+                f"no control socket at {self.path}: is the daemon running?") from None
         except PermissionError:
             sock.close()
             raise ControlError(f"permission denied on {self.path}: you need to be in the "
@@ -81,7 +83,8 @@ class ControlClient:
             sock.close()
             if exc.errno in _RETRY_ERRNOS:
                 raise _TryAgain(exc.strerror) from None
-            raise ControlError(f"cannot reach the daemon at {self.path}: {exc.strerror or exc}") from None
+            raise ControlError(
+                f"cannot reach the daemon at {self.path}: {exc.strerror or exc}") from None
         return sock
 
     def _first_answer(self, message: dict[str, Any]) -> tuple[socket.socket, Any, dict[str, Any]]:
@@ -108,7 +111,7 @@ class ControlClient:
             reader = sock.makefile("rb")
             try:
                 line = reader.readline(MAX_ANSWER)
-            except socket.timeout:
+            except TimeoutError:
                 raise ControlError(f"the daemon did not answer within {self.timeout:g} s") from None
             except ConnectionResetError:
                 # Closed with our request unread: it was not served (a request is only served

@@ -32,17 +32,23 @@ import stat
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_access import AccessPolicy, Peer
-from controller.service.control_protocol import (MAX_REQUEST, RequestError, parse_request,
-                                         requested_action, supervisor_request)
+from controller.service.control_protocol import (
+    MAX_REQUEST,
+    RequestError,
+    parse_request,
+    requested_action,
+    supervisor_request,
+)
 from controller.table.inputs import Actor
 from drivers.panel_common import RateLimitedLog
 

@@ -17,8 +17,8 @@ writes the journal. For each input the owner:
    no card value of a round before its betting closed; raw card inputs are never logged).
 
 Journal retention (archiving closed, delivered shoes) runs on its own thread
-(``controller/durability/retention.py``): it replays the journal, which the owner loop must never wait
-for; the loop only tells it that a shoe ended.
+(``controller/durability/retention.py``): it replays the journal, which the owner loop must
+never wait for; the loop only tells it that a shoe ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. The systemd watchdog is pinged from this same loop, so a stuck loop
@@ -37,9 +37,10 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import structlog
 
@@ -111,7 +112,7 @@ class Daemon:
         self._driver_factories: list[DriverFactory] | None = (
             list(drivers) if drivers is not None else None)
         self._transports_override: list[Any] | None = transports
-        self.queue: "queue.Queue[Any]" = queue.Queue()
+        self.queue: queue.Queue[Any] = queue.Queue()
         # Created by start(), in this order; None until then (or if start failed before).
         self.machine: TableMachine | None = None
         self.journal: Journal | None = None

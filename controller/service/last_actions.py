@@ -8,7 +8,8 @@ be a card of a round whose betting is open.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from controller.table.events import iso_time
 from controller.table.inputs import Supervisor

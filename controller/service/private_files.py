@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from typing import Callable
+from collections.abc import Callable
 
 PRIVATE_UMASK = 0o027
 

@@ -8,7 +8,8 @@ betting is open appears in it.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from controller.service.clock import TableClock
 from controller.service.notify import Notifier

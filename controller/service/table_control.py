@@ -7,8 +7,9 @@ actions to the owner thread's queue; it never touches the machine.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 from controller.durability.outbox import Outbox
 from controller.durability.retention import JournalRetention

@@ -9,8 +9,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from controller.table.procedure import (HOLD_STATES, HOLD_TRANSITIONS, HOLD_WORDS,
-                                        PROCEDURE_STATES, PROCEDURE_TRANSITIONS, STATE_WORDS)
+from controller.table.procedure import (
+    HOLD_STATES,
+    HOLD_TRANSITIONS,
+    HOLD_WORDS,
+    PROCEDURE_STATES,
+    PROCEDURE_TRANSITIONS,
+    STATE_WORDS,
+)
 
 
 def _mermaid(states: dict[str, str], transitions: list[dict[str, Any]], initial: str) -> list[str]:

@@ -16,17 +16,18 @@ The schemas live in ``controller/table/schemas/`` (one file per event type plus
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 ENVELOPE_VERSION = 1
 
-# The event types of the original design, then the ones this table adds (documented in docs/faults.md
-# and the schemas): `card_burned` for the shoe's burn cards before round 1, `input_rejected`
-# for a button or supervisor action that makes no sense in the state, `fault_detail` for what the
-# shoe sent with a fault, once it no longer names a card of a round whose betting is open.
+# The event types of the original design, then the ones this table adds (documented in
+# docs/faults.md and the schemas): `card_burned` for the shoe's burn cards before round 1,
+# `input_rejected` for a button or supervisor action that makes no sense in the state,
+# `fault_detail` for what the shoe sent with a fault, once it no longer names a card of a round
+# whose betting is open.
 EVENT_TYPES = (
     "shoe_started",
     "burn_card_shown",
@@ -52,7 +53,7 @@ EVENT_TYPES = (
 def iso_time(at: float) -> str:
     """Table-clock seconds (Unix time) as ISO-8601 UTC with milliseconds, e.g. ``…00.500Z``."""
     return (
-        datetime.fromtimestamp(at, timezone.utc)
+        datetime.fromtimestamp(at, UTC)
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
@@ -108,7 +109,8 @@ class EventSchemaError(ValueError):
 
 def load_schema(name: str) -> dict[str, Any]:
     """A schema file from ``controller/table/schemas/`` by name without ``.json``."""
-    text = resources.files("controller.table").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    path = resources.files("controller.table").joinpath("schemas", f"{name}.json")
+    text = path.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, TextIO, Union
+from typing import Any, TextIO
 
 from controller.rules.cards import Card, CardCodeError, parse_card
 
@@ -179,8 +180,8 @@ class Tick:
         return {}
 
 
-Input = Union[Button, CardScan, CutCard, Misread, Switch, DeviceStatus, Supervisor, ControllerFault,
-              Tick]
+Input = (Button | CardScan | CutCard | Misread | Switch | DeviceStatus | Supervisor
+         | ControllerFault | Tick)
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -340,7 +341,8 @@ def parse_line(text: str, line_number: int | None = None, source: str | None = N
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ScriptError(f"not valid JSON: {exc.msg} at column {exc.colno}", line_number, source)
+        raise ScriptError(f"not valid JSON: {exc.msg} at column {exc.colno}", line_number,
+                          source) from None
     except ValueError:  # an integer of more digits than Python converts
         raise ScriptError("not usable JSON: a number too long to read", line_number,
                           source) from None

@@ -28,7 +28,8 @@ The procedure's tables are in ``procedure``, the dealer's views in ``views``, ch
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from transitions import Machine
 
@@ -51,14 +52,14 @@ from controller.table.inputs import (
 from controller.table.procedure import (
     HOLD_STATES,
     HOLD_TRANSITIONS,
-    HoldTriggers,
     PROCEDURE_STATES,
     PROCEDURE_TRANSITIONS,
-    ProcedureTriggers,
     ROUND_STATES,
     ROUND_TARGETS,
     SHOE_SETUP_STATES,
     STATE_WORDS,
+    HoldTriggers,
+    ProcedureTriggers,
 )
 from controller.table.records import REVEAL_MODES, MachineSettings, PauseReason, RoundState
 
@@ -267,7 +268,8 @@ class TableMachine(ProcedureTriggers):
             self.round.closes_at = None
 
     def restart_countdown(self) -> None:
-        if self.round is not None and self.round.betting_open and self.round.seconds_left is not None:
+        if (self.round is not None and self.round.betting_open
+                and self.round.seconds_left is not None):
             self.round.closes_at = self._now + self.round.seconds_left
             self.round.seconds_left = None
 
@@ -415,8 +417,8 @@ class TableMachine(ProcedureTriggers):
                 self.card_owed = faults.NINTH_COPY
             self._fault(faults.NINTH_COPY,
                         f"{self._card_words(card)} would be copy {self.settings.decks + 1} of one "
-                        f"card in a shoe of {self.settings.decks} decks; supervisor enter_card with "
-                        "the card drawn, or set it aside and resume, or cancel_round",
+                        f"card in a shoe of {self.settings.decks} decks; supervisor enter_card "
+                        "with the card drawn, or set it aside and resume, or cancel_round",
                         evidence=self._card_evidence(card))
 
     def _on_misread(self, inp: Misread) -> None:

@@ -7,7 +7,8 @@ diagram cannot drift apart. Callbacks and conditions are named here and defined 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from controller.rules.hands import HAND_ORDER
 

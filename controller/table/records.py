@@ -30,11 +30,14 @@ class MachineSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.table_id, str) or not self.table_id or ":" in self.table_id:
-            raise ValueError(f"table_id must be a non-empty string without ':', got {self.table_id!r}")
-        if not (isinstance(self.betting_seconds, (int, float)) and 1 <= self.betting_seconds <= 600):
+            raise ValueError(
+                f"table_id must be a non-empty string without ':', got {self.table_id!r}")
+        if not (isinstance(self.betting_seconds, (int, float))
+                and 1 <= self.betting_seconds <= 600):
             raise ValueError(f"betting_seconds must be 1..600, got {self.betting_seconds!r}")
         if self.reveal not in REVEAL_MODES:
-            raise ValueError(f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
+            raise ValueError(
+                f"reveal must be one of {', '.join(REVEAL_MODES)}, got {self.reveal!r}")
         if not (isinstance(self.decks, int) and 1 <= self.decks <= MAX_DECKS):
             raise ValueError(f"decks must be 1..{MAX_DECKS}, got {self.decks!r}")
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from controller.plugins import Registry
 
@@ -95,10 +96,10 @@ class Transport(ABC):
         self._closed = True
         self._close()
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Subclass hook for ``close``."""
 
-    def __enter__(self) -> "Transport":
+    def __enter__(self) -> Transport:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -106,7 +107,9 @@ class Transport(ABC):
 
 
 def option(default: Any = dataclasses.MISSING, **rules: Any) -> Any:
-    """A settings field with the rules the daemon's config reads it by (controller/service/config.py).
+    """A settings field with the rules the daemon's config reads it by.
+
+    (See controller/service/config.py.)
 
     The settings dataclass is the one place a transport option is declared: its name, type
     and default from the field, and here its bounds: ``minval``/``maxval``/``above`` (numbers),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.transports import Transport, TransientError, TransportConfigError, option
+from controller.transports import TransientError, Transport, TransportConfigError, option
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,23 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 import socket
 import ssl
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from controller import __version__
-from controller.transports import (OptionConflict, PermanentError, TransientError, Transport,
-                                   TransportConfigError, option, read_secret)
+from controller.transports import (
+    OptionConflict,
+    PermanentError,
+    TransientError,
+    Transport,
+    TransportConfigError,
+    option,
+    read_secret,
+)
 from controller.transports.signing import signed_now
 
 log = logging.getLogger("pokdeng.transports.http")

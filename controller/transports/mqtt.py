@@ -14,8 +14,8 @@ exact payload bytes. TLS is on when ``tls`` is true, or left unset and the port 
 An event counts as delivered only once the broker's PUBACK for it has arrived. paho's network
 thread reconnects on its own; while disconnected, ``deliver`` raises ``TransientError`` and the
 outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
-re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the same seq waits for that message instead of
-publishing another copy.
+re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the
+same seq waits for that message instead of publishing another copy.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -35,8 +35,15 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller import __version__
-from controller.transports import (OptionConflict, PermanentError, TransientError, Transport,
-                                   TransportConfigError, option, read_secret)
+from controller.transports import (
+    OptionConflict,
+    PermanentError,
+    TransientError,
+    Transport,
+    TransportConfigError,
+    option,
+    read_secret,
+)
 from controller.transports.signing import signed_now
 
 #: the port IANA assigned to MQTT over TLS: ``tls`` left unset means on there, off elsewhere
@@ -89,7 +96,7 @@ class MqttTransportSettings:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _payload(obj: Any) -> bytes:
@@ -111,7 +118,8 @@ class MqttTransport(Transport):
             raise TransportConfigError(
                 f"mqtt transport: protocol must be \"3.1.1\" or \"5\", got {settings.protocol!r}")
         if "/" in table or "+" in table or "#" in table:
-            raise TransportConfigError(f"mqtt transport: table id {table!r} cannot be a topic level")
+            raise TransportConfigError(
+                f"mqtt transport: table id {table!r} cannot be a topic level")
         self.batch_max = settings.batch_max
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
@@ -160,7 +168,8 @@ class MqttTransport(Transport):
         try:
             client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
         except (OSError, ValueError) as exc:
-            raise TransportConfigError(f"mqtt transport: {settings.host}:{settings.port}: {exc}")
+            raise TransportConfigError(
+                f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
         client.loop_start()  # paho's network thread: connects, reconnects, resends
 
     # -- status ----------------------------------------------------------------------------------

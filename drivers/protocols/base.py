@@ -9,8 +9,9 @@ grow its memory.
 Sealing: any frame may carry a card of a round whose betting is still open, so nothing a parser
 says in words (a ``Problem``'s message, a ``Misread``'s reason) quotes what came off the wire.
 The bytes stay in ``Problem.raw`` (hex dump at DEBUG only) and a misread's frame, tag id or card
-goes in its ``evidence``, which the table keeps sealed until that round's betting has closed. The only exceptions it may raise are ``ProtocolError`` subclasses, and only
-for misuse by the host (bad options), never for bytes from the wire.
+goes in its ``evidence``, which the table keeps sealed until that round's betting has closed.
+The only exceptions it may raise are ``ProtocolError`` subclasses, and only for misuse by the
+host (bad options), never for bytes from the wire.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
-from typing import Union
 
 from controller.table.inputs import CardScan, CutCard, Misread
-
 
 
 class ProtocolError(Exception):
@@ -49,7 +48,7 @@ class Problem:
     level: str = "warning"
 
 
-Output = Union[CardScan, CutCard, Misread, Problem]
+Output = CardScan | CutCard | Misread | Problem
 
 
 def size_of(raw: bytes) -> str:
@@ -105,7 +104,7 @@ class ShoeParser(ABC):
         self.counts[problem.code] += 1
         return [problem]
 
-    def new_shoe(self) -> None:
+    def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a new shoe (only protocols that track a shoe care)."""
 
     @abstractmethod

@@ -17,12 +17,18 @@ wrong with a card, so the table pauses and the supervisor looks, rather than gue
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from controller.rules.cards import CardCodeError, parse_card
 from controller.table.inputs import CardScan, CutCard, Misread
-from drivers.protocols.base import (Output, Problem, ProtocolConfigError, ShoeParser, printable,
-                                    size_of)
+from drivers.protocols.base import (
+    Output,
+    Problem,
+    ProtocolConfigError,
+    ShoeParser,
+    printable,
+    size_of,
+)
 
 DEFAULT_CUT_CARD_FRAMES = ("<Card:CUT>",)
 MAX_SECTION = 40

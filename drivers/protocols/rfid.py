@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from controller.rules.cards import Card, CardCodeError, new_shoe_cards, parse_card
 from controller.table.inputs import CardScan, CutCard, Misread

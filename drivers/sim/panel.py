@@ -19,7 +19,8 @@ emulated panel's layout below.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from drivers.base import Clock, InputSink
 from drivers.hid_panel import HidPanel, HidPanelConfig

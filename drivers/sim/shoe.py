@@ -32,8 +32,8 @@ import termios
 import threading
 import time
 import tty
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from controller.rules.cards import ALL_CARDS, Card, new_shoe_cards, parse_card
 from controller.table.inputs import CardScan, CutCard, Input, Misread
@@ -139,7 +139,7 @@ class ShoeSimulator:
             self.encoder = PdtEncoder(boot=f"{seed:x}{os.getpid():x}")
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "ShoeSimulator":
+    def start(self) -> ShoeSimulator:
         with self._lock:
             self._plug_in()
         if self.protocol == "pdt" and self._heartbeat is None:
@@ -160,7 +160,7 @@ class ShoeSimulator:
         if self._heartbeat is not None:
             self._heartbeat.join(5)
 
-    def __enter__(self) -> "ShoeSimulator":
+    def __enter__(self) -> ShoeSimulator:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -31,9 +31,9 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Iterable, Iterator, Sequence
 
 import usb.backend
 from usb.core import USBError, USBTimeoutError
@@ -120,7 +120,7 @@ class EmulatedHidPanel:
     _scheduled: deque = field(default_factory=deque, init=False)   # (due, bits)
     _deliverable: deque = field(default_factory=deque, init=False)  # report bytes
     _claimed_by: object | None = field(default=None, init=False)
-    _backend: "EmulatedBackend | None" = field(default=None, init=False)
+    _backend: EmulatedBackend | None = field(default=None, init=False)
 
     # -- the panel side (what the dealer does) ------------------------------------------------
     def set_input(self, bits: int) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from controller.table.events import validate_event
 from controller.durability.journal import Journal, verify_file
 from controller.rules.hands import evaluate_hand, round_result_data
+from controller.table.events import validate_event
 from drivers.sim.shoe import shuffled_shoe
 from support.waiting import wait_until
 

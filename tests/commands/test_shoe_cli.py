@@ -131,9 +131,9 @@ def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tm
     assert status == 0, err
     assert shoe_lines(lines.lines) == [(i.kind, getattr(i, "card", None) and i.card.code)
                                        for i in expected]
-    misreads = [json.loads(l) for l in lines.lines if '"misread"' in l]
+    misreads = [json.loads(line) for line in lines.lines if '"misread"' in line]
     assert {m["code"] for m in misreads} == {MISREAD_CODE[protocol]}
-    devices = [json.loads(l)["connected"] for l in lines.lines if '"device"' in l]
+    devices = [json.loads(line)["connected"] for line in lines.lines if '"device"' in line]
     assert devices == [True, False, True, False]  # found, pulled, back, simulator ended
     # the faults really happened and were reported as problems on stderr
     assert "partial_frame" in err and "stopped; received" in err
@@ -203,7 +203,7 @@ def test_read_shoe_without_a_shoe_reports_it_and_retries_until_sigterm(tmp_path)
         status, err = stop(proc)
         lines.join()
     assert status == 0
-    assert [json.loads(l) for l in lines.lines][0]["connected"] is False
+    assert [json.loads(line) for line in lines.lines][0]["connected"] is False
     assert len(lines.lines) == 1  # reported once, however many retries
     assert err.count("retrying in 0.1 s") >= 2 and "attempt 2" in err
 

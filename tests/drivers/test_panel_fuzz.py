@@ -10,13 +10,20 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.table.inputs import BUTTONS
 from drivers.debounce import Debouncer, RepeatGuard
 from drivers.hid_panel import PAUSE_CHANNEL, ReportError, ReportLayout
-from drivers.line_panel import (MAX_LINE, ButtonLine, LineSplitter, PanelLineError, SwitchLine,
-                                parse_panel_line)
+from drivers.line_panel import (
+    MAX_LINE,
+    ButtonLine,
+    LineSplitter,
+    PanelLineError,
+    SwitchLine,
+    parse_panel_line,
+)
 
 STREAM_INPUTS = 100_000
 VOCABULARY = [b"switch", b"pause", b"on", b"off", b"#", b" ", b"\t", b"\r", b"\n", b"\xff",

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from controller.rules.cards import parse_card
 from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem
-from drivers.protocols.pdt import (PdtEncoder, PdtParser, crc16_ccitt_false, encode_frame,
-                                   frame_seq)
+from drivers.protocols.pdt import PdtEncoder, PdtParser, crc16_ccitt_false, encode_frame, frame_seq
 
 
 def kinds(outputs):

@@ -9,9 +9,16 @@ import pytest
 from controller.rules.cards import parse_card
 from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import Problem, ProtocolConfigError
-from drivers.protocols.rfid import (CUT, RfidEncoder, RfidParser, load_registry,
-                                    normalize_uid, parse_registry, simulated_registry,
-                                    write_registry)
+from drivers.protocols.rfid import (
+    CUT,
+    RfidEncoder,
+    RfidParser,
+    load_registry,
+    normalize_uid,
+    parse_registry,
+    simulated_registry,
+    write_registry,
+)
 
 REGISTRY = {"04A1B2C3D4E5F6": parse_card("AS"), "0011AABB": parse_card("TH"),
             "04FFFFFFFFFF01": CUT}

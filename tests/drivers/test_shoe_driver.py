@@ -167,9 +167,9 @@ def test_socket_url_works_and_a_dropped_connection_is_reconnected():
         for number, frames in enumerate((b" [Game]<Card:4S> ", b" [Game]<Card:5S> ")):
             conn, _ = server.accept()
             # pyserial empties a socket's input while opening it: send once the driver is up
-            sink.wait_for(lambda s: s.statuses.count(True) == number + 1)
+            sink.wait_for(lambda s, n=number: s.statuses.count(True) == n + 1)
             conn.sendall(frames)
-            sink.wait_for(lambda s: len(s.shoe_inputs) >= (1 if b"4S" in frames else 2))
+            sink.wait_for(lambda s, f=frames: len(s.shoe_inputs) >= (1 if b"4S" in f else 2))
             conn.close()
 
     thread = threading.Thread(target=serve, daemon=True)

@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from controller.durability.journal import (
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    export_events,
+    verify_file,
+)
 from controller.table.inputs import Button, Tick
-from controller.durability.journal import (Journal, JournalCorrupt, JournalError, export_events,
-                                verify_file)
 from support.journal_helpers import event, fill, sample_inputs
 
 COLUMNS = ("n", "kind", "event_seq", "written", "body", "prev_hash", "hash")

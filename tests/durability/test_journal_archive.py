@@ -13,14 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.archive import (MANIFEST_NAME, ArchiveError, archive_closed_shoes,
-                                archive_dir_for, export_with_archives, parse_duration,
-                                verify_with_archives)
-from controller.table.inputs import DeviceStatus
+from controller.durability.archive import (
+    MANIFEST_NAME,
+    ArchiveError,
+    archive_closed_shoes,
+    archive_dir_for,
+    export_with_archives,
+    parse_duration,
+    verify_with_archives,
+)
 from controller.durability.journal import Journal, export_events, verify_file
-from controller.table.machine import MachineSettings, TableMachine
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
+from controller.table.inputs import DeviceStatus
+from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 from controller.transports import create
 

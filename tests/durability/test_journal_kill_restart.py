@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.table.inputs import write_script
 from controller.durability.journal import Journal, export_events
+from controller.table.inputs import write_script
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 
@@ -144,8 +144,8 @@ def kill_when(proc: subprocess.Popen, journal: Path, target: int | None,
 
 @pytest.mark.slow
 def test_sigkill_the_real_daemon_at_50_random_points_of_a_shoe(tmp_path):
-    from controller.table.machine import MachineSettings
     from controller.durability.recovery import recover
+    from controller.table.machine import MachineSettings
 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)

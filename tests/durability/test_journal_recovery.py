@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 from controller.durability.journal import Journal, JournalCorrupt
-from controller.table.machine import MachineSettings, TableMachine
 from controller.durability.recovery import RecoveryError, recover
+from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 
 TABLE = "T7"
@@ -64,8 +64,15 @@ def troubled_script() -> list:
     """Two rounds of a shoe with a pause mid-deal, a misread entered by hand and a shoe lost
     and back between rounds (what the machine makes of them does not matter here: recovery
     must reproduce it exactly)."""
-    from controller.table.inputs import (Button, DeviceStatus, Misread, Supervisor, Switch, Tick,
-                                   with_time)
+    from controller.table.inputs import (
+        Button,
+        DeviceStatus,
+        Misread,
+        Supervisor,
+        Switch,
+        Tick,
+        with_time,
+    )
 
     base = shoe_script(3)
     second_round = next(i for i, inp in enumerate(base) if i > 10 and inp.kind == "button")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.table.inputs import Tick
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox, backoff_delay
+from controller.table.inputs import Tick
 from controller.transports import TransientError, Transport
 from controller.transports.file import FileSink, FileSinkSettings
 from controller.transports.http import HttpTransport, HttpTransportSettings

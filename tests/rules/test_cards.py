@@ -3,8 +3,14 @@
 import pytest
 
 from controller.rules.cards import (
-    ALL_CARDS, Card, CardCodeError, ShoeComposition, ShoeCompositionError, format_card,
-    new_shoe_cards, parse_card,
+    ALL_CARDS,
+    Card,
+    CardCodeError,
+    ShoeComposition,
+    ShoeCompositionError,
+    format_card,
+    new_shoe_cards,
+    parse_card,
 )
 
 
@@ -41,7 +47,8 @@ def test_rejected_input_quotes_the_text_and_says_what_is_accepted(text, why):
 
 def test_points_and_burn_values():
     assert [Card(r, "S").points for r in "A23456789TJQK"] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0]
-    assert [Card(r, "S").burn_value for r in "A23456789TJQK"] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
+    assert [Card(r, "S").burn_value for r in "A23456789TJQK"] == [
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10]
 
 
 def test_eight_deck_shoe_composition():

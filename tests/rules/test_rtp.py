@@ -41,6 +41,7 @@ def test_one_deck_enumeration_matches_brute_force_over_ordered_deals():
     # A brute-force check of the class enumeration on a small shoe: one deck, every deal of
     # four distinct cards, with the same settle().
     from itertools import permutations
+
     from controller.rules.cards import ALL_CARDS
     from controller.rules.hands import evaluate_hand, settle
 

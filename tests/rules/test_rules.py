@@ -3,11 +3,17 @@
 from itertools import product
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.rules.cards import ALL_CARDS
 from controller.rules.hands import (
-    PAIR_BET_RETURNS, PLAYER_BET_RETURNS, compare, evaluate_hand, round_result_data, settle,
+    PAIR_BET_RETURNS,
+    PLAYER_BET_RETURNS,
+    compare,
+    evaluate_hand,
+    round_result_data,
+    settle,
 )
 
 STAKE = 100
@@ -83,7 +89,9 @@ def test_hands_that_stay_plain(cards, points, flush, pair):
 
 
 def test_ties():
-    tie = lambda a, b: compare(evaluate_hand(a.split()), evaluate_hand(b.split())) == 0
+    def tie(a: str, b: str) -> bool:
+        return compare(evaluate_hand(a.split()), evaluate_hand(b.split())) == 0
+
     assert tie("AS AC", "TD TH")  # two Special Pairs
     assert tie("JS QS", "KD KH")  # two Face-card Combos
     assert tie("6C 5C", "JD AC")  # a 1-point flush ties a plain 1
@@ -105,7 +113,8 @@ def test_full_ranking_order():
 def test_evaluation_does_not_depend_on_card_order():
     for first, second in product(ALL_CARDS, repeat=2):
         a, b = evaluate_hand((first, second)), evaluate_hand((second, first))
-        assert (a.value, a.combo, a.flush, a.pair, a.points) == (b.value, b.combo, b.flush, b.pair, b.points)
+        assert ((a.value, a.combo, a.flush, a.pair, a.points)
+                == (b.value, b.combo, b.flush, b.pair, b.points))
 
 
 def test_loss_odds_follow_the_banker_pattern():
@@ -143,7 +152,8 @@ def test_round_result_data_has_every_position_and_bead():
         ("6C 7S", "9C 2D", "QC JC", "TC TH", "JD AC", "6C 5C"))}
     data = round_result_data(hands)
     assert list(data["hands"]) == ["P1", "P2", "P3", "P4", "P5", "banker"]
-    assert data["positions"]["P4"]["pair"] is True and data["positions"]["P4"]["pair_bet_return"] == 12
+    assert data["positions"]["P4"]["pair"] is True
+    assert data["positions"]["P4"]["pair_bet_return"] == 12
     assert data["positions"]["P5"]["bead"] == {"result": "tie", "flush": False, "pair": False}
     assert data["positions"]["P3"]["bead"] == {"result": "win", "flush": True, "pair": False}
 
@@ -168,5 +178,6 @@ def test_returns_are_within_their_sets(player, banker):
     assert (r.pair_bet_return == 12) == player.pair
     assert r.outcome in ("win", "lose", "tie")
     assert (r.odds is None) == (r.outcome == "tie")
-    expected = {("win", "1:1"): 3, ("win", "2:1"): 4, ("tie", None): 2, ("lose", "1:1"): 1, ("lose", "2:1"): 0}
+    expected = {("win", "1:1"): 3, ("win", "2:1"): 4, ("tie", None): 2,
+                ("lose", "1:1"): 1, ("lose", "2:1"): 0}
     assert r.player_bet_return == expected[(r.outcome, r.odds)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.rules.rtp import compute_rtp
 from controller.rules.hands import COMBO_TENTHS, evaluate_hand, settle
+from controller.rules.rtp import compute_rtp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 

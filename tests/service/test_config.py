@@ -6,12 +6,14 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.service.config import EX_CONFIG, ConfigError, load_config, parse_config
 from controller.service.config_yaml import YamlProblems, load_yaml

@@ -1,5 +1,6 @@
 """The control socket server and client over a real Unix socket, with real callers: root
-here, and unprivileged users in processes that dropped to them (tests/support/control_helpers.py)."""
+here, and unprivileged users in processes that dropped to them
+(tests/support/control_helpers.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import socket
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -120,7 +122,8 @@ def test_status_and_supervisor(served: tuple[ControlServer, Handler, ControlClie
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o660
 
 
-def test_bad_requests_get_plain_answers(served: tuple[ControlServer, Handler, ControlClient]) -> None:
+def test_bad_requests_get_plain_answers(
+        served: tuple[ControlServer, Handler, ControlClient]) -> None:
     server, handler, client = served
     answers = raw_request(server.path, b'not json\n{"cmd": 3}\n{"cmd": "reboot"}\n'
                                        b'{"cmd": "supervisor", "action": "explode"}\n'

@@ -19,10 +19,15 @@ import pytest
 import yaml
 
 from controller.service.control import ControlClient, ControlError
-from support.control_helpers import NOBODY, Flood, process_figures
-from support.daemon_helpers import (LinePanelPty, NotifyListener, daemon_config, start_daemon,
-                            stop_daemon)
 from drivers.sim.shoe import ShoeSimulator
+from support.control_helpers import NOBODY, Flood, process_figures
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 

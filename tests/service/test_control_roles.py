@@ -13,10 +13,17 @@ import pytest
 
 from controller.service.control import ControlClient
 from controller.table.events import validate_event
-from support.control_helpers import NOBODY, UNLISTED_UID, TemporaryGroup, requests_as
-from support.daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
-                            stop_daemon, wait_status)
 from drivers.sim.shoe import ShoeSimulator
+from support.control_helpers import NOBODY, UNLISTED_UID, TemporaryGroup, requests_as
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    cli,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as other users")
 

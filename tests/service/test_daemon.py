@@ -9,6 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from controller.commands.status import status_text
+from controller.durability.archive import archive_dir_for, verify_with_archives
+from controller.durability.journal import verify_file
+from controller.service.control import ControlClient
+from controller.table.events import validate_event
+from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
@@ -18,13 +25,6 @@ from support.daemon_helpers import (
     stop_daemon,
     wait_status,
 )
-
-from controller.durability.archive import archive_dir_for, verify_with_archives
-from controller.commands.status import status_text
-from controller.service.control import ControlClient
-from controller.table.events import validate_event
-from controller.durability.journal import verify_file
-from drivers.sim.shoe import ShoeSimulator
 
 SEALED_CARDS = ("KD", "QS")  # dealt while betting is open: must appear nowhere
 

@@ -7,23 +7,24 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import controller.service.daemon as daemon_module
 import controller.service.held_inputs as held_inputs_module
-from controller.rules.cards import parse_card
-from controller.service.config import parse_config
-from controller.service.control import ControlClient
-from controller.service.clock import TableClock
-from controller.service.daemon import Daemon
-from controller.table.inputs import Actor, Button, CardScan
 from controller.durability.journal import Journal, JournalError
 from controller.durability.retention import JournalRetention
+from controller.rules.cards import parse_card
+from controller.service.clock import TableClock
+from controller.service.config import parse_config
+from controller.service.control import ControlClient
+from controller.service.daemon import Daemon
 from controller.service.notify import Notifier
 from controller.service.status_board import status_line
+from controller.table.inputs import Actor, Button, CardScan
 from support.daemon_helpers import control_section
 from support.waiting import wait_until
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.commands.status import status_text
-from controller.table.machine import MachineSettings
 from controller.durability.retention import JournalRetention, RetentionSettings
+from controller.table.machine import MachineSettings
 
 
 def test_an_archive_error_is_logged_and_shown_not_raised(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from controller.service.config import DEBUG_NOT_SEALED
+from controller.service.control import ControlClient
 from support.daemon_helpers import (
     NotifyListener,
     cli,
@@ -13,9 +15,6 @@ from support.daemon_helpers import (
     stop_daemon,
     wait_status,
 )
-
-from controller.service.config import DEBUG_NOT_SEALED
-from controller.service.control import ControlClient
 
 
 def debug_config(directory: Path) -> Path:

@@ -22,15 +22,23 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from controller.service.control import ControlClient
-from support.daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
-                            stop_daemon, wait_status)
 from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    cli,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
 
 TMPFS_SIZE = "8m"
 

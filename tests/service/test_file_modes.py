@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
@@ -20,8 +22,6 @@ from support.daemon_helpers import (
     stop_daemon,
 )
 from support.waiting import wait_until
-
-from drivers.sim.shoe import ShoeSimulator
 
 LOOSE_UMASK = 0o022  # a usual login shell's: files 0644, directories 0755
 NOT_PRIVATE = 0o027  # group write, and anything for others

@@ -16,8 +16,9 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,15 @@ from drivers.protocols.beetek import BeeTekEncoder
 from drivers.protocols.pdt import encode_frame
 from drivers.protocols.rfid import RfidEncoder, simulated_uid
 from drivers.sim.shoe import ShoeSimulator
-from support.daemon_helpers import (LinePanelPty, NotifyListener, cli, daemon_config, start_daemon,
-                            stop_daemon, wait_status)
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    cli,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
 from support.sealing import Leaks
 from support.waiting import wait_until
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from controller.table.inputs import read_script
 from controller.durability.journal import Journal
-from controller.table.machine import MachineSettings
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
+from controller.table.inputs import read_script
+from controller.table.machine import MachineSettings
 from controller.transports import create
 
 

@@ -11,7 +11,7 @@ TABLE = "T7"
 
 
 def event(seq: int, type_: str = "card_dealt", **data: Any) -> dict[str, Any]:
-    """An event in the event envelope (docs/contracts.md) (contents are not checked by the journal)."""
+    """An event in the event envelope (docs/contracts.md); the journal does not check contents."""
     return {"v": 1, "id": f"{TABLE}:{seq}", "table": TABLE, "seq": seq,
             "time": f"2026-11-29T18:00:{seq % 60:02d}.000Z", "type": type_,
             "shoe": 1, "round": 1 + seq // 20, "data": data or {"index": seq % 13,

@@ -4,7 +4,8 @@ and a check that a test leaves no driver thread behind."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from controller.table.inputs import Button, DeviceStatus, Switch
 from support import waiting

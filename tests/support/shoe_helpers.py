@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from controller.table.inputs import DeviceStatus, Input
 from support.waiting import wait_until
@@ -27,7 +27,7 @@ class Collector:
             self.problems.append(problem)
             self._cond.notify_all()
 
-    def wait_for(self, predicate: Callable[["Collector"], bool], timeout: float = 15.0) -> None:
+    def wait_for(self, predicate: Callable[[Collector], bool], timeout: float = 15.0) -> None:
         # the condition also re-checks every 50 ms: state that does not notify
         wait_until(lambda: predicate(self), timeout, "the shoe's inputs", condition=self._cond,
                    interval=0.05, details=lambda: f"inputs so far: {self.inputs!r}; "

@@ -4,13 +4,30 @@ import io
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.rules.cards import parse_card
 from controller.table.inputs import (
-    MAX_DETAIL_CHARS, Actor, Button, CardScan, ControllerFault, CutCard, DeviceStatus, Misread,
-    ScriptError, Supervisor, Switch, Tick, from_dict, parse_line, read_script, to_dict, to_json,
-    with_time, write_script,
+    MAX_DETAIL_CHARS,
+    Actor,
+    Button,
+    CardScan,
+    ControllerFault,
+    CutCard,
+    DeviceStatus,
+    Misread,
+    ScriptError,
+    Supervisor,
+    Switch,
+    Tick,
+    from_dict,
+    parse_line,
+    read_script,
+    to_dict,
+    to_json,
+    with_time,
+    write_script,
 )
 
 DESIGN_EXAMPLE = """\
@@ -45,13 +62,16 @@ def test_round_trip_through_json():
 
 
 def test_card_spellings_are_normalised():
-    assert to_dict(parse_line('{"at": 1, "kind": "card", "card": "10♥"}')) == {"at": 1.0, "kind": "card", "card": "TH"}
+    assert to_dict(parse_line('{"at": 1, "kind": "card", "card": "10♥"}')) == {
+        "at": 1.0, "kind": "card", "card": "TH"}
 
 
 def test_misread_may_carry_the_driver_fault():
-    inp = parse_line('{"at": 2, "kind": "misread", "code": "rfid_unknown_uid", "reason": "tag 04A1 unknown"}')
+    inp = parse_line('{"at": 2, "kind": "misread", "code": "rfid_unknown_uid", '
+                     '"reason": "tag 04A1 unknown"}')
     assert inp == Misread(2.0, "rfid_unknown_uid", "tag 04A1 unknown")
-    assert to_json(inp) == '{"at": 2.0, "kind": "misread", "code": "rfid_unknown_uid", "reason": "tag 04A1 unknown"}'
+    assert to_json(inp) == ('{"at": 2.0, "kind": "misread", "code": "rfid_unknown_uid", '
+                            '"reason": "tag 04A1 unknown"}')
 
 
 def test_supervisor_input_may_say_who_took_it():
@@ -64,7 +84,8 @@ def test_supervisor_input_may_say_who_took_it():
 
 
 def test_controller_fault_input():
-    inp = parse_line('{"at": 3, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}')
+    inp = parse_line(
+        '{"at": 3, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}')
     assert inp == ControllerFault(3.0, "journal_unwritable", "disk full")
     assert parse_line(to_json(inp)) == inp
     with pytest.raises(ScriptError, match='needs a "code" and a "reason"'):
@@ -86,11 +107,14 @@ def test_with_time_restamps():
     ('{"at": 1, "kind": "button"}', '"button" input needs "name"'),
     ('{"at": 1, "kind": "button", "name": "deal"}', 'unknown button "deal"'),
     ('{"at": 1, "kind": "card", "card": "ZZ"}', "bad card code 'ZZ'"),
-    ('{"at": 1, "kind": "card", "card": "AS", "colour": "red"}', 'unknown key(s) for a "card" input: colour'),
+    ('{"at": 1, "kind": "card", "card": "AS", "colour": "red"}',
+     'unknown key(s) for a "card" input: colour'),
     ('{"at": 1, "kind": "switch", "name": "pause", "on": "yes"}', '"on" must be true or false'),
-    ('{"at": 1, "kind": "device", "name": "printer", "connected": true}', 'unknown device "printer"'),
+    ('{"at": 1, "kind": "device", "name": "printer", "connected": true}',
+     'unknown device "printer"'),
     ('{"at": 1, "kind": "supervisor", "action": "enter_card"}', '"supervisor" input needs "card"'),
-    ('{"at": 1, "kind": "supervisor", "action": "pause", "card": "AS"}', '"card" only goes with "enter_card"'),
+    ('{"at": 1, "kind": "supervisor", "action": "pause", "card": "AS"}',
+     '"card" only goes with "enter_card"'),
     ('{"at": 1, "kind": "misread", "code": 5}', '"code" must be a string'),
     ('{"at": 1, "kind": "supervisor", "action": "pause", "by": "root"}', '"by" must be'),
     ('{"at": 1, "kind": "supervisor", "action": "pause", "by": {"user": "a", "uid": -1}}',
@@ -107,7 +131,8 @@ def test_malformed_lines_name_the_line_and_the_fault(line, message):
 
 
 def test_read_script_yields_everything_before_the_bad_line():
-    text = '{"at": 0, "kind": "tick"}\n\n# a comment\n{"at": 1, "kind": "tick"}\n{"at": 2, "kind": "nope"}\n'
+    text = ('{"at": 0, "kind": "tick"}\n\n# a comment\n{"at": 1, "kind": "tick"}\n'
+            '{"at": 2, "kind": "nope"}\n')
     seen = []
     with pytest.raises(ScriptError) as info:
         for inp in read_script(io.StringIO(text)):
@@ -125,7 +150,8 @@ def test_clock_must_not_go_backwards():
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300) | st.floats()
     | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (st.lists(children, max_size=3)
+                      | st.dictionaries(st.text(max_size=6), children, max_size=4)),
     max_leaves=8,
 )
 script_words = st.sampled_from(["button", "card", "tick", "misread", "switch", "device",

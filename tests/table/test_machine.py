@@ -7,10 +7,10 @@ import json
 import pytest
 
 from controller.rules.cards import Card, parse_card
+from controller.rules.hands import HAND_ORDER, POSITIONS, evaluate_hand, settle
 from controller.table.events import iso_time, validate_event
 from controller.table.inputs import Button, CardScan
 from controller.table.machine import MachineSettings, TableMachine
-from controller.rules.hands import HAND_ORDER, POSITIONS, evaluate_hand, settle
 from controller.table.scriptgen import ScriptBuilder, shoe_script
 
 SETUP = ("3H", "2S", "2C", "2D")  # flip 3H orders three burns

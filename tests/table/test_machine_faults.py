@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.table import faults
 from controller.rules.cards import new_shoe_cards
+from controller.table import faults
 from controller.table.events import validate_event
 from controller.table.inputs import Actor
 from controller.table.machine import MachineSettings, TableMachine
@@ -37,12 +37,12 @@ class Table:
         self.events.extend(out)
         return out
 
-    def ready(self) -> "Table":
+    def ready(self) -> Table:
         self.feed(self.b.button("new_shoe"), *[self.b.card(c) for c in SETUP])
         assert self.machine.state == "ready"
         return self
 
-    def open_round(self, cards: int = 0) -> "Table":
+    def open_round(self, cards: int = 0) -> Table:
         self.feed(self.b.button("start_round"), *[self.b.card(c) for c in ROUND[:cards]])
         return self
 

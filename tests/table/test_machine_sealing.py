@@ -125,7 +125,8 @@ def info_logs():
 def leaks(text: str, cards: set[Card]) -> list[str]:
     found = []
     for card in cards:
-        if re.search(rf"(?<![A-Za-z0-9]){card.code}(?![A-Za-z0-9])", text) or card.display() in text:
+        if (re.search(rf"(?<![A-Za-z0-9]){card.code}(?![A-Za-z0-9])", text)
+                or card.display() in text):
             found.append(card.code)
     return found
 
@@ -144,7 +145,8 @@ def test_no_card_value_leaves_the_table_before_betting_closed(case) -> None:
     with info_logs() as logs:
         for inp in inputs:
             logs.messages.clear()
-            if window_open and isinstance(inp, (CardScan, Supervisor)) and getattr(inp, "card", None):
+            if (window_open and isinstance(inp, (CardScan, Supervisor))
+                    and getattr(inp, "card", None)):
                 sealed_cards.add(inp.card)
             events = machine.handle(inp)
             all_events.extend(events)

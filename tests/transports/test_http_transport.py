@@ -14,11 +14,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from controller.transports import (PermanentError, TransientError, TransportConfigError,
-                                   create)
+from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
-from testkit.backends import documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event
+from testkit.backends import documented_verifier, make_certificate
 
 
 def transport(url: str, secret: Path, **options) -> HttpTransport:

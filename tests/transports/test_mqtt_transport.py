@@ -21,12 +21,11 @@ from paho.mqtt.properties import Properties
 
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
-from controller.transports import (PermanentError, TransientError, TransportConfigError,
-                                   create)
+from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
-from testkit.backends import TcpRelay, documented_verifier, make_certificate
 from support.journal_helpers import TABLE, event, fill
 from support.waiting import wait_until
+from testkit.backends import TcpRelay, documented_verifier, make_certificate
 
 pytestmark = pytest.mark.mosquitto
 

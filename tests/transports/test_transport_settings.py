@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 import yaml
-from support.daemon_helpers import control_section
 
 from controller.service.config import EX_CONFIG, ConfigError, parse_config
 from controller.transports import OptionConflict, create
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransportSettings
+from support.daemon_helpers import control_section
 
 PLAIN_HTTP = {"url": "http://127.0.0.1:9/events", "secret_file": "/etc/pokdeng/secret"}
 
