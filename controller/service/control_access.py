@@ -47,6 +47,19 @@ class Peer:
         return f"{self.user} (uid {self.uid})"
 
 
+def group_id(name: str) -> int | None:
+    """The id of the group called ``name`` on this system, or None when there is none."""
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+def missing_group(key: str, name: str) -> str:
+    """What a config key naming a group this system lacks is told (run and config check)."""
+    return f"{key}: no group named {name!r} on this system (create it, e.g. with systemd-sysusers)"
+
+
 def own_group() -> str:
     """This process's primary group: a supervisor group that exists wherever the daemon runs
     for itself (demo, benchmarks, tests), where its own user is the one acting."""

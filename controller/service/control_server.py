@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import grp
 import itertools
 import json
 import logging
@@ -41,7 +40,7 @@ from typing import Any, Protocol
 import structlog
 
 from controller.service.control import ControlConfigError, ControlError
-from controller.service.control_access import AccessPolicy, Peer
+from controller.service.control_access import AccessPolicy, Peer, group_id, missing_group
 from controller.service.control_protocol import (
     MAX_REQUEST,
     RequestError,
@@ -235,11 +234,10 @@ class ControlServer:
             pass
 
     def _group_id(self, key: str, name: str) -> int:
-        try:
-            return grp.getgrnam(name).gr_gid
-        except KeyError:
-            raise ControlConfigError(f"{key}: no group named {name!r} on this system (create "
-                                     f"it, e.g. with systemd-sysusers)") from None
+        gid = group_id(name)
+        if gid is None:
+            raise ControlConfigError(missing_group(key, name))
+        return gid
 
     def _remove_stale_socket(self) -> None:
         try:

@@ -12,10 +12,10 @@ anywhere or creates a file.
 from __future__ import annotations
 
 import dataclasses
-import grp
 import os
 
 from controller.service.config import Config, ConfigError, load_config
+from controller.service.control_access import group_id, missing_group
 from controller.transports import TransportConfigError, read_secret
 
 
@@ -58,9 +58,6 @@ def group_problems(config: Config) -> list[str]:
         name = getattr(config.control, field.name)
         if name is None or not (field.name == "group" or field.name.endswith("_group")):
             continue
-        try:
-            grp.getgrnam(name)
-        except KeyError:
-            problems.append(f"control.{field.name}: no group named {name!r} on this system "
-                            f"(create it, e.g. with systemd-sysusers)")
+        if group_id(name) is None:
+            problems.append(missing_group(f"control.{field.name}", name))
     return problems
