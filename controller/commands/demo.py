@@ -29,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--events", metavar="FILE",
                         help="also write the backend events as JSON Lines to FILE")
     parser.add_argument("--quiet", action="store_true", help="print only the round results")
+    parser.add_argument("--display-port", type=int, metavar="PORT",
+                        help="serve the dealer display on 127.0.0.1:PORT (default: 8080 if "
+                             "free, else any free port; 0: any free port)")
+    parser.add_argument("--no-display", action="store_true",
+                        help="do not serve the dealer display")
     parser.set_defaults(func=run_demo)
 
 
@@ -40,5 +45,8 @@ def run_demo(args: argparse.Namespace) -> int:
         raise SystemExit("pokdeng-table demo: --rounds must be at least 1")
     if args.speed <= 0:
         raise SystemExit("pokdeng-table demo: --speed must be > 0")
+    if args.display_port is not None and not 0 <= args.display_port <= 65535:
+        raise SystemExit("pokdeng-table demo: --display-port must be 0..65535")
     return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
-                            state_dir=args.state_dir, events=args.events, quiet=args.quiet))
+                            state_dir=args.state_dir, events=args.events, quiet=args.quiet,
+                            display=not args.no_display, display_port=args.display_port))

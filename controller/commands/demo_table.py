@@ -23,6 +23,7 @@ import json
 import os
 import queue
 import random
+import socket
 import sys
 import tempfile
 import threading
@@ -67,7 +68,8 @@ transports:
 logging:
   level: warning
   format: console
-"""
+{display}"""
+DISPLAY_PORT = 8080       # the dealer display's port when it is free (else any free port)
 
 
 @dataclass
@@ -78,6 +80,8 @@ class DemoOptions:
     state_dir: str | None = None
     events: str | None = None
     quiet: bool = False
+    display: bool = True
+    display_port: int | None = None  # None: DISPLAY_PORT if free, else any free port
 
 
 class DemoError(Exception):
@@ -106,7 +110,24 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
     return state
 
 
-def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
+def display_port(wanted: int | None) -> int:
+    """The port asked for; else DISPLAY_PORT when nothing listens there; else 0 (any free)."""
+    if wanted is not None:
+        return wanted
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("127.0.0.1", DISPLAY_PORT))
+        return DISPLAY_PORT
+    except OSError:
+        return 0
+    finally:
+        probe.close()
+
+
+def demo_config(state_dir: Path, shoe_link: Path, events: Path,
+                display: int | None = None) -> Config:
+    """The demo table's config; ``display``: the display's port (None: no display)."""
     import yaml
 
     socket = state_dir / "control.sock"
@@ -116,7 +137,9 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
                               shoe_link=json.dumps(str(shoe_link)),
                               socket=json.dumps(str(socket)),
                               supervisor_group=json.dumps(own_group()),
-                              events=json.dumps(str(events)))
+                              events=json.dumps(str(events)),
+                              display="" if display is None else
+                              f'display:\n  listen: "127.0.0.1:{display}"\n')
     return parse_config(yaml.safe_load(text), "demo config")
 
 
@@ -214,6 +237,10 @@ class DemoView:
                 self.shoe_ended.set()
         self.queue.put(events)
 
+    def say(self, line: str) -> None:
+        """Print a line of the demo's own among the events (any thread)."""
+        self.queue.put([{"type": "_line", "text": line}])
+
     def close(self) -> None:
         self.queue.put(None)
         self._thread.join(5)
@@ -224,7 +251,9 @@ class DemoView:
             if events is None:
                 return
             for event in events:
-                if event["type"] == "round_result":
+                if event["type"] == "_line":
+                    lines = [event["text"]]
+                elif event["type"] == "round_result":
                     lines = round_result_lines(event)
                 else:
                     show = not self.quiet or event["type"] in ("shoe_ended", "paused")
@@ -385,7 +414,8 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     shoe_link = state_dir / "shoe.pty"
     if shoe_link.is_symlink() or shoe_link.exists():
         shoe_link.unlink()  # left by a demo that was killed: its pty is gone
-    config = demo_config(state_dir, shoe_link, events)
+    config = demo_config(state_dir, shoe_link, events,
+                         display_port(options.display_port) if options.display else None)
     setup_logging(config.logging.level, config.logging.format, stream=sys.stderr)
 
     resumed = (state_dir / "journal.sqlite").exists()
@@ -407,7 +437,8 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     dealer = DemoDealer(daemon, shoe_sim, state["seed"], state["decks"], options.rounds, view)
     # The daemon's loop owns this (main) thread, for the signals; the dealer plays beside it
     # once the daemon is ready (its drivers exist).
-    threading.Thread(target=_start_when_ready, args=(daemon, dealer), daemon=True).start()
+    threading.Thread(target=_start_when_ready, args=(daemon, dealer, view),
+                     daemon=True).start()
     started = time.monotonic()
     status = daemon.run()
     dealer.stop()
@@ -425,8 +456,11 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     return 0
 
 
-def _start_when_ready(daemon: Daemon, dealer: DemoDealer) -> None:
+def _start_when_ready(daemon: Daemon, dealer: DemoDealer, view: DemoView) -> None:
     while not daemon.ready.wait(0.5):
         if daemon.stopping:
             return
+    if daemon.display is not None:
+        view.say(f"  dealer display: {daemon.display.url}  "
+                 f"scoreboard: {daemon.display.url}scoreboard")
     dealer.start()

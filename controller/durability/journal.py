@@ -559,3 +559,11 @@ def export_events(path: str | Path) -> Iterator[str]:
                 yield body
     finally:
         conn.close()
+
+
+def last_event_seq_of_type(conn: sqlite3.Connection, event_type: str) -> int | None:
+    """The seq of the newest journaled event of ``event_type`` (None when there is none)."""
+    row = conn.execute(
+        "SELECT MAX(event_seq) FROM records WHERE kind='event' "
+        "AND json_extract(body, '$.type')=?", (event_type,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import transports
+from controller.display.settings import DisplaySettings, parse_listen
 from controller.durability.retention import RetentionSettings
 from controller.service.config_yaml import YamlProblems, read_yaml_file
 from controller.table.machine import MachineSettings
@@ -257,6 +258,7 @@ class Config:
     logging: LoggingConfig = LoggingConfig()
     journal: RetentionSettings = RetentionSettings()
     source: str | None = None
+    display: DisplaySettings | None = None  # the dealer display's web page; None: off
 
     @property
     def http(self) -> Any:
@@ -469,6 +471,21 @@ def _read_journal(s: Section | None) -> RetentionSettings:
     return settings
 
 
+def _read_display(s: Section | None) -> DisplaySettings | None:
+    """``display: {listen: "127.0.0.1:8080", max_clients: 16}``; no section: no display."""
+    if s is None:
+        return None
+    listen = s.get_str("listen", "127.0.0.1:8080")
+    max_clients = s.get_int("max_clients", DisplaySettings.max_clients, minval=1, maxval=256)
+    s.finish()
+    try:
+        host, port = parse_listen(listen) if isinstance(listen, str) else ("127.0.0.1", 8080)
+    except ValueError as exc:
+        s.error("listen", f"{exc}; got {_show(listen)}")
+        return None
+    return DisplaySettings(host=host, port=port, max_clients=max_clients)
+
+
 def parse_config(data: Any, source: str | None = None,
                  environ: Mapping[str, str] = os.environ) -> Config:
     """Validate a loaded YAML document; raise ConfigError listing every problem."""
@@ -491,13 +508,14 @@ def parse_config(data: Any, source: str | None = None,
     transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
     journal = _read_journal(root.get_section("journal"))
+    display = _read_display(root.get_section("display"))
     root.finish()
     if errors:
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
-                  journal=journal, source=source)
+                  journal=journal, source=source, display=display)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

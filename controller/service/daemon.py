@@ -45,6 +45,7 @@ from typing import Any
 import structlog
 
 from controller import transports as transport_module
+from controller.display.server import DisplayServer
 from controller.durability.journal import Journal, JournalCorrupt, JournalError
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover
@@ -53,6 +54,7 @@ from controller.service.clock import TableClock
 from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
+from controller.service.display_link import DisplayStartError, start_display
 from controller.service.held_inputs import HeldInputs
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
@@ -121,6 +123,7 @@ class Daemon:
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
         self.control: ControlServer | None = None
+        self.display: DisplayServer | None = None  # the dealer display, when configured
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
         self._last_at: float = 0.0
@@ -217,6 +220,7 @@ class Daemon:
         self.control_handler = TableControl(self.board, self.clock, self.submit, self._stop,
                                             self.outbox, self.retention)
         self.control = self._start_control(self.control_handler)
+        self._start_display()
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=journal.record_count(),
@@ -278,6 +282,19 @@ class Daemon:
             raise StartupError(str(exc), status) from None
         return control
 
+    def _start_display(self) -> None:
+        """The dealer display, fed the journaled events and the published status."""
+        if self.config.display is None:
+            return
+        try:
+            self.display = start_display(self.config.display, self.board, self.clock,
+                                         self.outbox, self.config.journal_path)
+        except DisplayStartError as exc:
+            # A screen is a nicety next to the money path: the table plays on without it.
+            log.error("the dealer display is not shown", reason=str(exc))
+            return
+        self.add_event_listener(self.display.offer_events)
+
     def _shutdown(self) -> None:
         """One idempotent way down: stop inputs, finish queued work, flush, close."""
         if self._stopping:
@@ -300,6 +317,8 @@ class Daemon:
                           held=len(self._held), kinds=self._held.kinds())
         if self.control is not None:
             self.control.close()
+        if self.display is not None:
+            self.display.close()
         if self.retention is not None:
             self.retention.stop()
         if self.outbox is not None:

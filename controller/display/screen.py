@@ -1,0 +1,235 @@
+"""What the screens show, as JSON for the page: built from published events and the status view.
+
+``Screen`` keeps the little the status does not hold: the last round results, the shoe's
+roadmap and the length of the betting window (all from published events, which the machine
+has sealed: ``round_result`` comes after betting closed). ``view(status)`` turns the sealed
+status into the dealer screen's words: the state, the next step and where the next card goes,
+the countdown, the pause banner with its way out, and the health of the devices.
+
+Nothing here sees an input, so nothing here can show a card of a round whose betting is open.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from controller.display.roadmap_svg import render_svg
+from controller.rules.hands import HAND_ORDER
+from controller.table.faults import FAULTS
+from controller.table.procedure import CARDS_PER_ROUND, ROUND_TARGETS, STATE_WORDS
+from controller.table.roadmap import Roadmap, RoadmapError
+from controller.table.views import seconds_left_now
+
+RESULTS_KEPT = 8               # round results the scoreboard lists
+DEFAULT_BETTING_SECONDS = 15.0  # until a round_opened says how long the window is
+DEALT_PER_ROUND = CARDS_PER_ROUND - 1  # the burn is not "dealt": 12 cards to the hands
+
+SEAT_WORDS = {"burn": "burn", "banker": "Banker", "flip": "flip card",
+              **{f"P{n}": f"Player {n}" for n in range(1, 6)}}
+
+STATE_TITLES = {
+    "starting": "Starting",
+    "stopped": "Table stopped",
+    "no_shoe": "No shoe",
+    "awaiting_flip": "New shoe",
+    "burning": "Burning",
+    "ready": "Ready",
+    "betting": "Betting open",
+    "dealing": "Betting closed",
+    "revealing": "Revealing",
+}
+
+#: who paused, when the pause was no person's action
+PAUSED_BY_CODE = {"switch_pause": "the key switch", "journal_unwritable": "the table (storage)"}
+UNKNOWN_WAY_OUT = "Call the supervisor (docs/faults.md lists every fault and its way out)."
+
+
+def next_step(status: Mapping[str, Any]) -> str:
+    """The dealer's next step in plain words, as ``watch`` says it, with the card's place in
+    the round ("deal card 7 of 12: Player 2, second card")."""
+    state = status.get("state")
+    if status.get("storage_fault"):
+        return "STOP — the table cannot record — call supervisor"
+    if state in ("starting", "stopped"):
+        return f"table {state}"
+    if status.get("paused"):
+        return "PAUSED — call supervisor"
+    target = status.get("next_target")
+    index = status.get("cards_dealt")
+    if state in ("betting", "dealing") and isinstance(index, int) and target in SEAT_WORDS:
+        if target == "burn":
+            return "burn 1 card"
+        which = "first" if index <= len(HAND_ORDER) else "second"
+        return f"deal card {index} of {DEALT_PER_ROUND}: {SEAT_WORDS[target]}, {which} card"
+    if status.get("betting_open") and target is None:
+        return "all cards dealt — wait for betting to close"
+    return str(status.get("prompt") or STATE_WORDS.get(str(state), state or "?"))
+
+
+def who_paused(status: Mapping[str, Any]) -> str | None:
+    """Who or what paused the table: a supervisor's name (from the journaled last actions),
+    the key switch, or the table itself for a fault."""
+    fault = status.get("fault") or {}
+    code = fault.get("code") if isinstance(fault, Mapping) else None
+    if code == "supervisor_pause":
+        for action in reversed(status.get("last_actions") or []):
+            if action.get("action") == "pause" and action.get("outcome") == "done":
+                by = action.get("by") or {}
+                return f"supervisor {by.get('user')}" if by.get("user") else "a supervisor"
+        return "a supervisor"
+    if code in PAUSED_BY_CODE:
+        return PAUSED_BY_CODE[str(code)]
+    return "the table (fault)" if code else None
+
+
+def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pause or fault the supervisor must not miss: code, what happened, the way out."""
+    if not (status.get("paused") or status.get("storage_fault")):
+        return None
+    fault = status.get("fault") if isinstance(status.get("fault"), Mapping) else {}
+    assert isinstance(fault, Mapping)
+    code = str(fault.get("code") or ("journal_unwritable" if status.get("storage_fault")
+                                     else "paused"))
+    rule = FAULTS.get(code)
+    detail = fault.get("detail") if isinstance(fault.get("detail"), Mapping) else None
+    return {
+        "code": code,
+        "reason": str(fault.get("reason") or status.get("storage_fault") or "paused"),
+        "detail_code": detail.get("code") if detail else None,
+        "way_out": rule.way_out if rule else UNKNOWN_WAY_OUT,
+        "by": who_paused(status),
+        "held_inputs": status.get("held_inputs") or 0,
+    }
+
+
+def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """One line per part of the table: ok (True/False) and its words."""
+    devices = status.get("devices") or {}
+    rows = []
+    for device in ("shoe", "panel"):
+        if device in devices:
+            up = devices[device]
+            rows.append({"name": device, "ok": bool(up),
+                         "text": "connected" if up else "NOT CONNECTED"})
+    switch = status.get("switch")
+    if switch is not None:
+        rows.append({"name": "key", "ok": switch == "run", "text": str(switch).upper()})
+    for name, backend in sorted((backends or {}).items()):
+        if not isinstance(backend, Mapping) or "error" in backend:
+            rows.append({"name": name, "ok": False, "text": "no status"})
+            continue
+        backlog = int(backend.get("backlog") or 0)
+        state = str(backend.get("state") or "?")
+        ok = backlog < 50 and state not in ("failing", "error", "stopped")
+        rows.append({"name": name, "ok": ok,
+                     "text": f"{backlog} to send" if backlog else "up to date"})
+    journal = status.get("journal")
+    if journal is not None:
+        rows.append({"name": "journal", "ok": journal == "ok",
+                     "text": "ok" if journal == "ok" else "CANNOT WRITE"})
+    return rows
+
+
+class Screen:
+    """The screens' memory of published events, and the view of a status. One thread uses it."""
+
+    def __init__(self) -> None:
+        self.roadmap: Roadmap = Roadmap()
+        self.results: deque[dict[str, Any]] = deque(maxlen=RESULTS_KEPT)
+        self.betting_seconds: float = DEFAULT_BETTING_SECONDS
+        self.last_seq: int = 0
+        self.problems: list[str] = []  # events the roadmap refused (kept for the log)
+
+    def apply(self, event: Mapping[str, Any]) -> set[str]:
+        """Take one published event (in seq order; older or repeated ones change nothing);
+        return what changed: "results", "roadmap"."""
+        seq = event.get("seq")
+        if not isinstance(seq, int) or seq <= self.last_seq:
+            return set()
+        self.last_seq = seq
+        kind = event.get("type")
+        changed: set[str] = set()
+        if kind == "round_opened":
+            seconds = (event.get("data") or {}).get("betting_seconds")
+            if isinstance(seconds, (int, float)) and seconds > 0:
+                self.betting_seconds = float(seconds)
+        elif kind == "shoe_started":
+            self.results.clear()
+            changed.add("results")
+        elif kind == "round_result":
+            self.results.appendleft(result_summary(event))
+            changed.add("results")
+        if kind in ("shoe_started", "round_result"):
+            try:
+                if self.roadmap.add(event):
+                    changed.add("roadmap")
+            except RoadmapError as exc:
+                self.problems.append(str(exc))
+        return changed
+
+    def roadmap_message(self) -> dict[str, Any]:
+        board = self.roadmap.to_json()
+        counts = {position: plate["counts"] for position, plate in board["positions"].items()}
+        return {"shoe": board["shoe"], "rounds": board["rounds"], "counts": counts,
+                "svg": render_svg(self.roadmap)}
+
+    def results_message(self) -> list[dict[str, Any]]:
+        return list(self.results)
+
+    def view(self, status: Mapping[str, Any], backends: Mapping[str, Any] | None = None,
+             rate: float = 1.0) -> dict[str, Any]:
+        """The dealer screen of a sealed status (``rate``: real seconds per table second)."""
+        now = status.get("now")
+        left = None
+        if isinstance(now, (int, float)) and not isinstance(now, bool):
+            left = seconds_left_now(status, float(now))
+        state = str(status.get("state") or "starting")
+        title = STATE_TITLES.get(state, state)
+        if status.get("paused"):
+            title = "PAUSED"
+        return {
+            "table": status.get("table"),
+            "state": state,
+            "title": title,
+            "words": STATE_WORDS.get(state, ""),
+            "step": next_step(status),
+            "target": status.get("next_target"),
+            "cards_dealt": status.get("cards_dealt") or 0,
+            "shoe": status.get("shoe"),
+            "round": status.get("round"),
+            "rounds_played": status.get("rounds_played"),
+            "cards_left": status.get("cards_left"),
+            "cards_drawn": status.get("cards_drawn"),
+            "last_round": bool(status.get("last_round")),
+            "betting": {"open": bool(status.get("betting_open")), "seconds_left": left,
+                        "seconds": self.betting_seconds, "frozen": bool(status.get("paused")),
+                        "rate": rate},
+            # The status gives the hands only once betting closed (views.status).
+            "hands": dict(status.get("hands") or {}) if not status.get("betting_open") else {},
+            "banner": banner(status),
+            "health": health(status, backends),
+        }
+
+
+def result_summary(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A round_result as the screens draw it: each hand with its outcome, and the Pair wins."""
+    data = event.get("data") or {}
+    hands = data.get("hands") or {}
+    positions = data.get("positions") or {}
+    seats = []
+    for seat in HAND_ORDER:
+        hand = dict(hands.get(seat) or {})
+        result = positions.get(seat) or {}
+        hand.update(seat=seat, outcome=result.get("outcome"), odds=result.get("odds"),
+                    pair_won=bool(result.get("pair")))
+        seats.append(hand)
+    return {"shoe": event.get("shoe"), "round": event.get("round"),
+            "last_round": bool(data.get("last_round")), "seats": seats,
+            "pairs_won": [s["seat"] for s in seats if s["pair_won"]]}
+
+
+def target_order() -> list[str]:
+    """The seats in the order the cards of a round go (for the page's layout)."""
+    return list(dict.fromkeys(ROUND_TARGETS))

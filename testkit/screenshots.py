@@ -1,0 +1,121 @@
+"""The display's screenshots in docs/, taken from a real demo table in a real browser.
+
+    python -m testkit.screenshots docs/
+
+Plays part of a shoe fast (no display), then carries on with the same shoe slowly with the
+display on, and photographs at 1920x1080, in Chromium (/usr/bin/chromium, driven by
+Playwright): the dealer view while betting is open and cards are going out
+(``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``)
+and the scoreboard (``display-scoreboard.png``). Same seed, same shoe, same pictures.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+SIZE = {"width": 1920, "height": 1080}
+SEED = 20261201
+ROUNDS_BEFORE = 17       # rounds on the roadmap before the photographed round
+SPEED = 2.0              # table time while photographing: a 15 s window lasts 7.5 s
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def demo(*args: str, **popen: Any) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "controller", "demo", *args], **popen)
+
+
+def page_state(url: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url + "state.json", timeout=2) as reply:
+            return dict(json.load(reply))
+    except OSError:
+        return {}
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"screenshots: timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def status_of(url: str) -> dict[str, Any]:
+    return dict(page_state(url).get("status") or {})
+
+
+def take(out: Path) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    state_dir = Path(tempfile.mkdtemp(prefix="pokdeng-shots-"))
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    first = demo("--rounds", str(ROUNDS_BEFORE), "--speed", "100", "--seed", str(SEED),
+                 "--state-dir", str(state_dir), "--no-display", "--quiet", **quiet)
+    if first.wait(180) != 0:
+        raise SystemExit("screenshots: the fast part of the demo failed")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    table = demo("--speed", str(SPEED), "--state-dir", str(state_dir),
+                 "--display-port", str(port), "--quiet", **quiet)
+    shots = []
+    try:
+        wait_for("the display", lambda: bool(status_of(url)))
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport=SIZE)
+            page.goto(url)
+            wait_for("cards going out while betting is open", lambda: (
+                status_of(url).get("state") == "betting"
+                and status_of(url).get("cards_dealt", 0) >= 9))
+            page.wait_for_timeout(300)  # the stream is within 100 ms; let the ring move on
+            shots.append(out / "display-dealer.png")
+            page.screenshot(path=str(shots[-1]))
+            wait_for("the round's result", lambda: status_of(url).get("state") == "ready")
+            page.wait_for_timeout(300)
+            shots.append(out / "display-dealer-result.png")
+            page.screenshot(path=str(shots[-1]))
+            board = browser.new_page(viewport=SIZE)
+            board.goto(url + "scoreboard")
+            board.wait_for_selector("#roadmap svg")
+            board.wait_for_timeout(300)
+            shots.append(out / "display-scoreboard.png")
+            board.screenshot(path=str(shots[-1]))
+            browser.close()
+    finally:
+        table.send_signal(signal.SIGTERM)
+        table.wait(30)
+    return shots
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0] if argv else "docs")
+    if not Path(CHROMIUM).exists():
+        print(f"screenshots: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
+        return 1
+    for shot in take(out):
+        print(shot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
