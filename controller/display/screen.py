@@ -184,7 +184,7 @@ class Screen:
         now = status.get("now")
         left = None
         if isinstance(now, (int, float)) and not isinstance(now, bool):
-            left = seconds_left_now(status, float(now))
+            left = seconds_left_now(dict(status), float(now))
         state = str(status.get("state") or "starting")
         title = STATE_TITLES.get(state, state)
         if status.get("paused"):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import queue
+import select
 import socket
 import threading
 import time
@@ -51,6 +52,7 @@ SOCKET_TIMEOUT_S = 10.0    # a request must arrive, and a write must go, within 
 MAX_HEADER_BYTES = 8192
 SPARE_CONNECTIONS = 8      # page and asset loads beside the streams
 RETRY_MS = 1000            # EventSource reconnects after this
+GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browser left
 
 PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html"}
 ASSETS = {"/display.css": ("display.css", "text/css; charset=utf-8"),
@@ -379,6 +381,17 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.send_error(HTTPStatus.NOT_FOUND)
 
+    def _client_gone(self) -> bool:
+        """The browser closed its end (a page reload, a kiosk restart): free its slot now
+        rather than at the next failed write."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def _send(self, body: bytes, kind: str) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", kind)
@@ -400,8 +413,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             while not stream.dropped:
                 try:
-                    message = stream.queue.get(timeout=HEARTBEAT_S * 2)
+                    message = stream.queue.get(timeout=GONE_CHECK_S)
                 except queue.Empty:
+                    if self._client_gone():
+                        return
                     continue
                 if message is None:
                     return

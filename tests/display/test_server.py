@@ -1,0 +1,169 @@
+"""The display's web server on real sockets: read-only, bounded, and live.
+
+The server is fed as the daemon feeds it (``offer_events`` and ``status_changed`` on the
+caller's thread, which must never wait) with a real table machine's events and status.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.display.server import CLIENT_QUEUE, DisplayServer
+from controller.display.settings import DisplaySettings
+from controller.table.machine import MachineSettings, TableMachine
+from controller.table.scriptgen import shoe_script
+from support.display_helpers import SseReader, request
+from support.waiting import wait_until
+
+
+class Board:
+    """A status board as the daemon's: a version and the latest sealed status."""
+
+    def __init__(self, status: dict[str, Any]):
+        self.version, self.status = 0, status
+
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        return self.version, dict(self.status, now=self.status.get("clock"))
+
+
+@pytest.fixture
+def table() -> Iterator[tuple[DisplayServer, Board, TableMachine]]:
+    machine = TableMachine(MachineSettings())
+    board = Board(machine.status())
+    display = DisplayServer(DisplaySettings(port=0, max_clients=3), board.snapshot)
+    display.start()
+    yield display, board, machine
+    display.close()
+
+
+def play(display: DisplayServer, board: Board, machine: TableMachine, seed: int,
+         stop: Any = None) -> list[dict[str, Any]]:
+    """Feed the display a shoe as the owner thread does; returns the events."""
+    events = []
+    for inp in shoe_script(seed, start_at=machine.clock + 10):  # a shoe after the last one
+        batch = machine.handle(inp)
+        events += batch
+        display.offer_events(batch)
+        board.status = machine.status()
+        display.status_changed()
+        if stop is not None and stop(events):
+            break
+    return events
+
+
+@pytest.fixture(scope="module")
+def idle() -> Iterator[DisplayServer]:
+    """One display for the tests that only read (closing one waits for its accept loop)."""
+    machine = TableMachine(MachineSettings())
+    display = DisplayServer(DisplaySettings(port=0), Board(machine.status()).snapshot)
+    display.start()
+    yield display
+    display.close()
+
+
+def test_pages_and_assets_are_served_and_nothing_else(idle: DisplayServer) -> None:
+    display = idle
+    port = display.port
+    for path, kind in (("/", "text/html"), ("/scoreboard", "text/html"),
+                       ("/display.js", "text/javascript"), ("/display.css", "text/css"),
+                       ("/state.json", "application/json"), ("/roadmap.svg", "image/svg+xml")):
+        status, headers, body = request(port, path)
+        assert status == 200 and headers["Content-Type"].startswith(kind), (path, status)
+        assert body
+    assert b'<script src="/display.js">' in request(port, "/")[2]
+    for path in ("/nope", "/../../etc/passwd", "/static/display.js", "/events/x"):
+        assert request(port, path)[0] == 404, path
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"])
+def test_the_page_is_read_only(idle: DisplayServer, method: str) -> None:
+    status, headers, _ = request(idle.port, "/events", method, body=b"{}")
+    assert status == 405 and headers["Allow"] == "GET"
+
+
+def test_oversized_headers_are_refused(idle: DisplayServer) -> None:
+    status, _, _ = request(idle.port, "/", headers={f"X-Pad-{i}": "x" * 400
+                                                         for i in range(40)})
+    assert status == 431
+
+
+def test_the_stream_starts_with_the_whole_screen_then_follows_the_table(table) -> None:
+    display, board, machine = table
+    reader = SseReader(display.port)
+    try:
+        reader.wait_for(lambda m: m and m[0][0] == "state")
+        first = reader.taken()[0][1]
+        assert set(first) >= {"status", "results", "roadmap", "seats"}
+        events = play(display, board, machine, seed=5,
+                      stop=lambda evs: sum(e["type"] == "round_result" for e in evs) == 2)
+        reader.wait_for(lambda m: any(e == "results" and len(d) == 2 for e, d in m))
+        roadmap = reader.wait_for(lambda m: [d for e, d in m if e == "roadmap"
+                                             and d["rounds"] == 2])[-1]
+        assert roadmap["svg"].count('class="bead"') == 10
+        assert reader.wait_status(lambda v: v["state"] == machine.status()["state"]
+                                  and v["round"] == machine.status()["round"])
+        state = json.loads(request(display.port, "/state.json")[2])
+        assert state["results"][0]["round"] == events[-1]["round"]
+        assert "class=\"bead\"" in request(display.port, "/roadmap.svg")[2].decode()
+    finally:
+        reader.close()
+
+
+def test_streams_beyond_the_bound_are_refused_with_503(table) -> None:
+    display, _, _ = table
+    readers = [SseReader(display.port) for _ in range(3)]
+    try:
+        for reader in readers:
+            reader.wait_for(lambda m: m and m[0][0] == "state")
+        status, _, body = request(display.port, "/events")
+        assert status == 503 and b"too many" in body
+        readers.pop().close()
+        wait_until(lambda: display.streams == 2, what="the closed stream to be let go")
+        extra = SseReader(display.port)
+        readers.append(extra)
+        extra.wait_for(lambda m: m and m[0][0] == "state")
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+@pytest.mark.slow
+def test_a_stuck_browser_is_dropped_and_costs_the_table_nothing(table) -> None:
+    """A client that reads nothing: its socket fills, then its queue; it is dropped, while the
+    feeding side never waits and a reading client keeps up."""
+    display, board, machine = table
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(("127.0.0.1", display.port))
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_until(lambda: display.streams == 1, what="the stuck stream to open")
+    reader = SseReader(display.port)
+    try:
+        reader.wait_for(lambda m: m and m[0][0] == "state")
+        seed = 11
+        while display.dropped_clients == 0:  # whole shoes, fed without ever waiting
+            play(display, board, machine, seed)
+            seed += 1
+            reader.wait_status(lambda v: v["round"] == board.status["round"]
+                               and v["state"] == board.status["state"])
+            assert seed < 40, "the stuck client was never dropped"
+        assert display.dropped_clients == 1 and display.streams == 1
+        reader.wait_for(lambda m: any(e == "results" for e, _ in m))
+        assert CLIENT_QUEUE < sum(1 for e, _ in reader.taken())
+    finally:
+        reader.close()
+        stuck.close()
+
+
+def test_close_ends_the_streams(table) -> None:
+    display, _, _ = table
+    reader = SseReader(display.port)
+    reader.wait_for(lambda m: m and m[0][0] == "state")
+    threading.Thread(target=display.close).start()
+    wait_until(lambda: reader.ended, what="the stream to end when the display closes")
