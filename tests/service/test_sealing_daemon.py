@@ -4,7 +4,8 @@ A simulated shoe on a real pty, a line panel on a pty, the daemon as a subproces
 sink, JSON logs at INFO and a real NOTIFY_SOCKET. Betting is open for the whole capture (600 s):
 good cards are dealt, then odd frames that each name a card of the round (damaged, split,
 repeated, unknown). While betting is still open the test reads every channel that leaves the
-table — events, log lines, ``STATUS=``, ``status``, ``watch`` and supervisor replies — and none
+table — events, log lines, ``STATUS=``, ``status``, ``watch``, supervisor replies and the dealer
+display (its event stream, ``/state.json`` and ``/roadmap.svg``) — and none
 may name a card of the round, its tag id or a raw frame (``tests/support/sealing.py``). Then the
 supervisor cancels the round, and ``fault_detail`` events must carry what was held back.
 """
@@ -38,6 +39,7 @@ from support.daemon_helpers import (
     stop_daemon,
     wait_status,
 )
+from support.display_helpers import SseReader, free_port, request
 from support.sealing import Leaks
 from support.waiting import wait_until
 
@@ -97,8 +99,10 @@ class Table:
             options["registry"] = str(self.shoe.registry_path)
         if protocol == "pdt":
             options["silence_seconds"] = 0  # no heartbeats from this shoe
+        self.display_port = free_port()
         self.config = daemon_config(root, root / "shoe", self.panel.path, betting_seconds=600,
-                                    shoe=options)
+                                    shoe=options,
+                                    display={"listen": f"127.0.0.1:{self.display_port}"})
         self.sock = str(root / "control.sock")
         self.client = ControlClient(self.sock)
         self.notify = NotifyListener(root / "notify")
@@ -109,9 +113,12 @@ class Table:
         #: (channel, text or JSON) captured while betting is open
         self.captured: list[tuple[str, Any]] = []
         self.watcher: Watcher | None = None
+        self.screen: SseReader | None = None
         self.cut: dict[str, int] = {}
 
     def close(self) -> None:
+        if self.screen is not None:
+            self.screen.close()
         stop_daemon(self.proc, signal.SIGKILL)  # a no-op once it stopped
         self.notify.close()
         self.shoe.close(drain_timeout=0.2)
@@ -145,6 +152,7 @@ class Table:
             self.shoe.send_card(card)
         self.wait(lambda s: s["state"] == "ready")
         self.watcher = Watcher(self.sock)
+        self.screen = SseReader(self.display_port)
         self.panel.send("start_round")
         self.wait(lambda s: s["state"] == "betting" and s["betting_open"])
         for card in DEALT:
@@ -174,12 +182,19 @@ class Table:
         self.command("watch", "--once")
         assert self.watcher is not None
         self.watcher.wait_for(lambda msgs: len(msgs) >= 5 and any(m["paused"] for m in msgs))
+        assert self.screen is not None
+        self.screen.wait_status(lambda v: (v["banner"] or {}).get("code") == "supervisor_pause")
+        for path in ("/state.json", "/roadmap.svg", "/"):
+            self.captured.append((f"display {path}",
+                                  request(self.display_port, path)[2].decode()))
 
     def cancel_round(self) -> None:
         """End the capture window: note what had left the table, then cancel the round."""
         assert self.client.status()["betting_open"], "betting closed before the capture ended"
         assert self.watcher is not None
-        self.cut = {"notify": len(self.notify.messages), "watch": len(self.watcher.taken())}
+        assert self.screen is not None
+        self.cut = {"notify": len(self.notify.messages), "watch": len(self.watcher.taken()),
+                    "screen": len(self.screen.raw)}
         answer = self.supervisor("cancel-round")
         self.captured.pop()  # its reply comes after the round is cancelled
         assert answer["ok"] is True and "round_cancelled" in answer["events"], answer
@@ -206,6 +221,8 @@ class Table:
                 found += self.leaks.found_in("sd_notify STATUS", message["STATUS"])
         for status in self.watcher.taken()[:self.cut["watch"]]:
             found += self.leaks.found_in("watch", status)
+        assert self.screen is not None
+        found += self.leaks.found_in("display stream", self.screen.raw[:self.cut["screen"]])
         for channel, payload in self.captured:
             found += self.leaks.found_in(channel, payload)
         return found
@@ -248,6 +265,9 @@ def run_sealed(table: Table, odd_frames: Callable[[Table], None],
     for words in logged:
         assert any(words in line for line in log_before), f"no log line says {words!r}"
     assert any("PAUSED" in m.get("STATUS", "") for m in table.notify.messages[:table.cut["notify"]])
+    assert table.screen is not None and any(  # the display showed the driver's fault
+        (view.get("banner") or {}).get("detail_code")
+        for event, view in table.screen.taken() if event == "status")
     leaks = table.leaks_while_open(event_lines[:cut], log_before)
     channels = sorted({leak.split(" names ")[0] for leak in leaks})
     assert not leaks, f"leaking while betting is open: {', '.join(channels)}\n" + "\n".join(leaks)

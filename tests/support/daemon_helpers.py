@@ -103,9 +103,10 @@ def control_section(socket_path: Path, **options: Any) -> dict[str, Any]:
 
 def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
                   betting_seconds: float = 2, shoe: dict[str, Any] | None = None,
-                  **control: Any) -> Path:
+                  display: dict[str, Any] | None = None, **control: Any) -> Path:
     """A daemon config on these devices; ``shoe`` adds or replaces shoe driver options,
-    ``control`` adds control-section keys."""
+    ``display`` is the display section (none: no display), ``control`` adds control-section
+    keys."""
     data = {
         "table": {"id": "T1", "betting_seconds": betting_seconds},
         "state_dir": str(tmp_path / "state"),
@@ -116,6 +117,8 @@ def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
         "transports": {"file": {"path": str(tmp_path / "events.jsonl")}},
         "logging": {"level": "info", "format": "json"},
     }
+    if display is not None:
+        data["display"] = display
     path = tmp_path / "table.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -1,0 +1,70 @@
+"""The config's ``display:`` section: off unless given, an address the daemon can listen on,
+every problem named by its key path (``config check`` exits 78)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.display.settings import DisplaySettings
+from controller.service.config import EX_CONFIG, ConfigError, parse_config
+from controller.service.control_access import own_group
+
+
+def config_with(tmp_path: Path, display: Any = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "table": {"id": "T01"},
+        "state_dir": str(tmp_path / "state"),
+        "shoe": {"driver": "beetek", "url": "/dev/pokdeng/shoe"},
+        "control": {"socket": str(tmp_path / "control.sock"), "supervisor_group": own_group()},
+    }
+    if display is not None:
+        data["display"] = display
+    return data
+
+
+def test_no_section_no_display(tmp_path: Path) -> None:
+    assert parse_config(config_with(tmp_path), "t").display is None
+
+
+@pytest.mark.parametrize("listen, host, port", [
+    ("127.0.0.1:8080", "127.0.0.1", 8080), ("0.0.0.0:80", "0.0.0.0", 80),
+    ("[::1]:9000", "::1", 9000), ("localhost:0", "127.0.0.1", 0)])
+def test_listen_addresses(tmp_path: Path, listen: str, host: str, port: int) -> None:
+    config = parse_config(config_with(tmp_path, {"listen": listen, "max_clients": 4}), "t")
+    assert config.display == DisplaySettings(host=host, port=port, max_clients=4)
+
+
+def test_an_empty_section_listens_on_loopback_8080(tmp_path: Path) -> None:
+    assert parse_config(config_with(tmp_path, {}), "t").display == DisplaySettings()
+
+
+@pytest.mark.parametrize("display, message", [
+    ({"listen": "8080"}, "display.listen: must be ADDRESS:PORT, e.g. 127.0.0.1:8080; "
+                         'got "8080"'),
+    ({"listen": "table.example:80"}, "display.listen: 'table.example' is not an IP address"),
+    ({"listen": "127.0.0.1:99999"}, "display.listen: port must be a number from 0 to 65535"),
+    ({"listen": 8080}, "display.listen: must be a non-empty string, got 8080"),
+    ({"max_clients": 0}, "display.max_clients: must be an integer >= 1 and <= 256, got 0"),
+    ({"port": 8080}, "display.port: unknown option (a typo?); allowed here: listen, "
+                     "max_clients"),
+    ("on", 'display: must be a mapping of options, got "on"'),
+])
+def test_bad_display_options_are_named(tmp_path: Path, display: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(config_with(tmp_path, display), "t")
+    assert any(error.startswith(message) for error in caught.value.errors), caught.value.errors
+
+
+def test_config_check_exits_78_on_a_bad_listen_address(tmp_path: Path) -> None:
+    path = tmp_path / "table.yaml"
+    path.write_text(yaml.safe_dump(config_with(tmp_path, {"listen": "nowhere"})))
+    result = subprocess.run([sys.executable, "-m", "controller", "config", "check", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == EX_CONFIG
+    assert "display.listen: must be ADDRESS:PORT" in result.stderr
