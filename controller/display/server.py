@@ -56,7 +56,7 @@ GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browse
 
 PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html"}
 ASSETS = {"/display.css": ("display.css", "text/css; charset=utf-8"),
-          "/display.js": ("display.js", "text/javascript; charset=utf-8")}
+          "/display.mjs": ("display.mjs", "text/javascript; charset=utf-8")}
 
 #: (version, sealed status as of now) — the status board's ``versioned_snapshot``
 SnapshotSource = Callable[[], tuple[int, dict[str, Any]]]

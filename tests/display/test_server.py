@@ -71,13 +71,13 @@ def test_pages_and_assets_are_served_and_nothing_else(idle: DisplayServer) -> No
     display = idle
     port = display.port
     for path, kind in (("/", "text/html"), ("/scoreboard", "text/html"),
-                       ("/display.js", "text/javascript"), ("/display.css", "text/css"),
+                       ("/display.mjs", "text/javascript"), ("/display.css", "text/css"),
                        ("/state.json", "application/json"), ("/roadmap.svg", "image/svg+xml")):
         status, headers, body = request(port, path)
         assert status == 200 and headers["Content-Type"].startswith(kind), (path, status)
         assert body
-    assert b'<script src="/display.js">' in request(port, "/")[2]
-    for path in ("/nope", "/../../etc/passwd", "/static/display.js", "/events/x"):
+    assert b'<script src="/display.mjs">' in request(port, "/")[2]
+    for path in ("/nope", "/../../etc/passwd", "/static/display.mjs", "/events/x"):
         assert request(port, path)[0] == 404, path
 
 

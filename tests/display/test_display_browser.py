@@ -1,0 +1,228 @@
+"""The dealer display in a real browser against the real daemon: ``pokdeng-table demo`` in its
+own process (simulated shoe on a pty, simulated USB panel, journal, file sink) with the display
+on, and Chromium driven by Playwright reading the page's DOM.
+
+One demo table and one browser for the module; the tests run in order on the same shoe: a
+round watched from open to result (countdown, next-card highlight, nothing of the round in the
+page before betting closes), the roadmap against the round results in the events file, a
+supervisor pause banner, and the page coming back after the daemon is killed and restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.display.roadmap_svg import COLOURS
+from controller.table.procedure import ROUND_TARGETS
+from support.daemon_helpers import cli
+from support.display_helpers import free_port
+from support.sealing import Leaks
+from support.waiting import wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+SPEED = 5  # a 15 s betting window lasts 3 s; a card every 0.16 s
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
+class DemoTable:
+    """``pokdeng-table demo`` with the display on a known port, restartable on its state."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.state = root / "state"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.events_path = self.state / "events.jsonl"
+        self.socket = str(self.state / "control.sock")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "demo", "--speed", str(SPEED), "--seed", "7",
+             "--state-dir", str(self.state), "--display-port", str(self.port), "--quiet"],
+            stdout=open(self.root / "demo.out", "ab"), stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.exists():
+            return []
+        return [json.loads(line) for line in self.events_path.read_text().splitlines()
+                if line.endswith("}")]
+
+    def results(self) -> dict[int, dict[str, Any]]:
+        return {e["round"]: e for e in self.events() if e["type"] == "round_result"}
+
+    def supervisor(self, action: str) -> dict[str, Any]:
+        result = cli("supervisor", "--socket", self.socket, "--json", action)
+        return dict(json.loads(result.stdout))
+
+
+@pytest.fixture(scope="module")
+def table() -> Iterator[DemoTable]:
+    root = Path(tempfile.mkdtemp(prefix="disp-", dir="/tmp"))  # short socket paths
+    demo = DemoTable(root)
+    demo.start()
+    yield demo
+    demo.kill()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(table: DemoTable) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1920, "height": 1080})
+        wait_until(lambda: _reachable(page, table.url), 30, "the display to answer")
+        yield page
+        browser.close()
+
+
+def _reachable(page: Any, url: str) -> bool:
+    try:
+        page.goto(url)
+        return True
+    except sync_api.Error:
+        return False
+
+
+def seen(page: Any) -> dict[str, Any]:
+    """What the page shows now, read from its DOM in one go."""
+    return dict(page.evaluate("""() => ({
+        html: document.documentElement.outerHTML,
+        state: document.body.dataset.state || "",
+        link: document.body.dataset.link || "",
+        round: document.getElementById("round").textContent,
+        left: document.getElementById("seconds").dataset.left || "",
+        next: [...document.querySelectorAll(".seat.next")].map(n => n.dataset.seat),
+        banner: document.getElementById("banner").hidden ? null
+                : document.getElementById("banner").innerText,
+        beads: document.querySelectorAll("#roadmap g.bead").length,
+    })"""))
+
+
+def test_a_round_runs_down_deals_and_shows_its_hands_only_after_betting_closes(
+        table: DemoTable, page: Any) -> None:
+    # A round watched from its first moment of betting (not one the page joined late).
+    first = wait_until(lambda: (lambda s: s if s["state"] == "ready" else None)(seen(page)),
+                       60, "a table between rounds")
+    del first
+    opened = wait_until(lambda: (lambda s: s if s["state"] == "betting" else None)(seen(page)),
+                        30, "betting to open")
+    round_text = opened["round"]
+    snapshots = [opened]
+    while True:
+        now = seen(page)
+        if now["state"] != "betting" or now["round"] != round_text:
+            break
+        snapshots.append(now)
+    number = int(round_text.split()[-1])
+    result = wait_until(lambda: table.results().get(number), 30, f"round {number}'s result")
+
+    leaks = Leaks()
+    for hand in result["data"]["hands"].values():
+        for card in hand["cards"]:
+            leaks.add_card(card)
+    found = [f for snap in snapshots for f in leaks.found_in("dealer page DOM", snap["html"])]
+    assert not found, found[0]
+
+    lefts = [float(s["left"]) for s in snapshots if s["left"]]
+    assert len(set(lefts)) >= 3 and lefts[0] > lefts[-1], "the countdown did not run down"
+    moves = [s["next"][0] for s in snapshots if s["next"]]
+    order = [seat for i, seat in enumerate(moves) if i == 0 or moves[i - 1] != seat]
+    assert len(order) >= 4, f"the next-card highlight did not move: {order}"
+    targets = iter(ROUND_TARGETS)
+    assert all(seat in targets for seat in order), f"out of dealing order: {order}"
+
+    # After the close: the hands as cards, with each position's outcome.
+    def p1_shown() -> list[str] | None:
+        faces = page.evaluate("""() => [...document.querySelectorAll(
+            '.seat[data-seat="P1"] .card:not(.back)')].map(c => c.innerText.replace(/\\s/g, ''))""")
+        return faces if len(faces) == 2 else None
+    faces = wait_until(p1_shown, 10, "P1's cards face up")
+    symbols = {"S": "\u2660", "H": "\u2665", "D": "\u2666", "C": "\u2663"}
+    shown = [("10" if c[0] == "T" else c[0]) + symbols[c[1]]
+             for c in result["data"]["hands"]["P1"]["cards"]]
+    latest = table.results()
+    if max(latest) == number:  # the next round's result may already show: compare that one
+        assert faces == shown
+    outcome = page.evaluate(
+        """() => document.querySelector('.seat[data-seat="P1"] .outcome').className""")
+    assert outcome.split()[-1] in ("win", "lose", "tie")
+
+
+def test_the_roadmap_has_a_bead_per_position_per_round_as_the_results_say(
+        table: DemoTable, page: Any) -> None:
+    wait_until(lambda: len(table.results()) >= 3, 60, "three round results")
+    results = table.results()
+    wait_until(lambda: seen(page)["beads"] >= 5 * len(results), 10, "the roadmap to catch up")
+    beads = page.evaluate("""() => [...document.querySelectorAll('#roadmap g.bead')].map(b => ({
+        round: +b.dataset.round, position: +b.dataset.position, outcome: b.dataset.outcome,
+        flush: b.dataset.flush, pair: b.dataset.pair,
+        fill: b.querySelector('.bead-body').getAttribute('fill'),
+        ring: !!b.querySelector('.flush-ring'), dot: !!b.querySelector('.pair-dot')}))""")
+    by_place = {(b["round"], b["position"]): b for b in beads}
+    results = table.results()
+    for number, event in results.items():
+        for position in range(1, 6):
+            bead = by_place.get((number, position))
+            if bead is None and number == max(results):
+                continue  # the newest result may be a moment ahead of the page
+            assert bead is not None, f"no bead for round {number}, P{position}"
+            want = event["data"]["positions"][f"P{position}"]["bead"]
+            assert bead["outcome"] == want["result"] and bead["fill"] == COLOURS[want["result"]]
+            assert bead["ring"] is want["flush"] and bead["flush"] == str(want["flush"]).lower()
+            assert bead["dot"] is want["pair"] and bead["pair"] == str(want["pair"]).lower()
+    assert len(beads) % 5 == 0
+
+
+def test_a_supervisor_pause_shows_a_banner_that_clears_on_resume(
+        table: DemoTable, page: Any) -> None:
+    answer = wait_until(lambda: (lambda a: a if a["ok"] else None)(table.supervisor("pause")),
+                        20, "the supervisor's pause to be taken")
+    assert "paused" in answer["events"]
+    banner = wait_until(lambda: seen(page)["banner"], 10, "the pause banner")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert "supervisor_pause" in banner and f"paused by supervisor {me}" in banner
+    assert "resume" in banner  # the way out, from controller/table/faults.py
+    assert table.supervisor("resume")["ok"]
+    wait_until(lambda: seen(page)["banner"] is None, 10, "the banner to clear on resume")
+
+
+def test_the_page_comes_back_after_the_daemon_is_killed_and_restarted(
+        table: DemoTable, page: Any) -> None:
+    before = seen(page)
+    assert before["beads"] > 0
+    table.kill()
+    wait_until(lambda: seen(page)["link"] == "lost", 20, "the page to notice the lost link")
+    table.start()
+    back = wait_until(lambda: (lambda s: s if s["link"] == "live" and s["beads"]
+                               >= before["beads"] else None)(seen(page)),
+                      30, "the page to reconnect and catch up from the journal")
+    assert back["beads"] % 5 == 0
+    wait_until(lambda: seen(page)["beads"] > back["beads"], 60, "the shoe to carry on")
