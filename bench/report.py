@@ -10,6 +10,8 @@ Runs, in this order, and prints one table of figures at the end:
   (bench/latency_bench.py; needs mosquitto);
 - daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
   20 s by default, --full for 60 s);
+- display: idle RSS and CPU with the dealer display on and two pages connected, and a button
+  press -> the page's status, p50/max (bench/display_bench.py; same idle window);
 - soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak/; needs
   mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
 
@@ -35,7 +37,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-PARTS = ("rtp", "replay", "journal", "latency", "daemon", "soak")
+PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -123,6 +125,21 @@ def daemon_rows(idle_seconds: float, starts: int) -> list[Row]:
     ]
 
 
+def display_rows(idle_seconds: float) -> list[Row]:
+    from bench.display_bench import measure
+
+    f = measure(idle_seconds)
+    pages = f"display on, {f['clients']} pages"
+    return [
+        ("daemon idle RSS, display on", f"{f['rss_mb']:.1f} MB",
+         f"{pages}; peak {f['hwm_mb']:.1f} MB; goal < 60 MB"),
+        ("daemon idle CPU, display on", f"{f['idle_cpu_pct']:.2f} %",
+         f"{pages}, over {f['idle_seconds']:.0f} s; goal < 1 %"),
+        ("button -> page p50 / max", f"{f['press_to_page_p50_ms']:.0f} / "
+         f"{f['press_to_page_max_ms']:.0f} ms", f"{f['presses']} presses; goal < 100 ms"),
+    ]
+
+
 def soak_rows(shoes: int) -> list[Row]:
     rows: list[Row] = []
     if not os.access(MOSQUITTO, os.X_OK):
@@ -190,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
         ("latency", lambda: latency_rows(args.latency_rounds)),
         ("daemon", lambda: daemon_rows(idle, 5)),
+        ("display", lambda: display_rows(idle)),
         ("soak", lambda: soak_rows(args.soak_shoes)),
     ]
     rows: list[Row] = []
