@@ -53,6 +53,7 @@ MAX_HEADER_BYTES = 8192
 SPARE_CONNECTIONS = 8      # page and asset loads beside the streams
 RETRY_MS = 1000            # EventSource reconnects after this
 GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browser left
+INBOX_BATCHES = 10_000     # event batches the feed may be behind before it rebuilds instead
 
 PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html"}
 ASSETS = {"/display.css": ("display.css", "text/css; charset=utf-8"),
@@ -108,6 +109,7 @@ class DisplayServer:
         self._backends: Mapping[str, Any] = {}
         self._screen = Screen()
         self._inbox: deque[list[dict[str, Any]]] = deque()
+        self._resync = False
         self._wake = threading.Event()
         self._status_dirty = True
         self._closed = threading.Event()
@@ -123,9 +125,15 @@ class DisplayServer:
 
     # -- the owner thread's side: never waits -------------------------------------------------
     def offer_events(self, events: list[dict[str, Any]]) -> None:
-        if events:
+        if not events:
+            return
+        if len(self._inbox) >= INBOX_BATCHES:
+            # The feed thread is far behind (it should never be): stop queueing and have it
+            # rebuild from the journal, which holds every event handed over here.
+            self._resync = True
+        else:
             self._inbox.append(events)
-            self._wake.set()
+        self._wake.set()
 
     def status_changed(self) -> None:
         self._status_dirty = True
@@ -186,31 +194,49 @@ class DisplayServer:
             self._screen.apply(event)
 
     def _feed(self) -> None:
-        # History first: live events already in the inbox that it holds are skipped by seq.
-        self._load_history()
-        self._take_events()
-        self._poll_backends()
-        for message in (self._render_results(), self._render_roadmap(), self._render_status()):
-            self._broadcast(message)
+        self._catch_up()
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
             self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S))
             self._wake.clear()
             if self._closed.is_set():
                 return
-            now = time.monotonic()
-            if now - last_health >= HEALTH_POLL_S:
-                last_health = now
-                if self._poll_backends():
-                    self._status_dirty = True
-            changed = self._take_events()
-            if "results" in changed:
-                self._broadcast(self._render_results())
-            if "roadmap" in changed:
-                self._broadcast(self._render_roadmap())
-            if self._status_dirty or now - last_status >= HEARTBEAT_S:
-                last_status = now
-                self._broadcast(self._render_status())
+            try:
+                last_status, last_health = self._feed_once(last_status, last_health)
+            except Exception:  # the screens must outlive any one bad message
+                log.exception("display feed failed; carrying on")
+                self._status_dirty = True
+
+    def _catch_up(self) -> None:
+        """The shoe so far from the history, then whatever arrived live meanwhile (live events
+        the history already holds are skipped by seq); the whole screen to every page."""
+        self._resync = False
+        self._inbox.clear()
+        self._screen = Screen()
+        self._load_history()
+        self._take_events()
+        self._poll_backends()
+        for message in (self._render_results(), self._render_roadmap(), self._render_status()):
+            self._broadcast(message)
+
+    def _feed_once(self, last_status: float, last_health: float) -> tuple[float, float]:
+        now = time.monotonic()
+        if self._resync:
+            self._catch_up()
+            return now, now
+        if now - last_health >= HEALTH_POLL_S:
+            last_health = now
+            if self._poll_backends():
+                self._status_dirty = True
+        changed = self._take_events()
+        if "results" in changed:
+            self._broadcast(self._render_results())
+        if "roadmap" in changed:
+            self._broadcast(self._render_roadmap())
+        if self._status_dirty or now - last_status >= HEARTBEAT_S:
+            last_status = now
+            self._broadcast(self._render_status())
+        return last_status, last_health
 
     def _take_events(self) -> set[str]:
         changed: set[str] = set()
@@ -388,7 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not readable:
             return False
         try:
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
         except OSError:
             return True
 

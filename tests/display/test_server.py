@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,3 +168,35 @@ def test_close_ends_the_streams(table) -> None:
     reader.wait_for(lambda m: m and m[0][0] == "state")
     threading.Thread(target=display.close).start()
     wait_until(lambda: reader.ended, what="the stream to end when the display closes")
+
+
+def test_a_feed_far_behind_rebuilds_from_the_history(monkeypatch) -> None:
+    """Were the feed ever INBOX_BATCHES behind, the owner stops queueing (it never waits) and
+    the feed rebuilds the screen from the history (the journal, in the daemon)."""
+    import controller.display.server as server
+
+    monkeypatch.setattr(server, "INBOX_BATCHES", 0)  # every hand-over finds the inbox "full"
+    machine = TableMachine(MachineSettings())
+    board = Board(machine.status())
+    journal: list[dict[str, Any]] = []
+    display = DisplayServer(DisplaySettings(port=0), board.snapshot,
+                            history=lambda: list(journal))
+    display.start()
+    reader = SseReader(display.port)
+    try:
+        reader.wait_for(lambda m: m and m[0][0] == "state")
+        for inp in shoe_script(9):
+            batch = machine.handle(inp)
+            journal += batch  # journaled before it is handed over, as the daemon does
+            display.offer_events(batch)
+            board.status = machine.status()
+            display.status_changed()
+            if sum(e["type"] == "round_result" for e in journal) == 2:
+                break
+        roadmap = reader.wait_for(lambda m: [d for e, d in m if e == "roadmap"
+                                             and d["rounds"] == 2])[-1]
+        assert roadmap["svg"].count('class="bead"') == 10
+        assert display._inbox == deque()
+    finally:
+        reader.close()
+        display.close()

@@ -1,0 +1,83 @@
+"""The daemon with its display: a real ``run --config`` subprocess on a simulated shoe and a
+line panel; the display read over HTTP as a page would."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from controller.service.control import ControlClient
+from drivers.sim.shoe import ShoeSimulator
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+    wait_status,
+)
+from support.display_helpers import SseReader, free_port, request
+
+
+@pytest.mark.slow
+def test_the_display_follows_the_daemon_and_stops_with_it(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    shoe, panel = devices
+    port = free_port()
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path,
+                           display={"listen": f"127.0.0.1:{port}"})
+    notify = NotifyListener(short_dir / "notify")
+    proc = start_daemon(config, notify.path, short_dir / "daemon.log")
+    reader = None
+    try:
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        reader = SseReader(port)
+        reader.wait_status(lambda v: v["state"] == "no_shoe" and v["table"] == "T1")
+        panel.send("new_shoe")
+        view = reader.wait_status(lambda v: v["state"] == "awaiting_flip")
+        assert view["step"] == "draw the flip card"
+        state = json.loads(request(port, "/state.json")[2])
+        assert state["status"]["state"] == "awaiting_flip"
+        assert stop_daemon(proc) == 0
+        reader.wait_for(lambda m: reader.ended, what="the stream to end with the daemon")
+    finally:
+        if reader is not None:
+            reader.close()
+        stop_daemon(proc)
+        notify.close()
+
+
+@pytest.mark.slow
+def test_a_taken_display_port_costs_the_display_not_the_table(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    shoe, panel = devices
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path,
+                           display={"listen": f"127.0.0.1:{port}"})
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    proc = start_daemon(config, notify.path, log)
+    try:
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        panel.send("new_shoe")
+        wait_status(ControlClient(str(short_dir / "control.sock")),
+                    lambda s: s["state"] == "awaiting_flip")
+        lines = [json.loads(line) for line in log.read_text().splitlines()
+                 if line.startswith("{")]
+        refused = [line for line in lines if line.get("event") == "the dealer display is "
+                   "not shown"]
+        assert refused and refused[0]["level"] == "error"
+        assert f"display.listen 127.0.0.1:{port}: cannot listen" in refused[0]["reason"]
+        assert stop_daemon(proc) == 0
+    finally:
+        stop_daemon(proc)
+        notify.close()
+        taken.close()
