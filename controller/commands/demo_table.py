@@ -461,6 +461,7 @@ def _start_when_ready(daemon: Daemon, dealer: DemoDealer, view: DemoView) -> Non
         if daemon.stopping:
             return
     if daemon.display is not None:
+        tip = "  (--speed 2 to follow it by eye)" if daemon.clock.speed > 5 else ""
         view.say(f"  dealer display: {daemon.display.url}  "
-                 f"scoreboard: {daemon.display.url}scoreboard")
+                 f"scoreboard: {daemon.display.url}scoreboard{tip}")
     dealer.start()

@@ -200,6 +200,20 @@ def test_the_roadmap_has_a_bead_per_position_per_round_as_the_results_say(
             assert bead["dot"] is want["pair"] and bead["pair"] == str(want["pair"]).lower()
     assert len(beads) % 5 == 0
 
+    # The scoreboard draws the same roadmap, and the last results newest first.
+    board = page.context.browser.new_page(viewport={"width": 1920, "height": 1080})
+    try:
+        board.goto(table.url + "scoreboard")
+        wait_until(lambda: board.evaluate(
+            "() => document.querySelectorAll('#roadmap g.bead').length") >= len(beads),
+            10, "the scoreboard's roadmap")
+        rounds = board.evaluate(
+            "() => [...document.querySelectorAll('#results li')].map(li => +li.dataset.round)")
+        assert rounds and rounds == sorted(rounds, reverse=True) and len(rounds) <= 8
+        assert set(rounds) <= set(table.results())
+    finally:
+        board.close()
+
 
 def test_a_supervisor_pause_shows_a_banner_that_clears_on_resume(
         table: DemoTable, page: Any) -> None:
