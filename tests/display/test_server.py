@@ -76,6 +76,7 @@ def test_pages_and_assets_are_served_and_nothing_else(idle: DisplayServer) -> No
                        ("/state.json", "application/json"), ("/roadmap.svg", "image/svg+xml")):
         status, headers, body = request(port, path)
         assert status == 200 and headers["Content-Type"].startswith(kind), (path, status)
+        assert headers["Content-Security-Policy"].startswith("default-src 'self'")
         assert body
     assert b'<script src="/display.mjs">' in request(port, "/")[2]
     for path in ("/nope", "/../../etc/passwd", "/static/display.mjs", "/events/x"):
