@@ -35,7 +35,8 @@ def check_config(args: argparse.Namespace) -> int:
     panel = config.panel.driver if config.panel else "none"
     print(f"{args.file}: OK — table {config.table.table_id}, shoe driver {config.shoe.driver}, "
           f"panel driver {panel}, journal {config.journal_path}, control socket "
-          f"{config.control.socket}, transports: {', '.join(transports) or 'none'}")
+          f"{config.control.socket}, transports: {', '.join(transports) or 'none'}, "
+          f"display {'off' if config.display is None else config.display.listen}")
     if config.logging.level == "debug":
         print(f"{args.file}: WARNING: {DEBUG_NOT_SEALED}", file=sys.stderr)
     return 0

@@ -61,6 +61,15 @@ def test_bad_display_options_are_named(tmp_path: Path, display: Any, message: st
     assert any(error.startswith(message) for error in caught.value.errors), caught.value.errors
 
 
+def test_config_check_says_where_the_display_listens(tmp_path: Path) -> None:
+    path = tmp_path / "table.yaml"
+    path.write_text(yaml.safe_dump(config_with(tmp_path, {"listen": "127.0.0.1:8081"})))
+    result = subprocess.run([sys.executable, "-m", "controller", "config", "check", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "display 127.0.0.1:8081" in result.stdout
+
+
 def test_config_check_exits_78_on_a_bad_listen_address(tmp_path: Path) -> None:
     path = tmp_path / "table.yaml"
     path.write_text(yaml.safe_dump(config_with(tmp_path, {"listen": "nowhere"})))
