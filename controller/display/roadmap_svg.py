@@ -234,3 +234,35 @@ def _legend(left: int, top: int) -> list[str]:
                  "</text>")
     parts.append("</g>")
     return parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m controller.display.roadmap_svg EVENTS|-``: the SVG of the last shoe in a JSON
+    Lines file of events (``replay`` output, the file transport's sink) on standard output."""
+    import argparse
+    import json
+    import sys
+
+    from controller.table.roadmap import RoadmapError
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("events", help="JSON Lines of events, or - for standard input")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    source = sys.stdin if args.events == "-" else open(args.events, encoding="utf-8")
+    roadmap = Roadmap()
+    with source:
+        for number, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            try:
+                roadmap.add(json.loads(line))
+            except (ValueError, RoadmapError) as exc:
+                print(f"{args.events}:{number}: {exc}", file=sys.stderr)
+                return 1
+    sys.stdout.write(render_svg(roadmap, title=args.title))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

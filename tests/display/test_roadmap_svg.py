@@ -5,6 +5,9 @@ text escaped; and, in real Chromium, every label inside its panel."""
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -220,3 +223,25 @@ def test_in_chromium_every_label_sits_inside_its_panel_and_the_heading_clears_th
     assert all(inside(box, found["svg"]) for box in found["legend"])
     legend = sorted(found["legend"])
     assert all(a[2] < b[0] for a, b in zip(legend, legend[1:]))  # legend entries don't touch
+
+
+def test_the_sample_in_the_docs_is_what_the_renderer_draws_for_seed_1(roadmap):
+    """docs/roadmap-sample.svg is regenerated with the command in docs/roadmap.md."""
+    sample = Path(__file__).resolve().parents[2] / "docs" / "roadmap-sample.svg"
+    assert sample.read_text(encoding="utf-8") == render_svg(roadmap)
+
+
+def test_the_module_draws_a_file_of_events_and_names_a_bad_line(tmp_path, shoe_events):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in shoe_events), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "controller.display.roadmap_svg", str(events)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == render_svg(Roadmap.from_events(shoe_events))
+    with events.open("a", encoding="utf-8") as out:
+        out.write('{"type": "round_result", "seq": 99999, "shoe": 1, "round": 40}\n')
+    bad = subprocess.run([sys.executable, "-m", "controller.display.roadmap_svg", str(events)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr == f"{events}:{len(shoe_events) + 1}: round_result seq 99999: data is " \
+                         "missing or not an object\n"
