@@ -119,7 +119,9 @@ def rounds_caption(roadmap: Roadmap) -> str:
     rounds = roadmap.rounds
     if not rounds:
         return "no rounds yet"
-    return f"{len(rounds)} round{'s' if len(rounds) != 1 else ''} ({rounds[0]}–{rounds[-1]})"
+    if len(rounds) == 1:
+        return f"1 round (round {rounds[0]})"
+    return f"{len(rounds)} rounds ({rounds[0]}–{rounds[-1]})"  # numbers skip a cancelled round
 
 
 def _panel(roadmap: Roadmap, position: int, left: int, top: int, columns: int) -> list[str]:

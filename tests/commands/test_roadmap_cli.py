@@ -103,7 +103,7 @@ def test_the_latest_shoe_in_plain_text_when_piped(table):
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout
     heading, plates = parse_plain(done.stdout)
-    assert heading == "Roadmap — shoe 4 · T7 · 1 round (1–1)"
+    assert heading == "Roadmap — shoe 4 · T7 · 1 round (round 1)"
     assert plates == unnumbered(table.shoe(4))
     assert "Columns of six fill top to bottom, then left to right" in done.stdout
 
