@@ -79,6 +79,9 @@ def render_svg(roadmap: Roadmap, *, title: str | None = None) -> str:
     height = legend_top + LEGEND_HEIGHT + MARGIN - GAP // 2
     if title is None:
         title = default_title(roadmap)
+    caption = rounds_caption(roadmap)
+    # the heading must not run into the caption: about 16px a letter at 26px bold, 10 at 18px
+    heading_room = (width - 2 * MARGIN - 10 * len(caption) - 40) // 16
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
@@ -87,10 +90,10 @@ def render_svg(roadmap: Roadmap, *, title: str | None = None) -> str:
         f'data-rounds="{len(roadmap.rounds)}">',
         f"<title>{text(title)}</title>",
         f'<rect width="{width}" height="{height}" fill="{BACKGROUND}"/>',
-        f'<text x="{MARGIN}" y="{MARGIN + 26}" font-size="26" font-weight="bold" '
-        f'fill="{INK}">{text(title)}</text>',
-        f'<text x="{width - MARGIN}" y="{MARGIN + 26}" font-size="18" fill="{MUTED}" '
-        f'text-anchor="end">{rounds_caption(roadmap)}</text>',
+        f'<text class="heading" x="{MARGIN}" y="{MARGIN + 26}" font-size="26" '
+        f'font-weight="bold" fill="{INK}">{text(shortened(title, heading_room))}</text>',
+        f'<text class="caption" x="{width - MARGIN}" y="{MARGIN + 26}" font-size="18" '
+        f'fill="{MUTED}" text-anchor="end">{caption}</text>',
     ]
     for index, position in enumerate(POSITIONS):
         left = MARGIN + index * (panel_width + GAP)
@@ -98,6 +101,11 @@ def render_svg(roadmap: Roadmap, *, title: str | None = None) -> str:
     parts.extend(_legend(MARGIN, legend_top))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def shortened(words: str, letters: int) -> str:
+    """``words`` cut to ``letters`` characters, an ellipsis marking the cut."""
+    return words if len(words) <= letters else words[:max(letters - 1, 0)] + "…"
 
 
 def default_title(roadmap: Roadmap) -> str:
@@ -111,7 +119,9 @@ def rounds_caption(roadmap: Roadmap) -> str:
     rounds = roadmap.rounds
     if not rounds:
         return "no rounds yet"
-    return f"{len(rounds)} round{'s' if len(rounds) != 1 else ''} ({rounds[0]}–{rounds[-1]})"
+    if len(rounds) == 1:
+        return f"1 round (round {rounds[0]})"
+    return f"{len(rounds)} rounds ({rounds[0]}–{rounds[-1]})"  # numbers skip a cancelled round
 
 
 def _panel(roadmap: Roadmap, position: int, left: int, top: int, columns: int) -> list[str]:
@@ -226,3 +236,35 @@ def _legend(left: int, top: int) -> list[str]:
                  "</text>")
     parts.append("</g>")
     return parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m controller.display.roadmap_svg EVENTS|-``: the SVG of the last shoe in a JSON
+    Lines file of events (``replay`` output, the file transport's sink) on standard output."""
+    import argparse
+    import json
+    import sys
+
+    from controller.table.roadmap import RoadmapError
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("events", help="JSON Lines of events, or - for standard input")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    source = sys.stdin if args.events == "-" else open(args.events, encoding="utf-8")
+    roadmap = Roadmap()
+    with source:
+        for number, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            try:
+                roadmap.add(json.loads(line))
+            except (ValueError, RoadmapError) as exc:
+                print(f"{args.events}:{number}: {exc}", file=sys.stderr)
+                return 1
+    sys.stdout.write(render_svg(roadmap, title=args.title))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -109,6 +109,8 @@ class Roadmap:
         new_beads = _beads_of(event, where, round_number)
         if changed_shoe:  # a round of a shoe whose shoe_started we did not see
             self._start(shoe, table)
+        elif self.table is None and isinstance(table, str):
+            self.table = table
         for position, bead in new_beads.items():
             self._beads[position].append(bead)
         self._last_seq = seq
