@@ -5,8 +5,9 @@
 Plays part of a shoe fast (no display), then carries on with the same shoe slowly with the
 display on, and photographs at 1920x1080, in Chromium (/usr/bin/chromium, driven by
 Playwright): the dealer view while betting is open and cards are going out
-(``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``)
-and the scoreboard (``display-scoreboard.png``). Same seed, same shoe, same pictures.
+(``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``),
+a supervisor's pause (``display-paused.png``) and the scoreboard (``display-scoreboard.png``).
+Same seed, same shoe, same pictures.
 """
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ def status_of(url: str) -> dict[str, Any]:
     return dict(page_state(url).get("status") or {})
 
 
+def supervisor(state_dir: Path, action: str) -> None:
+    """A supervisor action on the demo's control socket (the demo makes us a supervisor)."""
+    done = subprocess.run([sys.executable, "-m", "controller", "supervisor", "--socket",
+                           str(state_dir / "control.sock"), action],
+                          capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise SystemExit(f"screenshots: supervisor {action} failed: {done.stderr.strip()}")
+
+
 def take(out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
@@ -94,6 +104,15 @@ def take(out: Path) -> list[Path]:
             page.wait_for_timeout(300)
             shots.append(out / "display-dealer-result.png")
             page.screenshot(path=str(shots[-1]))
+            wait_for("the next round's cards", lambda: (
+                status_of(url).get("state") == "betting"
+                and status_of(url).get("cards_dealt", 0) >= 4))
+            supervisor(state_dir, "pause")
+            page.wait_for_selector("#banner:not([hidden])")
+            page.wait_for_timeout(300)
+            shots.append(out / "display-paused.png")
+            page.screenshot(path=str(shots[-1]))
+            supervisor(state_dir, "resume")
             board = browser.new_page(viewport=SIZE)
             board.goto(url + "scoreboard")
             board.wait_for_selector("#roadmap svg")

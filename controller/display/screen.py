@@ -98,7 +98,8 @@ def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
         "code": code,
         "reason": str(fault.get("reason") or status.get("storage_fault") or "paused"),
         "detail_code": detail.get("code") if detail else None,
-        "way_out": rule.way_out if rule else UNKNOWN_WAY_OUT,
+        # faults.py writes Markdown for docs/faults.md; a screen shows plain words
+        "way_out": (rule.way_out if rule else UNKNOWN_WAY_OUT).replace("`", ""),
         "by": who_paused(status),
         "held_inputs": status.get("held_inputs") or 0,
     }

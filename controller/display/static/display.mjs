@@ -139,7 +139,9 @@ function drawHealth(view) {
 function drawHeader(view) {
   $("table").textContent = "Table " + (view.table || "");
   $("shoe").textContent = view.shoe ? "Shoe " + view.shoe : "No shoe";
-  $("round").textContent = view.round ? "Round " + view.round : "";
+  const last = results[0];
+  $("round").textContent = view.round ? "Round " + view.round
+    : (last && last.shoe === view.shoe ? "Round " + last.round + " settled" : "");
   $("cards-left").textContent = view.cards_left !== null && view.cards_left !== undefined && view.shoe
     ? view.cards_left + " cards left" : "";
   $("last-round").hidden = !view.last_round;
@@ -183,7 +185,7 @@ function tick() {
   ring.setAttribute("stroke-dashoffset", String(Math.round(1000 * (1 - share))));
   ring.style.opacity = share > 0 ? "1" : "0";
   ring.classList.toggle("hurry", !!countdown && left <= 5);
-  $("seconds").textContent = countdown ? String(Math.ceil(left)) : "\u2013";
+  $("seconds").textContent = countdown ? String(Math.ceil(left)) : "";
   $("seconds").dataset.left = countdown ? left.toFixed(2) : "";
   $("seconds-label").textContent = label;
 }
