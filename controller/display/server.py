@@ -13,8 +13,8 @@ Nothing here can slow the table:
 * each connection has its own thread with a socket timeout, and connections are bounded
   (``max_clients`` streams; beyond that 503, and the server refuses more sockets than
   ``max_clients + SPARE_CONNECTIONS`` at all);
-* read-only: GET only (anything else 405), request line and headers bounded (431), unknown
-  paths 404.
+* read-only: GET only (anything else 405), request line and headers bounded together (431),
+  unknown paths 404.
 
 The stream sends the whole screen on connect (``state``), then ``status``, ``results`` and
 ``roadmap`` as they change, and the status again every ``HEARTBEAT_S`` of quiet: the page
@@ -25,6 +25,8 @@ current shoe (``history``), then from the live ones.
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import queue
 import select
@@ -36,7 +38,7 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -49,7 +51,7 @@ HEARTBEAT_S = 5.0          # the status is re-sent after this much quiet: the pa
 HEALTH_POLL_S = 2.0        # how often the backends' backlog is read
 CLIENT_QUEUE = 64          # messages a client may be behind before it is dropped
 SOCKET_TIMEOUT_S = 10.0    # a request must arrive, and a write must go, within this
-MAX_HEADER_BYTES = 8192
+MAX_REQUEST_BYTES = 16384  # request line and headers together; a page sends well under 2 KiB
 SPARE_CONNECTIONS = 8      # page and asset loads beside the streams
 RETRY_MS = 1000            # EventSource reconnects after this
 GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browser left
@@ -364,6 +366,28 @@ class _HTTPServer(ThreadingHTTPServer):
             self._connections.release()
 
 
+class _BoundedReader:
+    """A request's reader that refuses to read past MAX_REQUEST_BYTES in all: the standard
+    library alone allows a 64 KiB request line and a hundred 64 KiB header lines."""
+
+    def __init__(self, raw: Any):
+        self._raw = raw
+        self._left = MAX_REQUEST_BYTES
+
+    def readline(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            raise http.client.LineTooLong(f"request over {MAX_REQUEST_BYTES} bytes")
+        limit = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
+        line: bytes = self._raw.readline(limit)
+        self._left -= len(line)
+        if self._left < 0:
+            raise http.client.LineTooLong(f"request over {MAX_REQUEST_BYTES} bytes")
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     timeout = SOCKET_TIMEOUT_S
@@ -373,6 +397,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass  # the daemon's log is for the table; a page load is not news
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = cast(io.BufferedIOBase, _BoundedReader(self.rfile))  # it reads as one
+        # What send_error needs if the request line itself is refused.
+        self.command, self.request_version, self.requestline = "", "HTTP/1.0", ""
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except http.client.LineTooLong:  # the request line (headers are refused by the base)
+            self.close_connection = True
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request too large")
 
     def __getattr__(self, name: str) -> Any:
         # BaseHTTPRequestHandler answers a method it has no do_X for with 501; this screen is
@@ -388,9 +425,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
-        if len(str(self.headers)) > MAX_HEADER_BYTES:
-            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
-            return
         path = self.path.split("?", 1)[0]
         display = self.server.display
         if path in PAGES:

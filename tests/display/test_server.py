@@ -89,10 +89,13 @@ def test_the_page_is_read_only(idle: DisplayServer, method: str) -> None:
     assert status == 405 and headers["Allow"] == "GET"
 
 
-def test_oversized_headers_are_refused(idle: DisplayServer) -> None:
+def test_oversized_requests_are_refused(idle: DisplayServer) -> None:
     status, _, _ = request(idle.port, "/", headers={f"X-Pad-{i}": "x" * 400
-                                                         for i in range(40)})
+                                                         for i in range(42)})
     assert status == 431
+    assert request(idle.port, "/?" + "q" * 20_000)[0] == 431
+    assert request(idle.port, "/", headers={f"X-Pad-{i}": "x" * 400 for i in range(30)})[0] \
+        == 200  # 12 KiB of headers is still a request
 
 
 def test_the_stream_starts_with_the_whole_screen_then_follows_the_table(table) -> None:
