@@ -116,12 +116,9 @@ class DisplayServer:
         self._wake = threading.Event()
         self._status_dirty = True
         self._closed = threading.Event()
-        self._lock = threading.Lock()  # guards _streams and the cached messages
+        self._lock = threading.Lock()  # guards _streams and _state
         self._streams: set[_Stream] = set()
-        self._status_msg = sse("status", {})
-        self._results_msg = sse("results", [])
-        self._roadmap_msg = sse("roadmap", {})
-        self._state: dict[str, Any] = {}
+        self._state: dict[str, Any] = {}  # the whole screen, as a new page is sent it first
         self._httpd: _HTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self.dropped_clients = 0
@@ -214,9 +211,10 @@ class DisplayServer:
         """The shoe so far from the history, then whatever arrived live meanwhile (live events
         the history already holds are skipped by seq); the whole screen to every page."""
         self._resync = False
-        self._inbox.clear()
-        self._screen = Screen()
-        self._load_history()
+        if self._history is not None:  # without one, the inbox is all there is: keep it
+            self._inbox.clear()
+            self._screen = Screen()
+            self._load_history()
         self._take_events()
         self._poll_backends()
         for message in (self._render_results(), self._render_roadmap(), self._render_status()):
@@ -268,22 +266,19 @@ class DisplayServer:
         view = self._screen.view(status, self._backends, self._rate)
         with self._lock:
             self._state["status"] = view
-            self._status_msg = sse("status", view)
-            return self._status_msg
+        return sse("status", view)
 
     def _render_results(self) -> bytes:
         results = self._screen.results_message()
         with self._lock:
             self._state["results"] = results
-            self._results_msg = sse("results", results)
-            return self._results_msg
+        return sse("results", results)
 
     def _render_roadmap(self) -> bytes:
         roadmap = self._screen.roadmap_message()
         with self._lock:
             self._state["roadmap"] = roadmap
-            self._roadmap_msg = sse("roadmap", roadmap)
-            return self._roadmap_msg
+        return sse("roadmap", roadmap)
 
     def _render_all(self) -> None:
         self._poll_backends()
