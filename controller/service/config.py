@@ -475,11 +475,14 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
     """``display: {listen: "127.0.0.1:8080", max_clients: 16}``; no section: no display."""
     if s is None:
         return None
-    listen = s.get_str("listen", "127.0.0.1:8080")
-    max_clients = s.get_int("max_clients", DisplaySettings.max_clients, minval=1, maxval=256)
+    default = DisplaySettings()
+    listen = s.get_str("listen", default.listen)
+    max_clients = s.get_int("max_clients", default.max_clients, minval=1, maxval=256)
     s.finish()
+    if not isinstance(listen, str):  # already named by get_str
+        return None
     try:
-        host, port = parse_listen(listen) if isinstance(listen, str) else ("127.0.0.1", 8080)
+        host, port = parse_listen(listen)
     except ValueError as exc:
         s.error("listen", f"{exc}; got {_show(listen)}")
         return None
