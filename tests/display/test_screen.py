@@ -119,3 +119,21 @@ def test_health_lists_devices_key_backends_and_journal() -> None:
     assert set(by_name) == {"shoe", "panel", "key", "http", "journal"}
     assert by_name["http"] == {"name": "http", "ok": False, "text": "120 to send"}
     assert by_name["key"]["ok"] and by_name["journal"]["ok"]
+
+
+def test_the_pages_dark_dress_for_the_roadmap_matches_its_drawing() -> None:
+    """display.css recolours roadmap_svg's light drawing by its colours; if the drawing's
+    colours change, the dealer page would show a white block: this says so first."""
+    import re
+    from importlib import resources
+
+    css = resources.files("controller.display").joinpath("static", "display.css").read_text()
+    dressed = set(re.findall(r'\.roadmap svg [^{]*\[(?:fill|stroke)="(#[0-9a-f]{6})"\]', css))
+    assert len(dressed) >= 3
+    _, events = played()
+    screen = Screen()
+    for event in events:
+        screen.apply(event)
+    svg = screen.roadmap_message()["svg"]
+    for colour in dressed:
+        assert f'"{colour}"' in svg, f"display.css dresses {colour}; the roadmap has it no more"
