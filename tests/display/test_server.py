@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import controller.display.server as server_module
 from controller.display.server import CLIENT_QUEUE, DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.table.machine import MachineSettings, TableMachine
@@ -177,9 +178,7 @@ def test_close_ends_the_streams(table) -> None:
 def test_a_feed_far_behind_rebuilds_from_the_history(monkeypatch) -> None:
     """Were the feed ever INBOX_BATCHES behind, the owner stops queueing (it never waits) and
     the feed rebuilds the screen from the history (the journal, in the daemon)."""
-    import controller.display.server as server
-
-    monkeypatch.setattr(server, "INBOX_BATCHES", 0)  # every hand-over finds the inbox "full"
+    monkeypatch.setattr(server_module, "INBOX_BATCHES", 0)  # every hand-over finds the inbox "full"
     machine = TableMachine(MachineSettings())
     board = Board(machine.status())
     journal: list[dict[str, Any]] = []
@@ -203,4 +202,42 @@ def test_a_feed_far_behind_rebuilds_from_the_history(monkeypatch) -> None:
         assert display._inbox == deque()
     finally:
         reader.close()
+        display.close()
+
+
+def test_a_stuck_feed_never_holds_up_the_hand_over() -> None:
+    """The feed thread stuck (here: in reading the status) — the owner's hand-over still
+    returns every time, more batches than the inbox holds included, and once the feed is free
+    the screen is whole again."""
+    machine = TableMachine(MachineSettings())
+    board = Board(machine.status())
+    free = threading.Event()
+    stuck = threading.Event()
+    journal: list[dict[str, Any]] = []
+
+    def snapshot() -> tuple[int, dict[str, Any]]:
+        if threading.current_thread().name == "display-feed" and not free.is_set():
+            stuck.set()
+            free.wait()
+        return board.snapshot()
+
+    display = DisplayServer(DisplaySettings(port=0), snapshot, history=lambda: list(journal))
+    display.start()
+    try:
+        wait_until(stuck.is_set, what="the feed to be stuck")
+        for inp in shoe_script(4):
+            batch = machine.handle(inp)
+            journal += batch
+            display.offer_events(batch)
+            board.status = machine.status()
+            display.status_changed()
+        rounds = sum(e["type"] == "round_result" for e in journal)
+        for _ in range(server_module.INBOX_BATCHES):  # more than the inbox takes
+            display.offer_events([{"type": "tick", "seq": 0}])
+        assert display._resync
+        free.set()
+        wait_until(lambda: (display.state().get("roadmap") or {}).get("rounds") == rounds,
+                   what="the screen to be whole once the feed is free")
+    finally:
+        free.set()
         display.close()
