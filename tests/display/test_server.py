@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-import controller.display.server as server_module
-from controller.display.server import CLIENT_QUEUE, DisplayServer
+import controller.display.feed as feed_module
+from controller.display.feed import CLIENT_QUEUE
+from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
@@ -130,7 +131,7 @@ def test_streams_beyond_the_bound_are_refused_with_503(table) -> None:
         status, _, body = request(display.port, "/events")
         assert status == 503 and b"too many" in body
         readers.pop().close()
-        wait_until(lambda: display.streams == 2, what="the closed stream to be let go")
+        wait_until(lambda: display.feed.streams == 2, what="the closed stream to be let go")
         extra = SseReader(display.port)
         readers.append(extra)
         extra.wait_for(lambda m: m and m[0][0] == "state")
@@ -147,12 +148,12 @@ def test_a_stuck_browser_is_dropped_and_costs_the_table_nothing(table) -> None:
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.connect(("127.0.0.1", display.port))
     stuck.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-    wait_until(lambda: display.streams == 1, what="the stuck stream to open")
+    wait_until(lambda: display.feed.streams == 1, what="the stuck stream to open")
     reader = SseReader(display.port)
     try:
         reader.wait_for(lambda m: m and m[0][0] == "state")
         seed = 11
-        while display.dropped_clients == 0:  # whole shoes; the feeding side never waits
+        while display.feed.dropped_clients == 0:  # whole shoes; the feeding side never waits
             for inp in shoe_script(seed, start_at=machine.clock + 10):
                 batch = machine.handle(inp)
                 display.offer_events(batch)
@@ -163,11 +164,11 @@ def test_a_stuck_browser_is_dropped_and_costs_the_table_nothing(table) -> None:
                         reader.wait_for(lambda m, e=event: any(
                             kind == "results" and data and data[0]["round"] == e["round"]
                             and data[0]["shoe"] == e["shoe"] for kind, data in m[-8:]))
-                if display.dropped_clients:
+                if display.feed.dropped_clients:
                     break
             seed += 1
             assert seed < 20, "the stuck client was never dropped"
-        assert display.dropped_clients == 1 and display.streams == 1
+        assert display.feed.dropped_clients == 1 and display.feed.streams == 1
         reader.wait_for(lambda m: any(e == "results" for e, _ in m))
         assert CLIENT_QUEUE < sum(1 for e, _ in reader.taken())
     finally:
@@ -186,7 +187,7 @@ def test_close_ends_the_streams(table) -> None:
 def test_a_feed_far_behind_rebuilds_from_the_history(monkeypatch) -> None:
     """Were the feed ever INBOX_BATCHES behind, the owner stops queueing (it never waits) and
     the feed rebuilds the screen from the history (the journal, in the daemon)."""
-    monkeypatch.setattr(server_module, "INBOX_BATCHES", 0)  # every hand-over finds the inbox "full"
+    monkeypatch.setattr(feed_module, "INBOX_BATCHES", 0)  # every hand-over finds the inbox "full"
     machine = TableMachine(MachineSettings())
     board = Board(machine.status())
     journal: list[dict[str, Any]] = []
@@ -207,7 +208,7 @@ def test_a_feed_far_behind_rebuilds_from_the_history(monkeypatch) -> None:
         roadmap = reader.wait_for(lambda m: [d for e, d in m if e == "roadmap"
                                              and d["rounds"] == 2])[-1]
         assert roadmap["svg"].count('class="bead"') == 10
-        assert display._inbox == deque()
+        assert display.feed._inbox == deque()
     finally:
         reader.close()
         display.close()
@@ -240,11 +241,11 @@ def test_a_stuck_feed_never_holds_up_the_hand_over() -> None:
             board.status = machine.status()
             display.status_changed()
         rounds = sum(e["type"] == "round_result" for e in journal)
-        for _ in range(server_module.INBOX_BATCHES):  # more than the inbox takes
+        for _ in range(feed_module.INBOX_BATCHES):  # more than the inbox takes
             display.offer_events([{"type": "tick", "seq": 0}])
-        assert display._resync
+        assert display.feed._resync
         free.set()
-        wait_until(lambda: (display.state().get("roadmap") or {}).get("rounds") == rounds,
+        wait_until(lambda: (display.feed.state().get("roadmap") or {}).get("rounds") == rounds,
                    what="the screen to be whole once the feed is free")
     finally:
         free.set()

@@ -1,0 +1,278 @@
+"""The display's feed: published events and the status in, messages to every page out.
+
+Nothing here can slow the table:
+
+* the owner thread only *offers* (``offer_events``, and the status board's change callback
+  ``status_changed``): an append to a deque and an ``Event.set()``, never a wait; were the
+  feed ever ``INBOX_BATCHES`` behind, the owner stops queueing and the feed rebuilds from the
+  history (the journal) instead;
+* one feed thread turns events and status into messages (``controller/display/screen.py``)
+  and puts each into every page's bounded queue without waiting; a page whose queue is full
+  (a stuck browser) is dropped.
+
+A page is sent the whole screen when it connects (``state``), then ``status``, ``results`` and
+``roadmap`` as they change, and the status again every ``HEARTBEAT_S`` of quiet: the page
+notices a dead link when that heartbeat stops. A restarted daemon is caught up from the
+journal's events of the current shoe (``history``), then from the live ones.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from controller.display.screen import Screen, target_order
+
+log = structlog.get_logger("pokdeng.display")
+
+HEARTBEAT_S = 5.0          # the status is re-sent after this much quiet: the page's keep-alive
+HEALTH_POLL_S = 2.0        # how often the backends' backlog is read
+CLIENT_QUEUE = 64          # messages a page may be behind before it is dropped
+RETRY_MS = 1000            # EventSource reconnects after this
+INBOX_BATCHES = 10_000     # event batches the feed may be behind before it rebuilds instead
+
+#: (version, sealed status as of now) — the status board's ``versioned_snapshot``
+SnapshotSource = Callable[[], tuple[int, dict[str, Any]]]
+
+
+def sse(event: str, data: Any) -> bytes:
+    """One Server-Sent Events message (JSON data on one line)."""
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+class Stream:
+    """One SSE client: a bounded queue of messages; None tells its thread to end."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[bytes | None] = queue.Queue(CLIENT_QUEUE)
+        self.dropped = False
+
+    def offer(self, message: bytes) -> bool:
+        try:
+            self.queue.put_nowait(message)
+            return True
+        except queue.Full:
+            self.dropped = True
+            return False
+
+    def end(self) -> None:
+        try:
+            self.queue.put_nowait(None)
+        except queue.Full:
+            self.dropped = True  # its thread sees it at the next timeout
+
+
+class DisplayFeed:
+    """The screens' messages and the pages that receive them; ``start()``, ``close()``."""
+
+    def __init__(self, snapshot: SnapshotSource, *, max_streams: int, rate: float = 1.0,
+                 history: Callable[[], list[dict[str, Any]]] | None = None,
+                 backends: Callable[[], Mapping[str, Any]] | None = None):
+        self.max_streams = max_streams
+        self._snapshot_source = snapshot
+        self._rate = rate  # real seconds per table second (the demo runs faster)
+        self._history = history
+        self._backends_source = backends
+        self._backends: Mapping[str, Any] = {}
+        self._screen = Screen()
+        self._inbox: deque[list[dict[str, Any]]] = deque()
+        self._resync = False
+        self._wake = threading.Event()
+        self._status_dirty = True
+        self._closed = threading.Event()
+        self._lock = threading.Lock()  # guards _streams and _state
+        self._streams: set[Stream] = set()
+        self._state: dict[str, Any] = {}  # the whole screen, as a new page is sent it first
+        self._thread: threading.Thread | None = None
+        self.dropped_clients = 0
+
+    # -- the owner thread's side: never waits -------------------------------------------------
+    def offer_events(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        if len(self._inbox) >= INBOX_BATCHES:
+            # The feed thread is far behind (it should never be): stop queueing and have it
+            # rebuild from the journal, which holds every event handed over here.
+            self._resync = True
+        else:
+            self._inbox.append(events)
+        self._wake.set()
+
+    def status_changed(self) -> None:
+        self._status_dirty = True
+        self._wake.set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """The whole screen as it stands, then the feed thread (which loads the history
+        before it takes live events)."""
+        self._render_all()
+        self._thread = threading.Thread(target=self._feed, name="display-feed", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._wake.set()
+        with self._lock:
+            for stream in self._streams:
+                stream.end()
+        if self._thread is not None:
+            self._thread.join(2.0)
+
+    # -- the feed thread ----------------------------------------------------------------------
+    def _load_history(self) -> None:
+        if self._history is None:
+            return
+        try:
+            events = self._history()
+        except Exception as exc:  # a screen without history still shows the table
+            log.warning("display cannot read the shoe's events; the roadmap starts empty",
+                        error=str(exc))
+            return
+        for event in events:
+            self._screen.apply(event)
+
+    def _feed(self) -> None:
+        self._catch_up()
+        last_status = last_health = time.monotonic()
+        while not self._closed.is_set():
+            self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S))
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            try:
+                last_status, last_health = self._feed_once(last_status, last_health)
+            except Exception:  # the screens must outlive any one bad message
+                log.exception("display feed failed; carrying on")
+                self._status_dirty = True
+
+    def _catch_up(self) -> None:
+        """The shoe so far from the history, then whatever arrived live meanwhile (live events
+        the history already holds are skipped by seq); the whole screen to every page."""
+        self._resync = False
+        if self._history is not None:  # without one, the inbox is all there is: keep it
+            self._inbox.clear()
+            self._screen = Screen()
+            self._load_history()
+        self._take_events()
+        self._poll_backends()
+        for message in (self._render_results(), self._render_roadmap(), self._render_status()):
+            self._broadcast(message)
+
+    def _feed_once(self, last_status: float, last_health: float) -> tuple[float, float]:
+        now = time.monotonic()
+        if self._resync:
+            self._catch_up()
+            return now, now
+        if now - last_health >= HEALTH_POLL_S:
+            last_health = now
+            if self._poll_backends():
+                self._status_dirty = True
+        changed = self._take_events()
+        if "results" in changed:
+            self._broadcast(self._render_results())
+        if "roadmap" in changed:
+            self._broadcast(self._render_roadmap())
+        if self._status_dirty or now - last_status >= HEARTBEAT_S:
+            last_status = now
+            self._broadcast(self._render_status())
+        return last_status, last_health
+
+    def _take_events(self) -> set[str]:
+        changed: set[str] = set()
+        while self._inbox:
+            for event in self._inbox.popleft():
+                changed |= self._screen.apply(event)
+        for problem in self._screen.problems:
+            log.warning("display: roadmap refused an event", problem=problem)
+        self._screen.problems.clear()
+        return changed
+
+    def _poll_backends(self) -> bool:
+        if self._backends_source is None:
+            return False
+        try:
+            backends = dict(self._backends_source())
+        except Exception as exc:
+            backends = {"backend": {"error": str(exc)}}
+        changed = backends != self._backends
+        self._backends = backends
+        return changed
+
+    def _render_status(self) -> bytes:
+        self._status_dirty = False
+        _, status = self._snapshot_source()
+        view = self._screen.view(status, self._backends, self._rate)
+        with self._lock:
+            self._state["status"] = view
+        return sse("status", view)
+
+    def _render_results(self) -> bytes:
+        results = self._screen.results_message()
+        with self._lock:
+            self._state["results"] = results
+        return sse("results", results)
+
+    def _render_roadmap(self) -> bytes:
+        roadmap = self._screen.roadmap_message()
+        with self._lock:
+            self._state["roadmap"] = roadmap
+        return sse("roadmap", roadmap)
+
+    def _render_all(self) -> None:
+        self._poll_backends()
+        self._render_results()
+        self._render_roadmap()
+        self._render_status()
+        with self._lock:
+            self._state["seats"] = target_order()
+
+    def _broadcast(self, message: bytes) -> None:
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            if not stream.offer(message):
+                self._drop(stream)
+
+    def _drop(self, stream: Stream) -> None:
+        with self._lock:
+            if stream not in self._streams:
+                return
+            self._streams.discard(stream)
+            self.dropped_clients += 1
+        log.warning("display client dropped: it took none of the last messages",
+                    queued=CLIENT_QUEUE)
+
+    # -- the connections' side ----------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The whole screen now (``/state.json`` and the stream's first message)."""
+        with self._lock:
+            return dict(self._state)
+
+    def open_stream(self) -> Stream | None:
+        """A new stream with the whole screen queued first; None when the streams are full."""
+        with self._lock:
+            if len(self._streams) >= self.max_streams or self._closed.is_set():
+                return None
+            stream = Stream()
+            stream.offer(f"retry: {RETRY_MS}\n\n".encode() + sse("state", self._state))
+            self._streams.add(stream)
+            return stream
+
+    def close_stream(self, stream: Stream) -> None:
+        with self._lock:
+            self._streams.discard(stream)
+
+    @property
+    def streams(self) -> int:
+        with self._lock:
+            return len(self._streams)
