@@ -5,7 +5,8 @@ on, and Chromium driven by Playwright reading the page's DOM.
 One demo table and one browser for the module; the tests run in order on the same shoe: a
 round watched from open to result (countdown, next-card highlight, nothing of the round in the
 page before betting closes), the roadmap against the round results in the events file, a
-supervisor pause banner, and the page coming back after the daemon is killed and restarted.
+supervisor pause banner, a frozen daemon noticed by the missing heartbeat, and the page coming
+back after the daemon is killed and restarted.
 """
 
 from __future__ import annotations
@@ -226,6 +227,19 @@ def test_a_supervisor_pause_shows_a_banner_that_clears_on_resume(
     assert "resume" in banner  # the way out, from controller/table/faults.py
     assert table.supervisor("resume")["ok"]
     wait_until(lambda: seen(page)["banner"] is None, 10, "the banner to clear on resume")
+
+
+def test_a_silent_link_is_noticed_by_the_heartbeat(table: DemoTable, page: Any) -> None:
+    """The daemon frozen (SIGSTOP): the connection stays open but says nothing. The page
+    misses the status heartbeat, says the link is lost, and is live again once it thaws."""
+    assert table.proc is not None
+    wait_until(lambda: seen(page)["link"] == "live", 10, "a live page")
+    table.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: seen(page)["link"] == "lost", 30, "the page to miss the heartbeat")
+    finally:
+        table.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: seen(page)["link"] == "live", 30, "the page to be live again")
 
 
 def test_the_page_comes_back_after_the_daemon_is_killed_and_restarted(
