@@ -69,6 +69,14 @@ logging:
   format: console
 """
 
+#: the demo keys its journal's chain with a key of its own, next to the journal
+DEMO_KEYED_JOURNAL = """
+journal:
+  key_file: {key_file}
+"""
+
+DEMO_KEY_FILE = "journal.key"
+
 
 @dataclass
 class DemoOptions:
@@ -106,6 +114,17 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
     return state
 
 
+def demo_key_file(state_dir: Path) -> Path | None:
+    """The demo journal's key file: made (mode 0600) with a new state directory; a journal
+    that an older demo started without one stays plain."""
+    from controller.service.journal_key import make_key_file
+
+    key_file = state_dir / DEMO_KEY_FILE
+    if not (state_dir / "journal.sqlite").exists():
+        make_key_file(key_file)
+    return key_file if key_file.exists() else None
+
+
 def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
     import yaml
 
@@ -117,6 +136,9 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
                               socket=json.dumps(str(socket)),
                               supervisor_group=json.dumps(own_group()),
                               events=json.dumps(str(events)))
+    key_file = demo_key_file(state_dir)
+    if key_file is not None:
+        text += DEMO_KEYED_JOURNAL.format(key_file=json.dumps(str(key_file)))
     return parse_config(yaml.safe_load(text), "demo config")
 
 

@@ -78,6 +78,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("backend: " + "; ".join(parts))
     elif "backend" in status:
         lines.append("backend: no transports configured")
+    if status.get("chain"):
+        lines.append(f"chain: {status['chain']}")
     archive = status.get("journal_archive")
     if isinstance(archive, dict) and (archive.get("last_error") or archive.get("last_result")):
         lines.append("journal archive: " + (f"FAILED: {archive['last_error']}"

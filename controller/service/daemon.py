@@ -54,6 +54,7 @@ from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
 from controller.service.held_inputs import HeldInputs
+from controller.service.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
 from controller.service.notify import Notifier
@@ -227,8 +228,10 @@ class Daemon:
 
     def _recover(self) -> tuple[Journal, TableMachine]:
         try:
-            self.journal = Journal(self.config.journal_path)
+            self.journal = open_trusted_journal(self.config)  # key, head file, delivered
             self.machine = recover(self.journal, self.settings)
+        except JournalUntrusted as exc:
+            raise StartupError(f"cannot run on the journal: {exc}", exc.exit_status) from None
         except (JournalCorrupt, RecoveryError) as exc:
             # Restarting will not mend it: a person must look (journal verify/export).
             raise StartupError(f"cannot recover from the journal: {exc}", EX_DATAERR) from None
@@ -261,8 +264,9 @@ class Daemon:
     def _start_retention(self) -> JournalRetention | None:
         if not self.config.journal.archive:
             return None
+        assert self.journal is not None
         retention = JournalRetention(self.config.journal_path, self.config.journal,
-                                     self.settings)
+                                     self.settings, key=self.journal.chain.key)
         retention.start()
         return retention
 
@@ -314,6 +318,8 @@ class Daemon:
             except Exception:
                 log.exception("outbox did not stop cleanly")
         if self.journal is not None:
+            if self.machine is not None and not self._storage_fault:
+                mark_head(self.journal)  # where a clean stop left the journal
             self.journal.close()
         self.notifier.close()
         self.board.mark_stopped()
@@ -455,6 +461,8 @@ class Daemon:
                     driver.new_shoe()
             elif event["type"] == "shoe_ended" and self.retention is not None:
                 self.retention.shoe_ended(event["seq"])
+        if self.journal is not None and any(e["type"] == "shoe_ended" for e in events):
+            mark_head(self.journal)  # start-up refuses a journal cut behind this mark
         # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:
@@ -468,6 +476,7 @@ class Daemon:
         snapshot["table"] = self.config.table.table_id
         snapshot["storage_fault"] = self._storage_fault
         snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
+        snapshot["chain"] = self.journal.chain.describe() if self.journal else None
         snapshot["held_inputs"] = len(self._held)
         snapshot["dropped_inputs"] = self._held.dropped
         snapshot["last_actions"] = self._last_actions.recent()
