@@ -13,8 +13,13 @@ import time
 
 import structlog
 
-from controller.durability.head_file import HeadFileError, head_path, mark_of, tail_problem, \
-    write_head
+from controller.durability.head_file import (
+    HeadFileError,
+    head_path,
+    mark_of,
+    tail_problem,
+    write_head,
+)
 from controller.durability.journal import Journal, JournalKeyError
 from controller.service.config import EX_CONFIG, Config
 from controller.service.journal_key import load_journal_key

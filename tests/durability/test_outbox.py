@@ -158,7 +158,7 @@ def test_a_position_lost_in_a_crash_repeats_events_with_the_same_id_and_body(jou
         assert box.wait_delivered(journal.last_event_seq(), 5)
     got = read_jsonl(sink_path)
     assert unanchored(got) == written + written[3:]
-    assert got[len(written):] == got[3:len(written)]  # the repeats carry the same anchors: the same bytes
+    assert got[len(written):] == got[3:len(written)]  # same anchors again: the same bytes
 
 
 class Stalling(Transport):
