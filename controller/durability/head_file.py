@@ -21,6 +21,7 @@ chain, forged). The backend's anchors (anchors.py, ``journal verify --against``)
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,13 @@ from typing import Any
 
 from controller.durability.chain import DESCRIPTIONS, KEYED, ChainHash
 from controller.durability.disk import write_durably
-from controller.durability.journal import Journal, JournalError, canonical_json
+from controller.durability.journal import (
+    Journal,
+    JournalError,
+    canonical_json,
+    open_read_only,
+    read_base,
+)
 
 HEAD_FORMAT = "pokdeng-journal-head"
 
@@ -103,37 +110,60 @@ def read_head(path: Path, chain: ChainHash) -> HeadMark | None:
     return mark
 
 
-def tail_problem(journal: Journal, delivered: dict[str, int]) -> str | None:
+def tail_problem(journal_path: str | Path, chain: ChainHash,
+                 head: str | Path | None = None) -> str | None:
     """Why this journal must not run (records lost from its end), or None.
 
-    ``delivered`` is each transport's delivered event seq (the outbox's ``delivery`` rows).
+    Holds the journal (read on a connection of its own) to each transport's delivered event
+    seq and to its head file (``head``, default ``<journal>.head``). HeadFileError when the
+    head file is not this chain's.
     """
-    last_seq = journal.last_event_seq()
-    for transport, seq in sorted(delivered.items()):
+    conn = open_read_only(journal_path)
+    try:
+        conn.execute("BEGIN")  # one snapshot
+        return _tail_problem(conn, Path(journal_path), chain,
+                             head_path(journal_path) if head is None else Path(head))
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"{journal_path}: not a usable journal database: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _tail_problem(conn: sqlite3.Connection, journal_path: Path, chain: ChainHash,
+                  path: Path) -> str | None:
+    base = read_base(conn)
+    last_n, last_seq = conn.execute("SELECT MAX(n), MAX(event_seq) FROM records").fetchone()
+    records = int(last_n) if last_n is not None else (0 if base is None else base.records)
+    last_seq = int(last_seq) if last_seq is not None else (0 if base is None else base.seq)
+    for transport, seq in conn.execute(
+            "SELECT transport, last_seq FROM delivery ORDER BY transport"):
         if seq > last_seq:
-            return (f"{journal.path}: transport {transport!r} has delivered events up to seq "
+            return (f"{journal_path}: transport {transport!r} has delivered events up to seq "
                     f"{seq} but the journal ends at seq {last_seq}: events {last_seq + 1}..{seq}, "
                     "already delivered, are missing from the journal; running on would send "
                     "their ids again with other content")
-    path = head_path(journal.path)
-    mark = read_head(path, journal.chain)
+    mark = read_head(path, chain)
     if mark is None:
         return None
-    records = journal.record_count()
     if mark.record > records:
-        return (f"{journal.path}: the journal is behind its head file {path}: it ends at record "
+        return (f"{journal_path}: the journal is behind its head file {path}: it ends at record "
                 f"{records} (event seq {last_seq}), the head file says record {mark.record} "
                 f"(event seq {mark.seq}) was written at {mark.time}; records "
                 f"{records + 1}..{mark.record} are missing")
-    base = journal.base()
     if base is not None and mark.record <= base.records:
         if mark.record == base.records and mark.hash != base.hash:
-            return (f"{journal.path}: record {mark.record} (the archive cut) has another hash "
+            return (f"{journal_path}: record {mark.record} (the archive cut) has another hash "
                     f"than the head file {path} says: the journal was rewritten")
         return None  # archived: `journal verify` checks the archives
-    stored = journal.hash_of(mark.record)
+    row = conn.execute("SELECT hash, event_seq FROM records WHERE n=?", (mark.record,)).fetchone()
+    stored = None if row is None else str(row[0])
     if stored != mark.hash:
-        return (f"{journal.path}: record {mark.record} differs from the head file {path} "
+        return (f"{journal_path}: record {mark.record} differs from the head file {path} "
                 f"(hash {str(stored)[:12]}…, the head file says {mark.hash[:12]}…, written at "
                 f"{mark.time}): the journal was rewritten after that")
+    seq_there = conn.execute("SELECT MAX(event_seq) FROM records WHERE n <= ?",
+                             (mark.record,)).fetchone()[0]
+    if seq_there is not None and int(seq_there) != mark.seq:
+        return (f"{journal_path}: record {mark.record} ends at event seq {seq_there}, the head "
+                f"file {path} says {mark.seq}: the journal was rewritten")
     return None

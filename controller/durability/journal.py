@@ -402,17 +402,6 @@ class Journal:
         """The hash of the newest record (the head)."""
         return self._last_hash
 
-    def delivered(self) -> dict[str, int]:
-        """Each transport's delivered event seq, as the outbox recorded it."""
-        self._check_open()
-        return {str(name): int(seq) for name, seq in self._conn.execute(
-            "SELECT transport, last_seq FROM delivery")}
-
-    def hash_of(self, n: int) -> str | None:
-        """The stored hash of record ``n``, or None when the live journal does not hold it."""
-        self._check_open()
-        row = self._conn.execute("SELECT hash FROM records WHERE n=?", (n,)).fetchone()
-        return None if row is None else str(row[0])
 
     def record_count(self) -> int:
         """The number of the newest record (archived records included)."""

@@ -44,6 +44,10 @@ def _first_difference(expected: Any, got: Any, path: str = "") -> str:
            f"replay gives {canonical_json(got)[:120]}"
 
 
+#: the first differing field of two events (also `journal verify --against`)
+first_difference = _first_difference
+
+
 def recover(journal: Journal, settings: Any, *, verify: bool = True,
             machine_factory: Callable[[Any], Any] | None = None) -> Any:
     """A table machine in the state the journal leaves it in.

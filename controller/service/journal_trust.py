@@ -50,7 +50,7 @@ def open_trusted_journal(config: Config) -> Journal:
     except JournalKeyError as exc:
         raise JournalUntrusted(str(exc), EX_CONFIG) from None
     try:
-        problem = tail_problem(journal, journal.delivered())
+        problem = tail_problem(journal.path, journal.chain)
     except HeadFileError as exc:
         problem = str(exc)
     except Exception:
