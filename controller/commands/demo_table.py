@@ -290,7 +290,8 @@ class DemoDealer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.ident is not None:  # never started when the daemon could not start
+            self._thread.join(5)
 
     @property
     def panel(self) -> Any:

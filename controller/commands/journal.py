@@ -126,6 +126,11 @@ def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
     if not result.ok:
         print(f"{args.file}: DIFFERS from {args.against}: {result.describe()}", file=sys.stderr)
         return 1
+    if key is not None or _chain_description(args.file).startswith("plain"):
+        behind = _head_problem(args, key)
+        if behind:
+            print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
+            return 1
     print(f"{args.file}: OK against {args.against}: {result.describe()}")
     return 0
 

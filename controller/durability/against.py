@@ -158,6 +158,7 @@ def verify_against(journal_path: str | Path, received_path: str | Path,
     if conflict is not None:
         return failed(conflict)
     problems: dict[int, str] = {}
+    found: set[int] = set()
     count = 0
     last_seq = 0
     for n, seq, body, digest in journal_events(journal_path, directory):
@@ -165,13 +166,16 @@ def verify_against(journal_path: str | Path, received_path: str | Path,
         last_seq = seq
         got = received.get(seq)
         if got is not None:
+            found.add(seq)
             problem = _compare(got, n, body, digest)
             if problem is not None:
                 problems.setdefault(seq, problem)
     for seq, got in received.items():
-        if seq > last_seq and seq not in problems:
+        if seq not in found:
+            where = (f"its events end at seq {last_seq}" if seq > last_seq
+                     else "no journal record holds that seq")
             problems[seq] = (f"event {got.event['id']} (seq {seq}, line {got.line}) is not in "
-                             f"the journal: its events end at seq {last_seq}")
+                             f"the journal: {where}")
     if problems:
         return failed(problems[min(problems)], count)
     return AgainstResult(True, len(received), anchored, count, notes=tuple(notes))

@@ -58,7 +58,8 @@ def open_trusted_journal(config: Config) -> Journal:
         raise
     if problem is not None:
         journal.close()
-        raise JournalUntrusted(f"the journal lost records: {problem}", EX_DATAERR)
+        raise JournalUntrusted(f"it is not the journal this table wrote: {problem}",
+                               EX_DATAERR)
     return journal
 
 
