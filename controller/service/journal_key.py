@@ -12,6 +12,7 @@ import os
 import secrets
 from pathlib import Path
 
+from controller.durability.disk import fsync_directory
 from controller.service.config import Config
 from controller.transports import TransportConfigError, read_secret
 
@@ -53,8 +54,12 @@ def make_key_file(path: Path) -> None:
     an existing one is kept: it keys the journal beside it."""
     if path.exists():
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = path.with_name(path.name + ".tmp")  # whole or absent, even if killed mid-write
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)  # a stale temporary file keeps its old mode
         out.write(secrets.token_hex(32) + "\n")
         out.flush()
         os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
