@@ -366,6 +366,16 @@ class Journal:
         self._check_open()
         return read_base(self._conn)
 
+    def last_hash(self) -> str:
+        """The chain hash of the newest record (archived records included)."""
+        return self._last_hash
+
+    def database(self) -> sqlite3.Connection:
+        """The journal's connection, for the code that keeps its own table in the same file
+        (checkpoints.py) and for recovery's one-pass read; the owner thread's only."""
+        self._check_open()
+        return self._conn
+
     def verify(self) -> VerifyResult:
         self._check_open()
         return verify_connection(self._conn)

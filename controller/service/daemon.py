@@ -47,17 +47,19 @@ import structlog
 from controller import transports as transport_module
 from controller.durability.journal import Journal, JournalCorrupt, JournalError
 from controller.durability.outbox import Outbox
-from controller.durability.recovery import RecoveryError, recover
+from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
 from controller.service.clock import TableClock
 from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
 from controller.service.held_inputs import HeldInputs
+from controller.service.journal_check import JournalCheck
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
 from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
+from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
 from controller.table.inputs import ControllerFault, Input, Supervisor, Tick, with_time
@@ -84,6 +86,7 @@ class _Work:
 
 
 _STOP = object()
+_REPUBLISH = object()  # another thread's part of the status changed: publish it again
 
 
 class StartupError(Exception):
@@ -134,6 +137,7 @@ class Daemon:
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
+        self.journal_check: JournalCheck | None = None
 
     # -- posting (any thread) -----------------------------------------------------------------
     def post(self, inp: Input) -> None:
@@ -224,11 +228,18 @@ class Daemon:
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
+        # The chain before the checkpoint recovery started from is checked now, off this thread.
+        self.journal_check = JournalCheck(self.config.journal_path,
+                                          on_change=lambda: self.queue.put(_REPUBLISH))
+        self.journal_check.start()
 
     def _recover(self) -> tuple[Journal, TableMachine]:
         try:
             self.journal = Journal(self.config.journal_path)
-            self.machine = recover(self.journal, self.settings)
+            report = recover_report(self.journal, self.settings,
+                                    progress=StartupProgress(self.notifier))
+            self.machine = report.machine
+            log_recovery(report)
         except (JournalCorrupt, RecoveryError) as exc:
             # Restarting will not mend it: a person must look (journal verify/export).
             raise StartupError(f"cannot recover from the journal: {exc}", EX_DATAERR) from None
@@ -341,6 +352,8 @@ class Daemon:
                 break
             if isinstance(item, _Work):
                 self._process(item)
+            elif item is _REPUBLISH:
+                self._republish()
             deadline = self.machine.next_deadline()
             if (deadline is not None and not self._storage_fault
                     and self.clock.now() >= deadline):
@@ -455,6 +468,8 @@ class Daemon:
                     driver.new_shoe()
             elif event["type"] == "shoe_ended" and self.retention is not None:
                 self.retention.shoe_ended(event["seq"])
+        if any(event["type"] == "shoe_ended" for event in events):
+            save_checkpoint(self.journal, self.machine)  # the next start replays from here
         # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:
@@ -471,6 +486,8 @@ class Daemon:
         snapshot["held_inputs"] = len(self._held)
         snapshot["dropped_inputs"] = self._held.dropped
         snapshot["last_actions"] = self._last_actions.recent()
+        if self.journal_check is not None:
+            snapshot["journal_check"] = self.journal_check.status()
         self.board.publish(snapshot)
         self._update_leds(snapshot)
 
@@ -500,6 +517,13 @@ class Daemon:
         self._storage_fault = reason
         self._storage_retry_at = time.monotonic()  # first retry right away: may be transient
         self._publish_storage_fault()
+
+    def _republish(self) -> None:
+        assert self.machine is not None
+        if self._storage_fault:
+            self._publish_storage_fault()
+        else:
+            self._publish(self.machine.status())
 
     def _publish_storage_fault(self) -> None:
         assert self.machine is not None
