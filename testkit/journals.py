@@ -63,7 +63,7 @@ def next_shoe_start(shoes: int, settings: MachineSettings, seed: int = 1) -> flo
 def cached_journal(path: str | Path, shoes: int, settings: MachineSettings, *,
                    checkpoints: bool = True, seed: int = 1) -> Path:
     """``build_journal`` once per (size, settings, seed, checkpoints); then a copy at ``path``."""
-    key = (f"{shoes}-{settings.table_id}-{settings.betting_seconds:g}-{settings.reveal}-"
+    key = (f"{shoes}-{settings.table_id}-{settings.betting_seconds!r}-{settings.reveal}-"
            f"{settings.decks}-s{seed}-{'cp' if checkpoints else 'nocp'}.db")
     CACHE.mkdir(parents=True, exist_ok=True)
     cached = CACHE / key

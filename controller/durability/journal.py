@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS delivery (
     last_seq INTEGER NOT NULL,
     updated REAL NOT NULL
 );
+-- recent_entries (the last supervisor actions at start) without reading every input
+CREATE INDEX IF NOT EXISTS records_input_kind ON records(json_extract(body, '$.kind'))
+    WHERE kind = 'input';
 """
 
 
