@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS delivery (
     last_seq INTEGER NOT NULL,
     updated REAL NOT NULL
 );
+-- recent_entries (the last supervisor actions at start) without reading every input
+CREATE INDEX IF NOT EXISTS records_input_kind ON records(json_extract(body, '$.kind'))
+    WHERE kind = 'input';
 """
 
 
@@ -398,10 +401,6 @@ class Journal:
         """The chain's hash function (plain, or keyed with the table's key)."""
         return self._chain
 
-    def last_hash(self) -> str:
-        """The hash of the newest record (the head)."""
-        return self._last_hash
-
 
     def record_count(self) -> int:
         """The number of the newest record (archived records included)."""
@@ -411,6 +410,16 @@ class Journal:
         """Where the live journal starts (None when nothing was archived)."""
         self._check_open()
         return read_base(self._conn)
+
+    def last_hash(self) -> str:
+        """The chain hash of the newest record (archived records included)."""
+        return self._last_hash
+
+    def database(self) -> sqlite3.Connection:
+        """The journal's connection, for the code that keeps its own table in the same file
+        (checkpoints.py) and for recovery's one-pass read; the owner thread's only."""
+        self._check_open()
+        return self._conn
 
     def verify(self) -> VerifyResult:
         self._check_open()

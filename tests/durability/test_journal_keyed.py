@@ -157,3 +157,28 @@ def test_anchors_name_each_event_record_and_a_plain_chain_holds_them_back_while_
         n, digest = records[event["seq"]]
         assert event["anchor"] == {"record": n, "hash": digest}
     assert held_back > 10 if key is None else held_back == 0
+
+
+def test_a_keyed_journal_refuses_a_shoe_end_checkpoint_stored_without_the_key(tmp_path):
+    """The checkpoint recovery starts from is MAC'd with the chain key: one written by someone
+    without it (a plain SHA-256 digest, as an insider can compute) is refused, and recovery
+    replays from further back instead."""
+    from controller.durability import checkpoints
+    from controller.durability.recovery import recover_report
+
+    path = tmp_path / "journal.sqlite"
+    machine = TableMachine(SETTINGS)
+    with Journal(path, KEY) as journal:
+        for inp in shoe_script(1, decks=1, start_at=5):
+            journal.append(inp, machine.handle(inp))
+        checkpoints.save_at_shoe_end(journal, machine)
+        assert recover_report(journal, SETTINGS).refused is None
+    conn = sqlite3.connect(path)
+    text = conn.execute("SELECT base FROM checkpoint").fetchone()[0]
+    conn.execute("UPDATE checkpoint SET digest=?", (checkpoints.digest(text),))
+    conn.commit()
+    conn.close()
+    with Journal(path, KEY) as journal:
+        report = recover_report(journal, SETTINGS)
+        assert report.refused is not None and "does not match its digest" in report.refused
+        assert report.machine.status() == machine.status()
