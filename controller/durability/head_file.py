@@ -30,6 +30,7 @@ from typing import Any
 from controller.durability.chain import DESCRIPTIONS, KEYED, ChainHash
 from controller.durability.disk import write_durably
 from controller.durability.journal import (
+    ArchiveBase,
     Journal,
     JournalError,
     canonical_json,
@@ -142,6 +143,12 @@ def _tail_problem(conn: sqlite3.Connection, journal_path: Path, chain: ChainHash
                     f"{seq} but the journal ends at seq {last_seq}: events {last_seq + 1}..{seq}, "
                     "already delivered, are missing from the journal; running on would send "
                     "their ids again with other content")
+    return (_head_problem(conn, journal_path, chain, path, base, records, last_seq)
+            or _checkpoint_problem(conn, journal_path, chain, base, records))
+
+
+def _head_problem(conn: sqlite3.Connection, journal_path: Path, chain: ChainHash, path: Path,
+                  base: ArchiveBase | None, records: int, last_seq: int) -> str | None:
     mark = read_head(path, chain)
     if mark is None:
         return None
@@ -166,4 +173,30 @@ def _tail_problem(conn: sqlite3.Connection, journal_path: Path, chain: ChainHash
     if seq_there is not None and int(seq_there) != mark.seq:
         return (f"{journal_path}: record {mark.record} ends at event seq {seq_there}, the head "
                 f"file {path} says {mark.seq}: the journal was rewritten")
+    return None
+
+
+def _checkpoint_problem(conn: sqlite3.Connection, journal_path: Path, chain: ChainHash,
+                        base: ArchiveBase | None, records: int) -> str | None:
+    """The shoe-end checkpoint stored in the journal file (checkpoints.py) is a mark too: one
+    whose digest holds (an HMAC with the key on a keyed chain) but that follows a record the
+    journal no longer has, or has with another hash, shows records lost or rewritten.
+    A checkpoint that does not hold is recovery's business (it replays from further back)."""
+    from controller.durability import checkpoints
+
+    try:
+        mark = checkpoints.latest(conn, chain)
+    except JournalError:
+        return None
+    if mark is None or (base is not None and mark.records <= base.records):
+        return None
+    if mark.records > records:
+        return (f"{journal_path}: the journal ends at record {records}, but its shoe-end "
+                f"checkpoint follows record {mark.records} (event seq {mark.seq}): records "
+                f"{records + 1}..{mark.records} are missing")
+    row = conn.execute("SELECT hash FROM records WHERE n=?", (mark.records,)).fetchone()
+    if row is not None and row[0] != mark.hash:
+        return (f"{journal_path}: record {mark.records} has another hash than the shoe-end "
+                f"checkpoint that follows it says ({str(row[0])[:12]}…, the checkpoint says "
+                f"{mark.hash[:12]}…): the journal was rewritten")
     return None

@@ -182,3 +182,23 @@ def test_a_keyed_journal_refuses_a_shoe_end_checkpoint_stored_without_the_key(tm
         report = recover_report(journal, SETTINGS)
         assert report.refused is not None and "does not match its digest" in report.refused
         assert report.machine.status() == machine.status()
+
+
+def test_start_up_refuses_a_journal_cut_behind_its_own_shoe_end_checkpoint(tmp_path):
+    """With the head file gone and the head row fixed, the checkpoint stored in the journal
+    (MAC'd with the key) still shows where the journal reached."""
+    from controller.durability import checkpoints
+    from controller.durability.head_file import tail_problem
+    from support import tampering
+
+    path = tmp_path / "journal.sqlite"
+    machine = TableMachine(SETTINGS)
+    with Journal(path, KEY) as journal:
+        for inp in shoe_script(1, decks=1, start_at=5):
+            journal.append(inp, machine.handle(inp))
+        checkpoints.save_at_shoe_end(journal, machine)
+        assert tail_problem(path, journal.chain) is None
+        chain = journal.chain
+    tampering.truncate_tail(path, 3)
+    problem = tail_problem(path, chain)
+    assert problem is not None and "but its shoe-end checkpoint follows record" in problem
