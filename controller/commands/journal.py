@@ -54,8 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     archive.add_argument("--archives", metavar="DIR", default=None,
                          help="archive directory (default: FILE.archive/)")
     archive.add_argument("--config", metavar="CONFIG", default=None,
-                         help="the table's config (its table settings replay the journal; "
-                              "default: read from the journal's events)")
+                         help="the table's config (its table settings replay the journal, its "
+                              "journal key checks a keyed chain; default: read from the "
+                              "journal's events)")
+    archive.add_argument("--key-file", metavar="PATH", default=None,
+                         help="the chain key of a keyed journal (instead of the config's)")
     archive.set_defaults(func=_archive)
 
 
@@ -163,17 +166,29 @@ def _archive(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pokdeng-table journal archive: --older-than: {exc}", file=sys.stderr)
         return 2
+    from controller.service.journal_key import load_journal_key, read_key_file
+    from controller.transports import TransportConfigError
+
     settings = None
-    if args.config:
-        from controller.service.config import ConfigError, load_config
-        try:
-            settings = load_config(args.config).machine_settings()
-        except (ConfigError, ValueError) as exc:
-            print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
-            return 78
+    key = None
+    try:
+        if args.config:
+            from controller.service.config import ConfigError, load_config
+            try:
+                config = load_config(args.config)
+            except (ConfigError, ValueError) as exc:
+                print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+                return 78
+            settings = config.machine_settings()
+            key = load_journal_key(config)
+        if args.key_file:
+            key = read_key_file(args.key_file)
+    except TransportConfigError as exc:
+        print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+        return 78
     try:
         result = archive_closed_shoes(args.file, older_than, settings=settings,
-                                      archive_dir=args.archives)
+                                      archive_dir=args.archives, key=key)
     except JournalError as exc:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 1

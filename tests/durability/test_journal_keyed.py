@@ -202,3 +202,28 @@ def test_start_up_refuses_a_journal_cut_behind_its_own_shoe_end_checkpoint(tmp_p
     tampering.truncate_tail(path, 3)
     problem = tail_problem(path, chain)
     assert problem is not None and "but its shoe-end checkpoint follows record" in problem
+
+
+def test_the_archive_command_takes_the_key_and_verify_checks_archives_with_it(tmp_path):
+    import subprocess
+    import sys
+
+    path, key_file = tmp_path / "journal.sqlite", tmp_path / "journal.key"
+    key_file.write_text(KEY.hex() + "\n")
+    key = key_file.read_bytes().rstrip(b"\n")
+    settings = MachineSettings(table_id="T7")
+    machine = TableMachine(settings)
+    with Journal(path, key) as journal:
+        for inp in shoe_script(3, start_at=5):
+            journal.append(inp, machine.handle(inp))
+
+    def pokdeng(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "controller", "journal", *args, str(path)],
+                              capture_output=True, text=True, timeout=120)
+
+    refused = pokdeng("archive", "--older-than", "0s")
+    assert refused.returncode == 1 and "chain is keyed" in refused.stderr
+    done = pokdeng("archive", "--older-than", "0s", "--key-file", str(key_file))
+    assert done.returncode == 0 and "archived records 1-" in done.stdout, done.stderr
+    checked = pokdeng("verify", "--key-file", str(key_file))
+    assert checked.returncode == 0 and "(1 archive(s) and the live journal)" in checked.stdout
