@@ -35,10 +35,12 @@ def anchor_of(n: int, digest: str) -> dict[str, Any]:
 
 def _betting_open_before(conn: sqlite3.Connection, n: int) -> bool:
     """Whether a round's betting window is open just before record ``n`` (from the journal)."""
+    # Backwards from n: stops at the newest round_opened (a round is a few dozen records).
     row = conn.execute(
-        "SELECT MAX(n) FROM records WHERE kind='event' AND n < ? "
-        "AND json_extract(body, '$.type')='round_opened'", (n,)).fetchone()
-    if row[0] is None:
+        "SELECT n FROM records WHERE kind='event' AND n < ? "
+        "AND json_extract(body, '$.type')='round_opened' ORDER BY n DESC LIMIT 1",
+        (n,)).fetchone()
+    if row is None:
         return False
     closed = conn.execute(
         "SELECT 1 FROM records WHERE kind='event' AND n > ? AND n < ? "

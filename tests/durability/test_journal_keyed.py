@@ -140,7 +140,9 @@ def test_anchors_name_each_event_record_and_a_plain_chain_holds_them_back_while_
     with Journal(path, key) as journal:
         for inp in shoe_script(1, decks=1, start_at=5):
             journal.append(inp, machine.handle(inp))
-        with Outbox(path, [FileSink(FileSinkSettings(str(sink)), table="T7")]) as box:
+        # small batches: many start inside a betting window, where the window is looked up
+        with Outbox(path, [FileSink(FileSinkSettings(str(sink), batch_max=7),
+                                    table="T7")]) as box:
             assert box.wait_delivered(journal.last_event_seq(), 10)
     records = {seq: (n, digest) for n, _k, seq, _w, _b, _p, digest in rows(path) if seq}
     sent = [json.loads(line) for line in sink.read_text().splitlines()]
