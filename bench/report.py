@@ -12,6 +12,8 @@ Runs, in this order, and prints one table of figures at the end:
   20 s by default, --full for 60 s);
 - display: idle RSS and CPU with the dealer display on and two pages connected, and a button
   press -> the page's status, p50/max (bench/display_bench.py; same idle window);
+- start: start to READY and ``journal verify`` on journals of 1, 50 and 500 shoes (--full adds
+  1,500), built once and cached (bench/start_bench.py);
 - soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak/; needs
   mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
 
@@ -37,7 +39,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "soak")
+PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "start", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -140,6 +142,20 @@ def display_rows(idle_seconds: float) -> list[Row]:
     ]
 
 
+def start_rows(full: bool, sizes: str | None) -> list[Row]:
+    from bench.start_bench import FULL_SIZES, SIZES, measure
+
+    chosen = tuple(int(s) for s in sizes.split(",")) if sizes else (
+        FULL_SIZES if full else SIZES)
+    rows: list[Row] = []
+    for f in measure(chosen):
+        rows.append((f"start to READY, {f['shoes']} shoes", f"{f['ready_s']:.2f} s",
+                     f"{f['records']:,} records; goal < 1 s + interpreter; TimeoutStartSec 30"))
+        rows.append((f"journal verify, {f['shoes']} shoes", f"{f['verify_s']:.2f} s",
+                     "whole process"))
+    return rows
+
+
 def soak_rows(shoes: int) -> list[Row]:
     rows: list[Row] = []
     if not os.access(MOSQUITTO, os.X_OK):
@@ -182,13 +198,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip", default="", metavar="PARTS",
                         help=f"comma-separated parts to leave out: {', '.join(PARTS)}")
     parser.add_argument("--full", action="store_true",
-                        help="the daemon's idle window is 60 s (default 20 s)")
+                        help="the daemon's idle window is 60 s (default 20 s); start times "
+                             "also at 1,500 shoes")
     parser.add_argument("--idle-seconds", type=float, default=None,
                         help="the daemon's idle window in seconds (default 20, --full 60)")
     parser.add_argument("--replay-shoes", type=int, default=40)
     parser.add_argument("--journal-shoes", type=int, default=3)
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
     parser.add_argument("--latency-rounds", type=int, default=8, help="13 cards each (default 8)")
+    parser.add_argument("--start-shoes", metavar="SIZES", default=None,
+                        help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
     parser.add_argument("--soak-shoes", type=int, default=3)
     parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
 
@@ -208,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         ("latency", lambda: latency_rows(args.latency_rounds)),
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
+        ("start", lambda: start_rows(args.full, args.start_shoes)),
         ("soak", lambda: soak_rows(args.soak_shoes)),
     ]
     rows: list[Row] = []

@@ -71,6 +71,14 @@ logging:
 {display}"""
 DISPLAY_PORT = 8080       # the dealer display's port when it is free (else any free port)
 
+#: the demo keys its journal's chain with a key of its own, next to the journal
+DEMO_KEYED_JOURNAL = """
+journal:
+  key_file: {key_file}
+"""
+
+DEMO_KEY_FILE = "journal.key"
+
 
 @dataclass
 class DemoOptions:
@@ -110,6 +118,17 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
     return state
 
 
+def demo_key_file(state_dir: Path) -> Path | None:
+    """The demo journal's key file: made (mode 0600) with a new state directory; a journal
+    that an older demo started without one stays plain."""
+    from controller.service.journal_key import make_key_file
+
+    key_file = state_dir / DEMO_KEY_FILE
+    if not (state_dir / "journal.sqlite").exists():
+        make_key_file(key_file)
+    return key_file if key_file.exists() else None
+
+
 def display_port(wanted: int | None) -> int:
     """The port asked for; else DISPLAY_PORT when nothing listens there; else 0 (any free)."""
     if wanted is not None:
@@ -140,6 +159,9 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path,
                               events=json.dumps(str(events)),
                               display="" if display is None else
                               f'display:\n  listen: "127.0.0.1:{display}"\n')
+    key_file = demo_key_file(state_dir)
+    if key_file is not None:
+        text += DEMO_KEYED_JOURNAL.format(key_file=json.dumps(str(key_file)))
     return parse_config(yaml.safe_load(text), "demo config")
 
 
@@ -297,7 +319,8 @@ class DemoDealer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.ident is not None:  # never started when the daemon could not start
+            self._thread.join(5)
 
     @property
     def panel(self) -> Any:

@@ -17,10 +17,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     verify = actions.add_parser(
         "verify", help="check the hash chain, archives included (exit 0 when it holds, 1 "
-                       "naming the first bad record or the missing/damaged archive)")
+                       "naming the first bad record or the missing/damaged archive)",
+        description="Check the journal's chain (keyed: with --key-file), its archives, its "
+                    "head file, and with --against what a backend received. Exit 0: it "
+                    "holds; 1: the first bad record, archive or difference is named; 2: bad "
+                    "arguments or an unreadable key file.")
     verify.add_argument("file", metavar="FILE", help="journal SQLite file")
     verify.add_argument("--archives", metavar="DIR", default=None,
                         help="the journal's archive directory (default: FILE.archive/)")
+    verify.add_argument("--key-file", metavar="PATH", default=None,
+                        help="the chain key of a keyed journal (the table's journal.key_file "
+                             "or its credential, decrypted)")
+    verify.add_argument("--head", metavar="PATH", default=None,
+                        help="the journal's head file (default: FILE.head, when it exists)")
+    verify.add_argument("--against", metavar="EVENTS", default=None,
+                        help="JSON Lines of the events a backend received (the file sink, or "
+                             "an export): each must be in the journal at its anchor, same id "
+                             "and body")
     verify.set_defaults(func=_verify)
 
     export = actions.add_parser("export", help="print every event as JSON Lines, in seq order")
@@ -41,8 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     archive.add_argument("--archives", metavar="DIR", default=None,
                          help="archive directory (default: FILE.archive/)")
     archive.add_argument("--config", metavar="CONFIG", default=None,
-                         help="the table's config (its table settings replay the journal; "
-                              "default: read from the journal's events)")
+                         help="the table's config (its table settings replay the journal, its "
+                              "journal key checks a keyed chain; default: read from the "
+                              "journal's events)")
+    archive.add_argument("--key-file", metavar="PATH", default=None,
+                         help="the chain key of a keyed journal (instead of the config's)")
     archive.set_defaults(func=_archive)
 
 
@@ -50,20 +66,76 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from controller.durability.archive import verify_with_archives
     from controller.durability.journal import JournalError
+    from controller.service.journal_key import read_key_file
+    from controller.transports import TransportConfigError
 
     try:
-        result = verify_with_archives(args.file, args.archives)
+        key = read_key_file(args.key_file) if args.key_file else None
+    except TransportConfigError as exc:
+        print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(f"{args.file}: chain: {_chain_description(args.file)}")
+        if args.against:
+            return _verify_against(args, key)
+        result = verify_with_archives(args.file, args.archives, key)
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if not result.ok:
+            print(f"{args.file}: BROKEN at {result.describe()} "
+                  f"({result.records} records checked before it)", file=sys.stderr)
+            return 1
+        behind = _head_problem(args, key)
+        if behind:
+            print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
+            return 1
     except JournalError as exc:
         print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
         return 1
+    print(f"{args.file}: {result.describe()}")
+    return 0
+
+
+def _chain_description(path: str) -> str:
+    from controller.durability.chain import DESCRIPTIONS
+    from controller.durability.journal import chain_kind, open_read_only
+
+    conn = open_read_only(path)
+    try:
+        return DESCRIPTIONS[chain_kind(conn)]
+    finally:
+        conn.close()
+
+
+def _head_problem(args: argparse.Namespace, key: bytes | None) -> str | None:
+    """The journal against its head file (none there: nothing to say)."""
+    from controller.durability.head_file import tail_problem
+    from controller.durability.journal import open_read_only, read_chain
+
+    conn = open_read_only(args.file)
+    try:
+        chain = read_chain(conn, key, args.file)
+    finally:
+        conn.close()
+    return tail_problem(args.file, chain, args.head)
+
+
+def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
+    from controller.durability.against import verify_against
+
+    result = verify_against(args.file, args.against, args.archives, key)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    if result.ok:
-        print(f"{args.file}: {result.describe()}")
-        return 0
-    print(f"{args.file}: BROKEN at {result.describe()} "
-          f"({result.records} records checked before it)", file=sys.stderr)
-    return 1
+    if not result.ok:
+        print(f"{args.file}: DIFFERS from {args.against}: {result.describe()}", file=sys.stderr)
+        return 1
+    if key is not None or _chain_description(args.file).startswith("plain"):
+        behind = _head_problem(args, key)
+        if behind:
+            print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
+            return 1
+    print(f"{args.file}: OK against {args.against}: {result.describe()}")
+    return 0
 
 
 @creates_private_files
@@ -94,17 +166,29 @@ def _archive(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pokdeng-table journal archive: --older-than: {exc}", file=sys.stderr)
         return 2
+    from controller.service.journal_key import load_journal_key, read_key_file
+    from controller.transports import TransportConfigError
+
     settings = None
-    if args.config:
-        from controller.service.config import ConfigError, load_config
-        try:
-            settings = load_config(args.config).machine_settings()
-        except (ConfigError, ValueError) as exc:
-            print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
-            return 78
+    key = None
+    try:
+        if args.config:
+            from controller.service.config import ConfigError, load_config
+            try:
+                config = load_config(args.config)
+            except (ConfigError, ValueError) as exc:
+                print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+                return 78
+            settings = config.machine_settings()
+            key = load_journal_key(config)
+        if args.key_file:
+            key = read_key_file(args.key_file)
+    except TransportConfigError as exc:
+        print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+        return 78
     try:
         result = archive_closed_shoes(args.file, older_than, settings=settings,
-                                      archive_dir=args.archives)
+                                      archive_dir=args.archives, key=key)
     except JournalError as exc:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 1

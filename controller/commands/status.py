@@ -12,6 +12,7 @@ from controller.service.control import (
     client_command,
     socket_path,
 )
+from controller.service.journal_check import check_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,11 +79,16 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("backend: " + "; ".join(parts))
     elif "backend" in status:
         lines.append("backend: no transports configured")
+    if status.get("chain"):
+        lines.append(f"chain: {status['chain']}")
     archive = status.get("journal_archive")
     if isinstance(archive, dict) and (archive.get("last_error") or archive.get("last_result")):
         lines.append("journal archive: " + (f"FAILED: {archive['last_error']}"
                                             if archive.get("last_error")
                                             else str(archive["last_result"])))
+    check = check_text(status.get("journal_check"))
+    if check:
+        lines.append(f"journal check: {check}")
     if status.get("storage_fault"):
         lines.append(f"STORAGE FAULT: {status['storage_fault']}; "
                      f"{status.get('held_inputs', 0)} inputs held until the journal works"

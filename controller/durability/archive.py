@@ -46,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.durability.chain import ChainHash
 from controller.durability.disk import write_durably
 from controller.durability.journal import (
     GENESIS_HASH,
@@ -58,6 +59,7 @@ from controller.durability.journal import (
     group_entries,
     open_read_only,
     read_base,
+    read_chain,
     verify_connection,
 )
 from controller.durability.recovery import RecoveryError, replay
@@ -130,14 +132,16 @@ class _Cut:
 
 def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
                          now: float | None = None, *, settings: Any = None,
-                         archive_dir: str | Path | None = None) -> ArchiveResult:
+                         archive_dir: str | Path | None = None,
+                         key: bytes | None = None) -> ArchiveResult:
     """Archive every closed, delivered shoe whose ``shoe_ended`` is older than ``older_than_s``.
 
     ``settings`` are the table's ``MachineSettings`` (needed to replay the journal for the
     checkpoint); without them they are read from the journal's events (table id, betting
     seconds) with defaults for the rest, and a journal they do not reproduce is refused.
     Safe to call while the daemon writes the journal (it takes SQLite's write lock only for
-    the final delete). Raises ArchiveError when it cannot archive safely; returns
+    the final delete). A keyed journal needs its ``key`` (its chain is checked first).
+    Raises ArchiveError when it cannot archive safely; returns
     ``archived=False`` with the reason when there is nothing to archive.
     """
     journal_path = Path(journal_path)
@@ -148,7 +152,7 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
     cutoff = now - float(older_than_s)
     conn = connect(journal_path)
     try:
-        base, cut, rows, reason = _plan(conn, journal_path, cutoff, settings)
+        base, cut, rows, reason = _plan(conn, journal_path, cutoff, settings, key)
         _drop_leftovers(directory, base)
         if cut is None:
             return ArchiveResult(False, reason)
@@ -176,13 +180,13 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
         conn.close()
 
 
-def _plan(conn: sqlite3.Connection, journal_path: Path, cutoff: float,
-          settings: Any) -> tuple[ArchiveBase | None, _Cut | None, list[tuple], str]:
+def _plan(conn: sqlite3.Connection, journal_path: Path, cutoff: float, settings: Any,
+          key: bytes | None) -> tuple[ArchiveBase | None, _Cut | None, list[tuple], str]:
     """Find the cut and read the records to archive, from one snapshot of the journal.
     Returns (base, cut, rows, reason); cut is None (and reason says why) when there is none."""
     conn.execute("BEGIN")
     try:
-        result = verify_connection(conn)
+        result = verify_connection(conn, key, journal_path)
         if not result.ok:
             raise ArchiveError(f"{journal_path}: the chain does not hold, nothing archived: "
                                f"{result.describe()}")
@@ -424,16 +428,20 @@ class ChainResult:
         return f"{', '.join(where) or 'journal'}: {self.reason}"
 
 
-def verify_with_archives(journal_path: str | Path,
-                         archive_dir: str | Path | None = None) -> ChainResult:
-    """Check the archives and the live journal as one unbroken chain from record 1."""
+def verify_with_archives(journal_path: str | Path, archive_dir: str | Path | None = None,
+                         key: bytes | None = None) -> ChainResult:
+    """Check the archives and the live journal as one unbroken chain from record 1.
+
+    A keyed journal needs its ``key``: JournalKeyError (a JournalError) says when the key
+    is missing or wrong, or given for a plain journal."""
     journal_path = Path(journal_path)
     directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
     conn = open_read_only(journal_path)
     try:
         conn.execute("BEGIN")  # base and live records from one snapshot
         try:
-            live = verify_connection(conn)
+            live = verify_connection(conn, key, journal_path)
+            chain = read_chain(conn, key, journal_path)
             base = read_base(conn) if live.ok else None
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{journal_path}: not a journal: {exc}") from None
@@ -445,13 +453,13 @@ def verify_with_archives(journal_path: str | Path,
     if not live.ok:
         return ChainResult(False, live.records, live.events, 0, live.bad_record, None,
                            f"live journal: {live.reason}")
-    return _verify_archives(directory, base, live)
+    return _verify_archives(directory, base, live, chain)
 
 
 def _verify_archives(directory: Path, base: ArchiveBase | None,
-                     live: VerifyResult) -> ChainResult:
+                     live: VerifyResult, chain: ChainHash) -> ChainResult:
     archived = 0 if base is None else base.records
-    walker = ChainWalker()
+    walker = ChainWalker(chain=chain)  # archived records keep the journal's chain
     notes: list[str] = []
     checked = 0
 

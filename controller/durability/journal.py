@@ -8,9 +8,11 @@ Layout (one row per record, inputs and events alike, in the order they happened)
             written REAL,            -- wall-clock time of the write (unix seconds)
             body TEXT,               -- canonical JSON of the input (script form) or the event
             prev_hash TEXT,          -- hash of record n-1 ('0' * 64 for record 1)
-            hash TEXT)               -- sha256(n, kind, event_seq, written, prev_hash, body)
+            hash TEXT)               -- sha256(n, kind, event_seq, written, prev_hash, body),
+                                     -- or HMAC-SHA256 with the table's key (chain.py)
     head(id=1, records, last_hash)   -- the newest record, written in the same transaction
     delivery(transport, last_seq)    -- each transport's delivered position (outbox; not chained)
+    meta('chain')                    -- plain or keyed, with the key check value (chain.py)
 
 One ``append`` is one transaction: the input and all its events, committed with WAL and
 ``synchronous=FULL`` (the commit returns only after the WAL is fsynced). Any edited byte,
@@ -22,7 +24,6 @@ does not protect against.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sqlite3
 import threading
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.durability.chain import ChainHash, ChainKeyProblem, chain_for
 from controller.durability.disk import fsync_directory
 from controller.table.inputs import Input, ScriptError, from_dict, to_dict
 
@@ -60,11 +62,19 @@ CREATE TABLE IF NOT EXISTS delivery (
     last_seq INTEGER NOT NULL,
     updated REAL NOT NULL
 );
+-- recent_entries (the last supervisor actions at start) without reading every input
+CREATE INDEX IF NOT EXISTS records_input_kind ON records(json_extract(body, '$.kind'))
+    WHERE kind = 'input';
 """
 
 
 class JournalError(Exception):
     """The journal cannot be opened or written; the message says which file and why."""
+
+
+class JournalKeyError(JournalError):
+    """The key given does not fit the journal's chain (missing, wrong, or a key for a plain
+    journal); the message names the file and says which, never the key."""
 
 
 class JournalCorrupt(JournalError):
@@ -83,10 +93,30 @@ def canonical_json(obj: Any) -> str:
 
 def record_hash(n: int, kind: str, event_seq: int | None, written: float, prev_hash: str,
                 body: str) -> str:
-    """SHA-256 over every column of a record except its own hash, fields separated by \\n."""
-    seq_text = "" if event_seq is None else str(event_seq)
-    material = f"{n}\n{kind}\n{seq_text}\n{written!r}\n{prev_hash}\n{body}"
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+    """SHA-256 over every column of a record except its own hash, fields separated by \\n
+    (the plain chain; a keyed chain is an HMAC of the same text, ``ChainHash``)."""
+    return ChainHash(None).digest(n, kind, event_seq, written, prev_hash, body)
+
+
+def read_chain(conn: sqlite3.Connection, key: bytes | None, source: str | Path) -> ChainHash:
+    """The chain of the journal on ``conn`` for a caller holding ``key`` (or None).
+    Raises JournalKeyError naming ``source`` when the key does not fit."""
+    row = conn.execute("SELECT value FROM meta WHERE key='chain'").fetchone()
+    try:
+        return chain_for(None if row is None else str(row[0]), key)
+    except ChainKeyProblem as exc:
+        raise JournalKeyError(f"{source}: {exc}") from None
+
+
+def chain_kind(conn: sqlite3.Connection) -> str:
+    """'hmac-sha256' or 'sha256' as the journal records it (no key needed: the outbox asks)."""
+    from controller.durability.chain import parse_meta
+
+    row = conn.execute("SELECT value FROM meta WHERE key='chain'").fetchone()
+    try:
+        return parse_meta(None if row is None else str(row[0]))[0]
+    except ChainKeyProblem as exc:
+        raise JournalError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -202,11 +232,12 @@ def group_entries(rows: Iterable[tuple[int, str, str]], source: str | Path) -> I
 class Journal:
     """The table's journal. Owned and written by one thread (the daemon's loop).
 
-    Opening checks the schema and the head record only; a full check is ``verify()``
-    (recovery runs it before replaying).
+    Opening checks the schema, the chain's key and the head record only; a full check is
+    ``verify()`` (recovery runs it before replaying). ``key`` keys the chain of a new journal
+    (HMAC-SHA256) and must be the key of a keyed one; without it a journal is plain.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, key: bytes | None = None):
         self.path = Path(path)
         created = not self.path.exists()
         if not self.path.parent.is_dir():
@@ -227,9 +258,17 @@ class Journal:
                 "SELECT n, hash FROM records ORDER BY n DESC LIMIT 1").fetchone()
             seq = self._conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
             self._base = read_base(self._conn)
+            if last is None and self._base is None:
+                # A new journal takes the chain of the key it is first opened with.
+                self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('chain', ?)",
+                                   (ChainHash(key).meta_value(),))
+            self._chain = read_chain(self._conn, key, self.path)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise JournalError(f"{self.path}: not a usable journal database: {exc}") from None
+        except JournalKeyError:
+            self._conn.close()
+            raise
         except JournalError as exc:
             self._conn.close()
             raise JournalError(f"{self.path}: {exc}") from None
@@ -282,7 +321,7 @@ class Journal:
             for kind, seq, body in [("input", None, input_body)] + [
                     ("event", s, b) for s, b in bodies]:
                 n += 1
-                digest = record_hash(n, kind, seq, written, prev, body)
+                digest = self._chain.digest(n, kind, seq, written, prev, body)
                 rows.append((n, kind, seq, written, body, prev, digest))
                 prev = digest
             try:
@@ -357,6 +396,12 @@ class Journal:
     def last_event_seq(self) -> int:
         return self._last_seq
 
+    @property
+    def chain(self) -> ChainHash:
+        """The chain's hash function (plain, or keyed with the table's key)."""
+        return self._chain
+
+
     def record_count(self) -> int:
         """The number of the newest record (archived records included)."""
         return self._records
@@ -366,9 +411,19 @@ class Journal:
         self._check_open()
         return read_base(self._conn)
 
+    def last_hash(self) -> str:
+        """The chain hash of the newest record (archived records included)."""
+        return self._last_hash
+
+    def database(self) -> sqlite3.Connection:
+        """The journal's connection, for the code that keeps its own table in the same file
+        (checkpoints.py) and for recovery's one-pass read; the owner thread's only."""
+        self._check_open()
+        return self._conn
+
     def verify(self) -> VerifyResult:
         self._check_open()
-        return verify_connection(self._conn)
+        return verify_connection(self._conn, self._chain.key, self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -411,17 +466,23 @@ def read_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[di
     return [json.loads(body) for (body,) in rows]
 
 
-def verify_connection(conn: sqlite3.Connection) -> VerifyResult:
+def verify_connection(conn: sqlite3.Connection, key: bytes | None = None,
+                      source: str | Path = "journal") -> VerifyResult:
     """Walk the whole chain; stop at the first record that does not hold.
 
     Runs in one read transaction, so a journal being written meanwhile is checked as of one
-    moment (records and head from the same snapshot).
+    moment (records and head from the same snapshot). A keyed journal needs its ``key``;
+    raises JournalKeyError when the key does not fit the journal's chain.
     """
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        return _verify_snapshot(conn)
+        try:
+            chain = read_chain(conn, key, source)
+        except sqlite3.DatabaseError as exc:
+            return VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
+        return _verify_snapshot(conn, chain)
     finally:
         if own_transaction and conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -435,7 +496,8 @@ class ChainWalker:
     """
 
     def __init__(self, after_records: int = 0, after_hash: str = GENESIS_HASH,
-                 after_seq: int = 0):
+                 after_seq: int = 0, chain: ChainHash | None = None):
+        self.chain = chain or ChainHash(None)
         self.next_n = after_records + 1
         self.prev = after_hash
         self.next_seq = after_seq + 1
@@ -454,7 +516,7 @@ class ChainWalker:
         if not isinstance(body, str) or not isinstance(written, float) \
                 or kind not in ("input", "event") or not isinstance(prev_hash, str):
             return "a column holds a value of the wrong type"
-        if record_hash(n, kind, event_seq, written, prev_hash, body) != digest:
+        if self.chain.digest(n, kind, event_seq, written, prev_hash, body) != digest:
             return "hash does not match the record's contents"
         try:
             obj = json.loads(body)
@@ -490,14 +552,15 @@ class ChainWalker:
         return self.next_seq - 1
 
 
-def _verify_snapshot(conn: sqlite3.Connection) -> VerifyResult:
+def _verify_snapshot(conn: sqlite3.Connection, chain: ChainHash) -> VerifyResult:
     try:
         base = read_base(conn)
     except JournalError as exc:
         return VerifyResult(False, 0, 0, None, str(exc))
     except sqlite3.DatabaseError as exc:
         return VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
-    walker = ChainWalker() if base is None else ChainWalker(base.records, base.hash, base.seq)
+    walker = ChainWalker(chain=chain) if base is None else ChainWalker(
+        base.records, base.hash, base.seq, chain)
 
     def bad(n: int | None, reason: str) -> VerifyResult:
         return VerifyResult(False, walker.records, walker.events, n, reason)
@@ -537,11 +600,11 @@ def _verify_snapshot(conn: sqlite3.Connection) -> VerifyResult:
     return VerifyResult(True, walker.records, walker.events)
 
 
-def verify_file(path: str | Path) -> VerifyResult:
+def verify_file(path: str | Path, key: bytes | None = None) -> VerifyResult:
     """Verify a journal file without opening it for writing."""
     conn = open_read_only(path)
     try:
-        return verify_connection(conn)
+        return verify_connection(conn, key, path)
     finally:
         conn.close()
 

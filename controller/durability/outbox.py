@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from controller.durability.journal import JournalError, connect, read_base, read_events_after
+from controller.durability.anchors import anchored_events_after
+from controller.durability.journal import JournalError, connect, read_base
 from controller.transports import PermanentError, TransientError, Transport
 
 log = logging.getLogger("pokdeng.outbox")
@@ -83,7 +84,9 @@ class _Worker:
             last_warning = 0.0
             while not stop.is_set():
                 self.wake.clear()
-                events = read_events_after(conn, self.delivered_seq, self.transport.batch_max)
+                # each with its journal record's anchor where sealing allows (anchors.py)
+                events = anchored_events_after(conn, self.delivered_seq,
+                                               self.transport.batch_max)
                 if not events:
                     self.wake.wait(self.outbox.idle_poll_s)
                     continue

@@ -1,26 +1,45 @@
-"""Rebuild the table from its journal: replay every input through a fresh table machine.
+"""Rebuild the table from its journal: replay the journaled inputs through a table machine.
 
 The machine is pure and deterministic, so replaying the journaled inputs must give exactly
 the journaled events (same seq, same id, same body). Each recomputed event is checked against
 the stored one; any difference means the journal and the rules in this build disagree, and
-the table must not carry on as if nothing happened. Once older shoes are archived
-(controller/durability/archive.py) the replay starts from the checkpoint stored at the archive cut.
+the table must not carry on as if nothing happened. The replay starts from the newest
+trustworthy point: the checkpoint stored at the last shoe end (controller/durability/
+checkpoints.py), else the one stored at the archive cut (controller/durability/archive.py),
+else record 1; so a start costs at most one shoe's replay whatever the journal's size.
 Nothing is appended here: the caller decides what happens next (for example a tick at the
 current time, which closes a betting window that ran out while the process was down).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
+from controller.durability import checkpoints
+from controller.durability.chain import ChainHash
 from controller.durability.journal import (
+    GENESIS_HASH,
+    ArchiveBase,
     Entry,
     Journal,
     JournalCorrupt,
     JournalError,
+    VerifyResult,
     canonical_json,
+    read_base,
+    verify_connection,
 )
+from controller.table.inputs import Input, ScriptError, from_dict
+
+FETCH_CHUNK = 500
+PROGRESS_RECORDS = 5000  # a long replay reports progress this often (EXTEND_TIMEOUT_USEC=)
 
 
 class RecoveryError(JournalError):
@@ -44,36 +63,240 @@ def _first_difference(expected: Any, got: Any, path: str = "") -> str:
            f"replay gives {canonical_json(got)[:120]}"
 
 
-def recover(journal: Journal, settings: Any, *, verify: bool = True,
-            machine_factory: Callable[[Any], Any] | None = None) -> Any:
-    """A table machine in the state the journal leaves it in.
+#: the first differing field of two events (also `journal verify --against`)
+first_difference = _first_difference
 
-    ``verify`` checks the whole hash chain first (JournalCorrupt names the bad record).
-    Raises RecoveryError at the first input whose recomputed events differ from the journal.
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What ``recover_report`` did, for the one summary line the daemon logs."""
+    machine: Any
+    start: str                     # where the replay began: checkpoint, archive cut, record 1
+    records: int                   # records read (and checked) after that point
+    inputs: int                    # inputs replayed
+    shoes_ended: int               # shoe_ended events among the replayed ones
+    refused: str | None            # why the stored checkpoint was not used, if it was refused
+    seconds: float
+
+
+def recover(journal: Journal, settings: Any, *, verify: bool = True,
+            machine_factory: Callable[[Any], Any] | None = None,
+            progress: Callable[[int], None] | None = None) -> Any:
+    """A table machine in the state the journal leaves it in (see ``recover_report``)."""
+    return recover_report(journal, settings, verify=verify, machine_factory=machine_factory,
+                          progress=progress).machine
+
+
+def recover_report(journal: Journal, settings: Any, *, verify: bool = True,
+                   machine_factory: Callable[[Any], Any] | None = None,
+                   progress: Callable[[int], None] | None = None) -> RecoveryReport:
+    """Rebuild the table from its last trustworthy starting point and replay what follows.
+
+    The start is the newest of: the shoe-end checkpoint (checkpoints.py), once it matches the
+    chain; the archive cut's checkpoint; a fresh machine at record 1. The records after it are
+    read once, in one read transaction: each is checked against the chain (``verify``: numbers,
+    prev_hash, hash, inputs valid, event seqs) and its input replayed, and every recomputed
+    event must equal the journaled one byte for byte. A refused checkpoint is not an error:
+    the replay then starts further back and ``refused`` says why.
+
+    Raises JournalCorrupt naming the first bad record, RecoveryError at the first input whose
+    recomputed events differ from the journal. ``progress(records)`` is called now and then
+    during a long replay.
     """
+    started = time.monotonic()
     if machine_factory is None:
         from controller.table.machine import TableMachine
         machine_factory = TableMachine
-    if verify:
-        result = journal.verify()
-        if not result.ok:
-            raise JournalCorrupt(str(journal.path), result)
-    base = journal.base()
-    if base is None:
-        machine = machine_factory(settings)
-    else:
-        # Older shoes were archived: start from the checkpoint taken at the archive cut.
+    conn = journal.database()
+    own_transaction = not conn.in_transaction
+    if own_transaction:
+        conn.execute("BEGIN")  # one snapshot: the checkpoint, the records and the head agree
+    try:
+        archive_base = read_base(conn)
         from_checkpoint = getattr(machine_factory, "from_checkpoint", None)
-        if from_checkpoint is None:
-            raise RecoveryError(f"{journal.path}: records 1..{base.records} are archived and "
-                                f"{machine_factory!r} cannot start from a checkpoint")
+        machine, start, refused = None, archive_base, None
+        if from_checkpoint is not None:
+            try:
+                machine, start = _from_shoe_checkpoint(conn, settings, from_checkpoint,
+                                                       archive_base, journal.chain)
+            except checkpoints.CheckpointRefused as exc:
+                refused = str(exc)
+        if machine is None:
+            start = archive_base
+            machine = _from_archive_base(journal, settings, machine_factory, archive_base)
+        if start is None:
+            where = "record 1"
+        elif start is archive_base:
+            where = f"the archive cut after record {start.records}"
+        else:
+            where = f"the checkpoint after {checkpoints.describe(start)}"
+        tail = _Tail(journal, start, verify, progress, full=start is archive_base)
+        with quiet_machine_logs():
+            tail.replay(machine)
+    finally:
+        if own_transaction and conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return RecoveryReport(machine, where, tail.records, tail.inputs, tail.shoes_ended, refused,
+                          time.monotonic() - started)
+
+
+def _from_shoe_checkpoint(conn: Any, settings: Any, from_checkpoint: Callable[..., Any],
+                          archive_base: ArchiveBase | None,
+                          chain: ChainHash) -> tuple[Any, ArchiveBase | None]:
+    """The machine at the stored shoe-end checkpoint, or (None, None) when there is none newer
+    than the archive cut. Raises CheckpointRefused when it does not match the chain."""
+    stored = checkpoints.latest(conn, chain)
+    if stored is None or (archive_base is not None and stored.records <= archive_base.records):
+        return None, None
+    checkpoints.check_against_chain(conn, stored, chain)
+    try:
+        return from_checkpoint(settings, stored.checkpoint), stored
+    except (ValueError, KeyError, TypeError) as exc:
+        raise checkpoints.CheckpointRefused(
+            f"the checkpoint after record {stored.records} does not load: {exc}") from None
+
+
+def _from_archive_base(journal: Journal, settings: Any, machine_factory: Callable[[Any], Any],
+                       base: ArchiveBase | None) -> Any:
+    if base is None:
+        return machine_factory(settings)
+    # Older shoes were archived: start from the checkpoint taken at the archive cut.
+    from_checkpoint = getattr(machine_factory, "from_checkpoint", None)
+    if from_checkpoint is None:
+        raise RecoveryError(f"{journal.path}: records 1..{base.records} are archived and "
+                            f"{machine_factory!r} cannot start from a checkpoint")
+    try:
+        return from_checkpoint(settings, base.checkpoint)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecoveryError(f"{journal.path}: the checkpoint at archived record "
+                            f"{base.records} does not load: {exc}") from None
+
+
+class _Tail:
+    """The records after the start, read once: checked against the chain, grouped into
+    entries (an input and its events) and replayed as each entry completes.
+
+    The checks are ChainWalker's (journal.py), made in the same pass as the replay. Event
+    bodies are not decoded: each is compared as text with the canonical JSON of the event the
+    replay gives, which also proves it is JSON with the right seq."""
+
+    def __init__(self, journal: Journal, start: ArchiveBase | None, verify: bool,
+                 progress: Callable[[int], None] | None, full: bool):
+        self.journal = journal
+        self.after = 0 if start is None else start.records
+        self.next_n = self.after + 1
+        self.prev = GENESIS_HASH if start is None else start.hash
+        self.next_seq = (0 if start is None else start.seq) + 1
+        self.verify = verify
+        self.progress = progress
+        self.full = full  # from the archive base or record 1: verify's own words on failure
+        self.records = self.inputs = self.shoes_ended = 0
+
+    def replay(self, machine: Any) -> None:
+        conn = self.journal.database()
+        cursor = conn.execute(
+            "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records"
+            " WHERE n > ? ORDER BY n", (self.after,))
+        entry: tuple[int, Input, list[str]] | None = None
+        while True:
+            chunk = cursor.fetchmany(FETCH_CHUNK)
+            if not chunk:
+                break
+            for n, kind, event_seq, written, body, prev_hash, digest in chunk:
+                if self.verify:
+                    problem = self._check(n, kind, event_seq, written, body, prev_hash, digest)
+                    if problem is not None:
+                        self._corrupt(n, problem)
+                if kind == "input":
+                    if entry is not None:
+                        self._replay_entry(machine, *entry)
+                    entry = (n, self._parse_input(n, body), [])
+                elif entry is None:
+                    self._corrupt(n, "event before any input")
+                else:
+                    entry[2].append(body)
+                self.records += 1
+                if self.progress is not None and self.records % PROGRESS_RECORDS == 0:
+                    self.progress(self.records)
+        if entry is not None:
+            self._replay_entry(machine, *entry)
+        if self.verify:
+            self._check_end(conn)
+
+    def _check(self, n: Any, kind: Any, event_seq: Any, written: Any, body: Any,
+               prev_hash: Any, digest: Any) -> str | None:
+        if n != self.next_n:
+            return f"missing: the next record is {n}"
+        if prev_hash != self.prev:
+            return "prev_hash does not match the hash of the record before it"
+        if not isinstance(body, str) or not isinstance(written, float) \
+                or kind not in ("input", "event") or not isinstance(prev_hash, str):
+            return "a column holds a value of the wrong type"
+        if self.journal.chain.digest(n, kind, event_seq, written, prev_hash, body) != digest:
+            return "hash does not match the record's contents"
+        if kind == "input":
+            if event_seq is not None:
+                return "input record carries an event seq"
+        else:
+            if event_seq != self.next_seq:
+                return f"event seq {event_seq} where {self.next_seq} was expected"
+            self.next_seq += 1
+        self.prev = digest
+        self.next_n += 1
+        return None
+
+    def _check_end(self, conn: Any) -> None:
+        head = conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
+        head_records, head_hash = (0, GENESIS_HASH) if head is None else head
+        last = self.next_n - 1
+        if head_records != last or head_hash != self.prev:
+            self._corrupt(None, f"head says {head_records} records ending in hash "
+                                f"{str(head_hash)[:12]}…, the chain has {last} ending in "
+                                f"{self.prev[:12]}…: records were cut from the end or added "
+                                "without the journal")
+        for transport, last_seq in conn.execute("SELECT transport, last_seq FROM delivery"):
+            if last_seq > self.next_seq - 1:
+                self._corrupt(None, f"transport {transport!r} delivered up to seq {last_seq} "
+                                    f"but the journal ends at seq {self.next_seq - 1}")
+
+    def _corrupt(self, n: int | None, reason: str) -> NoReturn:
+        result = None
+        if self.full:
+            # From the start of the live journal: the full check's own words (it also names
+            # a break at the archive cut the way `journal verify` does).
+            result = verify_connection(self.journal.database(), self.journal.chain.key,
+                                       self.journal.path)
+        if result is None or result.ok:
+            result = VerifyResult(False, self.records, 0, n, reason)
+        raise JournalCorrupt(str(self.journal.path), result)
+
+    def _parse_input(self, n: int, body: str) -> Input:
         try:
-            machine = from_checkpoint(settings, base.checkpoint)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RecoveryError(f"{journal.path}: the checkpoint at archived record "
-                                f"{base.records} does not load: {exc}") from None
-    replay(machine, journal.entries())
-    return machine
+            obj = json.loads(body)
+        except ValueError:
+            self._corrupt(n, "body is not JSON")
+        try:
+            inp = from_dict(obj)
+        except ScriptError as exc:
+            if self.verify:
+                self._corrupt(n, f"input is not valid: {exc}")
+            raise JournalError(f"record {n}: stored input is not valid: {exc}") from None
+        self.inputs += 1
+        return inp
+
+    def _replay_entry(self, machine: Any, record: int, inp: Input, bodies: list[str]) -> None:
+        events = _handle(machine, record, inp)
+        recomputed = [canonical_json(event) for event in events]
+        if recomputed == bodies:
+            self.shoes_ended += sum(1 for event in events if event.get("type") == "shoe_ended")
+            return
+        journaled = []
+        for offset, body in enumerate(bodies, start=1):
+            try:
+                journaled.append(json.loads(body))
+            except ValueError:
+                self._corrupt(record + offset, "body is not JSON")
+        _disagree(record, inp, journaled, events)
 
 
 def replay(machine: Any, entries: Iterable[Entry]) -> None:
@@ -82,30 +305,63 @@ def replay(machine: Any, entries: Iterable[Entry]) -> None:
     Raises RecoveryError at the first input that fails or whose recomputed events differ from
     the journaled ones; the message names the record and kinds, never a card value.
     """
-    for entry in entries:
-        try:
-            events = machine.handle(entry.input)
-        except Exception as exc:
-            # The input and the exception's text may name a card of a round whose betting is
-            # open: this message reaches the log at ERROR, so it names the record and kinds.
-            raise RecoveryError(
-                f"record {entry.record}: replaying its {entry.input.kind} input (at "
-                f"{entry.input.at}) failed with {type(exc).__name__}; `pokdeng-table journal "
-                f"export` shows the record"
-            ) from exc
-        if canonical_json(events) == canonical_json(entry.events):
-            continue
-        journaled = [e.get("seq") for e in entry.events]
-        recomputed = [e.get("seq") if isinstance(e, dict) else None for e in events]
-        if len(events) != len(entry.events):
-            detail = (f"the journal has {len(entry.events)} event(s) (seq {journaled}), "
-                      f"replay gives {len(events)} "
-                      f"({', '.join(str(e.get('type')) for e in events) or 'none'})")
-        else:
-            index = next(i for i, (a, b) in enumerate(zip(entry.events, events))
-                         if canonical_json(a) != canonical_json(b))
-            detail = f"event seq {journaled[index]}: " + \
-                _first_difference(entry.events[index], events[index])
+    with quiet_machine_logs():
+        for entry in entries:
+            events = _handle(machine, entry.record, entry.input)
+            if canonical_json(events) != canonical_json(entry.events):
+                _disagree(entry.record, entry.input, entry.events, events)
+
+
+def _handle(machine: Any, record: int, inp: Input) -> list[dict[str, Any]]:
+    try:
+        return machine.handle(inp)
+    except Exception as exc:
+        # The input and the exception's text may name a card of a round whose betting is
+        # open: this message reaches the log at ERROR, so it names the record and kinds.
         raise RecoveryError(
-            f"record {entry.record} ({entry.input.kind} at {entry.input.at}): the journal and "
-            f"the rules disagree: {detail}; recomputed seqs {recomputed}")
+            f"record {record}: replaying its {inp.kind} input (at "
+            f"{inp.at}) failed with {type(exc).__name__}; `pokdeng-table journal "
+            f"export` shows the record"
+        ) from exc
+
+
+def _disagree(record: int, inp: Input, journaled_events: list[dict[str, Any]],
+              events: list[dict[str, Any]]) -> NoReturn:
+    journaled = [e.get("seq") for e in journaled_events]
+    recomputed = [e.get("seq") if isinstance(e, dict) else None for e in events]
+    if len(events) != len(journaled_events):
+        detail = (f"the journal has {len(journaled_events)} event(s) (seq {journaled}), "
+                  f"replay gives {len(events)} "
+                  f"({', '.join(str(e.get('type')) for e in events) or 'none'})")
+    else:
+        index = next(i for i, (a, b) in enumerate(zip(journaled_events, events))
+                     if canonical_json(a) != canonical_json(b))
+        detail = f"event seq {journaled[index]}: " + \
+            _first_difference(journaled_events[index], events[index])
+    raise RecoveryError(
+        f"record {record} ({inp.kind} at {inp.at}): the journal and "
+        f"the rules disagree: {detail}; recomputed seqs {recomputed}")
+
+
+class _DuringReplay(logging.Filter):
+    """Drops the table machine's log lines on a thread that is replaying the past."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_replaying, "active", False)
+
+
+_replaying = threading.local()
+logging.getLogger("controller.table.machine").addFilter(_DuringReplay())
+
+
+@contextlib.contextmanager
+def quiet_machine_logs() -> Iterator[None]:
+    """Replaying is not news: the pauses and rejections it re-lives were logged when they
+    happened, so the machine's log lines are dropped on this thread meanwhile (the caller
+    logs one summary)."""
+    previous = getattr(_replaying, "active", False)
+    _replaying.active = True
+    try:
+        yield
+    finally:
+        _replaying.active = previous

@@ -52,8 +52,9 @@ class JournalRetention:
     def __init__(self, journal_path: str | Path, settings: RetentionSettings,
                  machine_settings: Any, *,
                  wait_delivered: Callable[[int, float], bool] | None = None,
-                 interval_s: float = DAY_S):
+                 interval_s: float = DAY_S, key: bytes | None = None):
         self.journal_path = Path(journal_path)
+        self.key = key  # a keyed journal's chain key (archiving checks the chain first)
         self.settings = settings
         self.machine_settings = machine_settings
         self.interval_s = interval_s
@@ -151,7 +152,8 @@ class JournalRetention:
         try:
             result = archive_closed_shoes(
                 self.journal_path, self.settings.retention_days * DAY_S,
-                settings=self.machine_settings, archive_dir=self.settings.archive_dir)
+                settings=self.machine_settings, archive_dir=self.settings.archive_dir,
+                key=self.key)
         except Exception as exc:  # the table plays on; the next run tries again
             error = f"{type(exc).__name__}: {exc}"
             log.error("journal archive failed; nothing was removed from the journal",

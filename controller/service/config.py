@@ -247,6 +247,19 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True)
+class JournalKeySource:
+    """Where the journal's chain key is read from (``journal.key_file`` or
+    ``journal.key_credential``); neither: a plain chain (docs/durability.md, Keyed chain)."""
+
+    file: str | None = None
+    credential: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.file is not None or self.credential is not None
+
+
+@dataclass(frozen=True)
 class Config:
     table: MachineSettings
     state_dir: str
@@ -259,6 +272,7 @@ class Config:
     journal: RetentionSettings = RetentionSettings()
     source: str | None = None
     display: DisplaySettings | None = None  # the dealer display's web page; None: off
+    journal_key: JournalKeySource = JournalKeySource()
 
     @property
     def http(self) -> Any:
@@ -459,16 +473,17 @@ def _read_logging(s: Section | None) -> LoggingConfig:
     return config
 
 
-def _read_journal(s: Section | None) -> RetentionSettings:
+def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySource]:
     if s is None:
-        return RetentionSettings()
+        return RetentionSettings(), JournalKeySource()
     settings = RetentionSettings(
         archive=s.get_bool("archive", True),
         retention_days=s.get_float("retention_days", 30.0, minval=0, maxval=36500),
         archive_dir=s.get_path("archive_dir", None),
     )
+    key_file, key_credential = _read_secret(s, "key", False)
     s.finish()
-    return settings
+    return settings, JournalKeySource(key_file, key_credential)
 
 
 def _read_display(s: Section | None) -> DisplaySettings | None:
@@ -510,7 +525,7 @@ def parse_config(data: Any, source: str | None = None,
     control = _read_control(root.get_section("control"), state_dir or DEFAULT_STATE_DIR, environ)
     transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
-    journal = _read_journal(root.get_section("journal"))
+    journal, journal_key = _read_journal(root.get_section("journal"))
     display = _read_display(root.get_section("display"))
     root.finish()
     if errors:
@@ -518,7 +533,7 @@ def parse_config(data: Any, source: str | None = None,
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
-                  journal=journal, source=source, display=display)
+                  journal=journal, source=source, display=display, journal_key=journal_key)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

@@ -46,9 +46,9 @@ import structlog
 
 from controller import transports as transport_module
 from controller.display.server import DisplayServer
-from controller.durability.journal import Journal, JournalCorrupt, JournalError
+from controller.durability.journal import Journal, JournalCorrupt, JournalError, verify_file
 from controller.durability.outbox import Outbox
-from controller.durability.recovery import RecoveryError, recover
+from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
 from controller.service.clock import TableClock
 from controller.service.config import EX_CONFIG, Config, ConfigError
@@ -56,10 +56,13 @@ from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
 from controller.service.display_link import DisplayStartError, start_display
 from controller.service.held_inputs import HeldInputs
+from controller.service.journal_check import JournalCheck
+from controller.service.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
 from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
+from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
 from controller.table.inputs import ControllerFault, Input, Supervisor, Tick, with_time
@@ -86,6 +89,7 @@ class _Work:
 
 
 _STOP = object()
+_REPUBLISH = object()  # another thread's part of the status changed: publish it again
 
 
 class StartupError(Exception):
@@ -137,6 +141,7 @@ class Daemon:
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
+        self.journal_check: JournalCheck | None = None
 
     # -- posting (any thread) -----------------------------------------------------------------
     def post(self, inp: Input) -> None:
@@ -228,11 +233,22 @@ class Daemon:
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
+        # The chain before the checkpoint recovery started from is checked now, off this thread.
+        key = self.journal.chain.key if self.journal is not None else None
+        self.journal_check = JournalCheck(self.config.journal_path,
+                                          on_change=lambda: self.queue.put(_REPUBLISH),
+                                          verify=lambda path: verify_file(path, key))
+        self.journal_check.start()
 
     def _recover(self) -> tuple[Journal, TableMachine]:
         try:
-            self.journal = Journal(self.config.journal_path)
-            self.machine = recover(self.journal, self.settings)
+            self.journal = open_trusted_journal(self.config)  # key, head file, delivered
+            report = recover_report(self.journal, self.settings,
+                                    progress=StartupProgress(self.notifier))
+            self.machine = report.machine
+            log_recovery(report)
+        except JournalUntrusted as exc:
+            raise StartupError(f"cannot run on the journal: {exc}", exc.exit_status) from None
         except (JournalCorrupt, RecoveryError) as exc:
             # Restarting will not mend it: a person must look (journal verify/export).
             raise StartupError(f"cannot recover from the journal: {exc}", EX_DATAERR) from None
@@ -265,8 +281,9 @@ class Daemon:
     def _start_retention(self) -> JournalRetention | None:
         if not self.config.journal.archive:
             return None
+        assert self.journal is not None
         retention = JournalRetention(self.config.journal_path, self.config.journal,
-                                     self.settings)
+                                     self.settings, key=self.journal.chain.key)
         retention.start()
         return retention
 
@@ -333,6 +350,8 @@ class Daemon:
             except Exception:
                 log.exception("outbox did not stop cleanly")
         if self.journal is not None:
+            if self.machine is not None and not self._storage_fault:
+                mark_head(self.journal)  # where a clean stop left the journal
             self.journal.close()
         self.notifier.close()
         self.board.mark_stopped()
@@ -360,6 +379,8 @@ class Daemon:
                 break
             if isinstance(item, _Work):
                 self._process(item)
+            elif item is _REPUBLISH:
+                self._republish()
             deadline = self.machine.next_deadline()
             if (deadline is not None and not self._storage_fault
                     and self.clock.now() >= deadline):
@@ -474,6 +495,10 @@ class Daemon:
                     driver.new_shoe()
             elif event["type"] == "shoe_ended" and self.retention is not None:
                 self.retention.shoe_ended(event["seq"])
+        if any(event["type"] == "shoe_ended" for event in events):
+            save_checkpoint(self.journal, self.machine)  # the next start replays from here
+            if self.journal is not None:
+                mark_head(self.journal)  # start-up refuses a journal cut behind this mark
         # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:
@@ -487,9 +512,12 @@ class Daemon:
         snapshot["table"] = self.config.table.table_id
         snapshot["storage_fault"] = self._storage_fault
         snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
+        snapshot["chain"] = self.journal.chain.describe() if self.journal else None
         snapshot["held_inputs"] = len(self._held)
         snapshot["dropped_inputs"] = self._held.dropped
         snapshot["last_actions"] = self._last_actions.recent()
+        if self.journal_check is not None:
+            snapshot["journal_check"] = self.journal_check.status()
         self.board.publish(snapshot)
         self._update_leds(snapshot)
 
@@ -519,6 +547,13 @@ class Daemon:
         self._storage_fault = reason
         self._storage_retry_at = time.monotonic()  # first retry right away: may be transient
         self._publish_storage_fault()
+
+    def _republish(self) -> None:
+        assert self.machine is not None
+        if self._storage_fault:
+            self._publish_storage_fault()
+        else:
+            self._publish(self.machine.status())
 
     def _publish_storage_fault(self) -> None:
         assert self.machine is not None

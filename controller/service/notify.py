@@ -77,6 +77,14 @@ class Notifier:
     def watchdog(self) -> bool:
         return self.send("WATCHDOG=1")
 
+    def extend_timeout(self, seconds: float, status: str | None = None) -> bool:
+        """EXTEND_TIMEOUT_USEC=: still starting (a long replay), give us ``seconds`` more."""
+        lines = [f"EXTEND_TIMEOUT_USEC={max(1, int(seconds * 1_000_000))}"]
+        if status is not None:
+            lines.append(f"STATUS={status}")
+            self._last_status = status
+        return self.send(*lines)
+
     def stopping(self, status: str | None = None) -> bool:
         lines = ["STOPPING=1"]
         if status is not None:

@@ -16,6 +16,7 @@ import os
 
 from controller.service.config import Config, ConfigError, load_config
 from controller.service.control_access import group_id, missing_group
+from controller.service.journal_key import load_journal_key
 from controller.transports import TransportConfigError, read_secret
 
 
@@ -42,6 +43,10 @@ def secret_problems(config: Config) -> list[str]:
                 read_secret(key, path, credential)
             except TransportConfigError as exc:
                 problems.append(str(exc))
+    try:
+        load_journal_key(config)  # the journal's chain key, read the way `run` reads it
+    except TransportConfigError as exc:
+        problems.append(str(exc))
     return problems
 
 

@@ -37,6 +37,9 @@ def status_line(status: dict[str, Any]) -> str:
     lost = [name for name, up in devices.items() if up is False]
     if lost:
         parts.append("lost: " + ", ".join(lost))
+    check = status.get("journal_check")
+    if isinstance(check, dict) and check.get("state") == "failed":
+        parts.append(f"JOURNAL CHECK FAILED: {check.get('reason')}")
     return "; ".join(parts)
 
 

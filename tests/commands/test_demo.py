@@ -14,6 +14,7 @@ import pytest
 
 from controller.durability.journal import Journal, verify_file
 from controller.rules.hands import evaluate_hand, round_result_data
+from controller.service.journal_key import read_key_file
 from controller.table.events import validate_event
 from drivers.sim.shoe import shuffled_shoe
 from support.waiting import wait_until
@@ -22,6 +23,11 @@ from support.waiting import wait_until
 def demo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "controller", "demo", *args],
                           capture_output=True, text=True, timeout=timeout)
+
+
+def demo_key(state: Path) -> bytes:
+    """The key the demo made for its journal's chain."""
+    return read_key_file(state / "journal.key")
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -60,7 +66,10 @@ def test_demo_plays_rounds_and_writes_valid_events(tmp_path: Path) -> None:
     events = read_events(events_file)
     assert check_results(events) == 2
     assert events[0]["type"] == "shoe_started" and events[0]["table"] == "DEMO-1"
-    assert verify_file(tmp_path / "state" / "journal.sqlite").ok
+    state = tmp_path / "state"
+    assert (state / "journal.key").stat().st_mode & 0o777 == 0o600
+    assert verify_file(state / "journal.sqlite", demo_key(state)).ok  # the demo keys its chain
+    assert all("anchor" in e for e in events)
 
 
 @pytest.mark.slow
@@ -84,14 +93,14 @@ def test_demo_killed_mid_shoe_carries_on_with_the_same_shoe(tmp_path: Path) -> N
     assert "resuming" in second.stdout and "seed 11" in second.stdout
     assert "=== shoe 1 ended:" in second.stdout
 
-    assert verify_file(state / "journal.sqlite").ok
+    assert verify_file(state / "journal.sqlite", demo_key(state)).ok
     events = read_events(state / "events.jsonl")
     assert [e["type"] for e in events].count("shoe_started") == 1
     assert events[-1]["type"] == "shoe_ended" and events[-1]["data"]["reason"] == "cut_card"
     rounds = check_results(events)
     assert rounds == events[-1]["data"]["rounds"] >= 20
     # The same shoe, card for card, across the kill: nothing skipped, nothing dealt twice.
-    with Journal(state / "journal.sqlite") as journal:
+    with Journal(state / "journal.sqlite", demo_key(state)) as journal:
         drawn = [inp.card for inp in journal.inputs() if inp.kind == "card"]
     assert drawn == shuffled_shoe(11, 8)[:len(drawn)]
     assert len(drawn) == events[-1]["data"]["cards_drawn"]

@@ -116,7 +116,7 @@ def test_example_config_is_valid_and_covers_every_option() -> None:
                 "backoff_initial_s", "backoff_max_s", "topic_prefix", "tls", "username",
                 "password_credential", "password_file", "client_id", "keepalive", "level",
                 "format", "archive", "retention_days", "archive_dir", "allow_insecure",
-                "supervisor_group", "max_clients", "protocol"):
+                "supervisor_group", "max_clients", "protocol", "key_credential"):
         assert f"{key}:" in text, key
 
 
@@ -255,6 +255,17 @@ def http_credential(name: str | None) -> Make:
     return make
 
 
+def journal_key_file(content: str, also_credential: bool = False) -> Make:
+    def make(tmp_path: Path) -> Path:
+        data = base_config(tmp_path)
+        data["journal"]["key_file"] = str(tmp_path / "journal.key")
+        if also_credential:
+            data["journal"]["key_credential"] = "journal-key"
+        (tmp_path / "journal.key").write_text(content)
+        return write(tmp_path, data)
+    return make
+
+
 def empty_credential(tmp_path: Path) -> Path:
     path = write(tmp_path, base_config(tmp_path))
     (tmp_path / "credentials" / "mqtt-pw").write_text("\n")
@@ -389,6 +400,19 @@ BROKEN: dict[str, tuple[Make, str]] = {
                                   "transports.http.secret_credential: cannot read "),
     "empty mqtt password credential": (empty_credential,
                                        "transports.mqtt.password_credential: "),
+    # the journal's chain key
+    "inline journal key": (changed("journal.key", "hunter2"),
+                           "journal.key: secrets are not allowed inline in the config; put it "
+                           "in a file readable only by the daemon and give `key_file: /path`"),
+    "missing journal key file": (changed("journal.key_file", "/nonexistent/journal.key"),
+                                 "journal.key_file: cannot read /nonexistent/journal.key: No "
+                                 "such file or directory"),
+    "journal key too short": (journal_key_file("abc\n"),
+                              "journal.key_file: the key in "),
+    "missing journal key credential": (changed("journal.key_credential", "journal-key"),
+                                       "journal.key_credential: cannot read "),
+    "two journal key sources": (journal_key_file("k" * 64, also_credential=True),
+                                "journal.key_file: give either key_file or key_credential"),
 }
 
 

@@ -86,11 +86,14 @@ def test_the_demo_and_the_journal_commands_keep_their_files_private(tmp_path: Pa
     played = pokdeng_table("demo", "--speed", "200", "--quiet", "--seed", "5",
                            "--state-dir", str(state))
     assert played.returncode == 0, played.stderr[-2000:]
-    assert {"journal.sqlite", "events.jsonl", "demo.json"} <= set(assert_private(state))
-    journal = str(state / "journal.sqlite")
-    archived = pokdeng_table("journal", "archive", journal, "--older-than", "0s")
+    assert {"journal.sqlite", "events.jsonl", "demo.json", "journal.key",
+            "journal.sqlite.head"} <= set(assert_private(state))
+    assert (state / "journal.key").stat().st_mode & 0o777 == 0o600  # the chain key: owner only
+    journal, key = str(state / "journal.sqlite"), str(state / "journal.key")
+    archived = pokdeng_table("journal", "archive", journal, "--older-than", "0s",
+                             "--key-file", key)
     assert archived.returncode == 0 and "shoe(s) 1)" in archived.stdout, archived.stderr
-    verified = pokdeng_table("journal", "verify", journal)
+    verified = pokdeng_table("journal", "verify", journal, "--key-file", key)
     assert verified.returncode == 0, verified.stderr
     files = assert_private(state)
     assert "journal.sqlite.archive/manifest.json" in files

@@ -40,7 +40,7 @@ from support.daemon_helpers import (
     wait_status,
 )
 from support.display_helpers import SseReader, free_port, request
-from support.sealing import Leaks
+from support.sealing import Leaks, sealed_chain_hashes
 from support.waiting import wait_until
 
 FLIP, SHOE_BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")  # not sealed: no round is open
@@ -278,6 +278,12 @@ def run_sealed(table: Table, odd_frames: Callable[[Table], None],
     assert table.screen is not None and any(  # the display showed the driver's fault
         (view.get("banner") or {}).get("detail_code")
         for event, view in table.screen.taken() if event == "status")
+    # a plain chain's anchors: none of a record over a sealed card left before the cancel
+    table.leaks.add_hashes(sealed_chain_hashes(table.root / "state" / "journal.sqlite"))
+    opened = max(i for i, e in enumerate(events[:cut]) if e["type"] == "round_opened")
+    assert all("anchor" in e for e in events[:opened + 1]), "events before the window anchored"
+    assert not any("anchor" in e for e in events[opened + 1:cut])
+    assert "anchor" in events[cut]  # the cancel ends the window: its record may be hashed
     leaks = table.leaks_while_open(event_lines[:cut], log_before)
     channels = sorted({leak.split(" names ")[0] for leak in leaks})
     assert not leaks, f"leaking while betting is open: {', '.join(channels)}\n" + "\n".join(leaks)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from controller.rules.cards import Card, parse_card
@@ -69,6 +71,8 @@ class Leaks:
     cards: set[str] = field(default_factory=set)
     tags: set[str] = field(default_factory=set)
     frames: set[str] = field(default_factory=set)
+    #: chain hashes a sealed record could have (plain chain: brute-forcing one names the card)
+    hashes: set[str] = field(default_factory=set)
 
     def add_card(self, card: Card | str) -> None:
         self.cards.add(card if isinstance(card, str) else parse_card(card.code).code)
@@ -80,6 +84,9 @@ class Leaks:
         """A frame's text is a secret when it is long enough to be told apart from words."""
         if len(text.strip()) >= 6:
             self.frames.add(text.strip())
+
+    def add_hashes(self, hashes: Iterable[str]) -> None:
+        self.hashes.update(h.lower() for h in hashes)
 
     def find(self, text: str) -> list[str]:
         """What of the secrets ``text`` names (empty when nothing)."""
@@ -96,6 +103,11 @@ class Leaks:
         for frame in sorted(self.frames):
             if frame in text or json.dumps(frame)[1:-1] in text:
                 found.append(f"frame {frame!r}")
+        if self.hashes:
+            lower = text.lower()
+            hits = [h for h in self.hashes if h in lower]
+            if hits:
+                found.append(f"the chain hash {hits[0][:12]}… of a record over a sealed card")
         return found
 
     def found_in(self, channel: str, payload: Any) -> list[str]:
@@ -122,3 +134,40 @@ def spellings_found(text: str, cards: Iterable[str]) -> list[str]:
     for card in cards:
         leaks.add_card(card)
     return leaks.find(text)
+
+
+def sealed_chain_hashes(journal_path: Path) -> set[str]:
+    """Every plain chain hash that a record of the last round's betting window could have,
+    whichever of the 52 cards each sealed card input held: the hash of each card input with each
+    card in it, and of every later record of the window chained on top of it. The window runs
+    from the round's ``round_opened`` to its ``betting_closed``/``round_cancelled`` (or the end).
+    Anything a sealed record's plain hash can be compared with is in here, the true one too."""
+    from controller.durability.journal import canonical_json, record_hash
+    from controller.rules.cards import ALL_CARDS
+
+    conn = sqlite3.connect(f"file:{journal_path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT n, kind, event_seq, written, body, prev_hash, hash "
+                            "FROM records ORDER BY n").fetchall()
+    finally:
+        conn.close()
+    opened = max(i for i, r in enumerate(rows)
+                 if r[1] == "event" and json.loads(r[4])["type"] == "round_opened")
+    end = next((i for i in range(opened + 1, len(rows)) if rows[i][1] == "event" and
+                json.loads(rows[i][4])["type"] in ("betting_closed", "round_cancelled")),
+               len(rows))
+    window = rows[opened + 1:end]
+    found: set[str] = set()
+    for i, (n, kind, _seq, written, body, prev, _digest) in enumerate(window):
+        data = json.loads(body)
+        if kind != "input" or data.get("kind") != "card":
+            continue
+        for card in ALL_CARDS:
+            digest = record_hash(n, kind, None, written, prev, canonical_json(
+                dict(data, card=card.code)))
+            found.add(digest)
+            for later in window[i + 1:]:
+                digest = record_hash(later[0], later[1], later[2], later[3], digest, later[4])
+                found.add(digest)
+    assert found, "no card input in the betting window: nothing to search for"
+    return found

@@ -1,0 +1,153 @@
+"""Start time against the journal's size: start → READY and ``journal verify``, by shoes journaled.
+
+For each size (default 1, 50 and 500 shoes; ``--full`` adds 1,500, 30 days at ~50 shoes a day)
+a journal of whole simulated shoes is built once with the table machine and the journal
+directly (testkit/journals.py, cached under $TMPDIR/pokdeng-journals), marked delivered, and
+the real daemon (``pokdeng-table run``: Bee-Tek shoe simulator on a pty, line panel on a pty,
+file transport, a real NOTIFY_SOCKET) is started on a copy and timed from the process start to
+the READY=1 datagram; then the whole ``pokdeng-table journal verify FILE`` process is timed.
+With ``--legacy`` each size is also measured on a journal written without checkpoints (a
+journal from before they existed: the long replay, from record 1).
+
+    python bench/start_bench.py [--shoes 1,50,500] [--full] [--legacy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from controller.service.control_access import own_group  # noqa: E402
+from controller.table.machine import MachineSettings  # noqa: E402
+from drivers.sim.shoe import ShoeSimulator  # noqa: E402
+from testkit.journals import cached_journal  # noqa: E402
+
+SETTINGS = MachineSettings(table_id="BENCH", betting_seconds=15.0)
+SIZES = (1, 50, 500)
+FULL_SIZES = (1, 50, 500, 1500)
+
+
+def _ready_seconds(config: Path, notify_path: Path, log: Path, timeout: float = 600) -> float:
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(notify_path))
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
+    command = [sys.executable, "-m", "controller", "run", "--config", str(config)]
+    try:
+        with open(log, "ab") as out:
+            began = time.monotonic()
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    cwd=REPO)
+            try:
+                while time.monotonic() - began < timeout:
+                    ready, _, _ = select.select([notify], [], [], 0.05)
+                    if ready and b"READY=1" in notify.recv(4096):
+                        return time.monotonic() - began
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"the daemon exited ({proc.returncode}); see {log}")
+                raise RuntimeError(f"no READY=1 within {timeout} s")
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+    finally:
+        notify.close()
+        notify_path.unlink(missing_ok=True)
+
+
+def measure_size(shoes: int, checkpoints: bool = True) -> dict[str, float]:
+    """Start → READY and ``journal verify`` on a journal of ``shoes`` shoes."""
+    work = Path(tempfile.mkdtemp(prefix="pdsb-", dir="/tmp"))
+    shoe = ShoeSimulator(work / "shoe", "beetek").start()
+    master, slave = os.openpty()
+    try:
+        state = work / "state"
+        state.mkdir(mode=0o750)
+        journal = state / "journal.sqlite"
+        built = time.monotonic()
+        cached_journal(journal, shoes, SETTINGS, checkpoints=checkpoints)
+        build_s = time.monotonic() - built
+        conn = sqlite3.connect(journal)
+        records = conn.execute("SELECT MAX(n) FROM records").fetchone()[0]
+        conn.execute("INSERT INTO delivery(transport, last_seq, updated) "
+                     "SELECT 'file', MAX(event_seq), 0 FROM records")
+        conn.commit()
+        conn.close()
+        config = work / "table.yaml"
+        config.write_text(yaml.safe_dump({
+            "table": {"id": SETTINGS.table_id, "betting_seconds": SETTINGS.betting_seconds},
+            "state_dir": str(state),
+            "shoe": {"driver": "beetek", "url": str(work / "shoe")},
+            "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
+            "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
+            "transports": {"file": {"path": str(work / "events.jsonl")}},
+            "journal": {"archive": False},
+            "logging": {"level": "info", "format": "json"},
+        }))
+        ready_s = _ready_seconds(config, work / "notify", work / "daemon.log")
+        began = time.monotonic()
+        verify = subprocess.run([sys.executable, "-m", "controller", "journal", "verify",
+                                 str(journal)], capture_output=True, text=True, cwd=REPO)
+        verify_s = time.monotonic() - began
+        if verify.returncode != 0:
+            raise RuntimeError(f"journal verify failed: {verify.stdout}{verify.stderr}")
+        return {"shoes": shoes, "records": records, "ready_s": ready_s, "verify_s": verify_s,
+                "build_s": build_s, "checkpoints": checkpoints}
+    finally:
+        shoe.close(drain_timeout=0.2)
+        os.close(master)
+        os.close(slave)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(sizes: tuple[int, ...] = SIZES, legacy: bool = False) -> list[dict[str, float]]:
+    results = []
+    for shoes in sizes:
+        results.append(measure_size(shoes, checkpoints=True))
+        if legacy:
+            results.append(measure_size(shoes, checkpoints=False))
+    return results
+
+
+def describe(result: dict[str, float]) -> str:
+    kind = "checkpoints" if result["checkpoints"] else "no checkpoints (old journal)"
+    return (f"{result['shoes']:>5} shoes {result['records']:>9,} records  "
+            f"start->READY {result['ready_s']:7.2f} s  journal verify {result['verify_s']:7.2f} s"
+            f"  [{kind}]")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shoes", default=None,
+                        help="comma-separated journal sizes in shoes (default 1,50,500)")
+    parser.add_argument("--full", action="store_true", help="add 1,500 shoes (slow to build)")
+    parser.add_argument("--legacy", action="store_true",
+                        help="also measure journals written without checkpoints")
+    args = parser.parse_args()
+    sizes = FULL_SIZES if args.full else SIZES
+    if args.shoes:
+        sizes = tuple(int(s) for s in args.shoes.split(","))
+    for shoes in sizes:
+        for checkpoints in (True, False) if args.legacy else (True,):
+            print(describe(measure_size(shoes, checkpoints)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Anchors: each event leaves the table with its journal record's position and hash.
+
+``"anchor": {"record": n, "hash": "<hex>"}`` is added to the event envelope when it is read
+for delivery (the journaled body cannot hold its own hash). The backend thereby keeps a copy
+of the chain's head at every event it received, and ``journal verify --against`` holds the
+journal to it: a journal rewritten, cut or re-grown after the fact no longer matches what the
+backend was sent.
+
+Sealing: a record's hash covers every record before it, card inputs included. A keyed hash
+(HMAC-SHA256) reveals nothing without the key, so with a keyed chain every event carries its
+anchor. A plain SHA-256 does: with the other columns known, the 52 possible cards of a sealed
+input can be tried in no time. So with a plain chain an event whose record lies inside a
+round's betting window (after its ``round_opened``, before its ``betting_closed`` or
+``round_cancelled``) carries no anchor, now or ever: whether an event is anchored depends on the
+journal alone, so a repeat after a restart sends the very same bytes. The next anchored event
+(``betting_closed`` itself) covers those records.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from controller.durability.chain import KEYED
+from controller.durability.journal import chain_kind
+
+#: events that end a round's betting window (its cards may be hashed from then on)
+BETTING_ENDS = ("betting_closed", "round_cancelled")
+
+
+def anchor_of(n: int, digest: str) -> dict[str, Any]:
+    return {"record": n, "hash": digest}
+
+
+def _betting_open_before(conn: sqlite3.Connection, n: int) -> bool:
+    """Whether a round's betting window is open just before record ``n`` (from the journal)."""
+    # Backwards from n: stops at the newest round_opened (a round is a few dozen records).
+    row = conn.execute(
+        "SELECT n FROM records WHERE kind='event' AND n < ? "
+        "AND json_extract(body, '$.type')='round_opened' ORDER BY n DESC LIMIT 1",
+        (n,)).fetchone()
+    if row is None:
+        return False
+    closed = conn.execute(
+        "SELECT 1 FROM records WHERE kind='event' AND n > ? AND n < ? "
+        f"AND json_extract(body, '$.type') IN ({','.join('?' * len(BETTING_ENDS))}) LIMIT 1",
+        (row[0], n, *BETTING_ENDS)).fetchone()
+    return closed is None
+
+
+def anchored_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[dict[str, Any]]:
+    """Events with seq greater than ``seq`` (at most ``limit``), each with its anchor where the
+    chain allows one (see the module's doc)."""
+    keyed = chain_kind(conn) == KEYED
+    rows = conn.execute(
+        "SELECT n, body, hash FROM records WHERE event_seq > ? ORDER BY event_seq LIMIT ?",
+        (seq, limit)).fetchall()
+    events = []
+    betting_open = False if keyed or not rows else _betting_open_before(conn, rows[0][0])
+    for n, body, digest in rows:
+        event = json.loads(body)
+        if not keyed:
+            kind = event.get("type")
+            if kind == "round_opened":  # its record chains over closed rounds only
+                sealed, betting_open = False, True
+            elif kind in BETTING_ENDS:
+                sealed, betting_open = False, False
+            else:
+                sealed = betting_open
+            if sealed:
+                events.append(event)
+                continue
+        event["anchor"] = anchor_of(n, digest)
+        events.append(event)
+    return events
+
+
+def strip_anchor(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as journaled: what was sent, without the anchor added on the way out."""
+    return {key: value for key, value in event.items() if key != "anchor"}

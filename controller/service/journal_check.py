@@ -1,0 +1,111 @@
+"""The full journal check, run once off the owner thread after READY.
+
+A start checks the chain only from the last shoe-end checkpoint on (docs/durability.md), so
+the rest of the live journal is checked here, on its own thread and its own read-only
+connection (one snapshot; the owner keeps writing meanwhile): the same check as
+``pokdeng-table journal verify`` makes of the live journal, from its archive cut to its head.
+Archives are not read: they may have been moved off the table PC.
+
+Its state is part of the published status: ``running``, ``ok`` (with the time and the count),
+or ``failed`` with the reason. A failure is logged at ERROR and shown in ``status`` and in
+systemd's STATUS= line; it never stops the daemon (the table runs on the checked tail), but a
+supervisor must look at the journal (``pokdeng-table journal verify``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controller.durability.journal import JournalError, VerifyResult, verify_file
+from controller.table.events import iso_time
+
+log = structlog.get_logger("pokdeng.journal_check")
+
+
+def sealed_reason(result: VerifyResult) -> str:
+    """The failure in words that never carry a card: an invalid input's own message may quote
+    what the record holds, so only the kind of fault is kept from it."""
+    reason = result.reason
+    if reason.startswith("input is not valid"):
+        reason = "input is not valid"
+    where = f"record {result.bad_record}" if result.bad_record is not None else "journal"
+    return f"{where}: {reason}"
+
+
+class JournalCheck:
+    """Runs the check once on a daemon thread; ``status()`` may be read from any thread.
+
+    ``on_change`` is called (on the check's thread; it must not block) when the state moves.
+    """
+
+    def __init__(self, journal_path: str | Path, on_change: Callable[[], None] | None = None,
+                 verify: Callable[[Path], VerifyResult] = verify_file):
+        self._path = Path(journal_path)
+        self._on_change = on_change
+        self._verify = verify
+        self._lock = threading.Lock()
+        self._status: dict[str, Any] = {"state": "not started"}
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._set({"state": "running", "since": iso_time(time.time())})
+        self._thread = threading.Thread(target=self._run, name="journal-check", daemon=True)
+        self._thread.start()
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._status)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            result = self._verify(self._path)
+        except JournalError as exc:
+            result = VerifyResult(False, 0, 0, None, str(exc))
+        except Exception as exc:  # a check that breaks must say so, never kill the daemon
+            result = VerifyResult(False, 0, 0, None, f"the check itself failed: "
+                                                     f"{type(exc).__name__}: {exc}")
+        seconds = round(time.monotonic() - started, 3)
+        at = iso_time(time.time())
+        if result.ok:
+            log.info("journal check passed", records=result.records, events=result.events,
+                     seconds=seconds)
+            self._set({"state": "ok", "at": at, "records": result.records,
+                       "seconds": seconds})
+        else:
+            reason = sealed_reason(result)
+            log.error("journal check FAILED: the journal's chain does not hold; run "
+                      "`pokdeng-table journal verify` and call a supervisor",
+                      reason=reason, journal=str(self._path))
+            self._set({"state": "failed", "at": at, "reason": reason})
+
+    def _set(self, status: dict[str, Any]) -> None:
+        with self._lock:
+            self._status = status
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:
+                log.exception("journal check: status update failed")
+
+
+def check_text(status: dict[str, Any] | None) -> str | None:
+    """One line for ``status`` and STATUS=: "running", "ok at <time>", "FAILED: <reason>"."""
+    if not isinstance(status, dict):
+        return None
+    state = status.get("state")
+    if state == "ok":
+        return f"ok at {status.get('at')} ({status.get('records')} records)"
+    if state == "failed":
+        return f"FAILED: {status.get('reason')}"
+    return str(state) if state else None
