@@ -15,7 +15,12 @@ from collections.abc import Callable
 import structlog
 
 from controller.service.clock import ClockStep, TableClock
-from controller.service.time_sync import NOT_SYNCHRONISED, SYNCHRONISED, SyncReading, read_kernel_sync
+from controller.service.time_sync import (
+    NOT_SYNCHRONISED,
+    SYNCHRONISED,
+    SyncReading,
+    read_kernel_sync,
+)
 from controller.table.events import iso_time
 from controller.table.inputs import ClockReport
 

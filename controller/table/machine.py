@@ -40,9 +40,9 @@ from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
     Button,
     CardScan,
+    ClockReport,
     ControllerFault,
     CutCard,
-    ClockReport,
     DeviceStatus,
     Input,
     Misread,

@@ -29,10 +29,11 @@ from controller.service.control import ControlClient
 from controller.service.daemon import Daemon
 from controller.service.logging_setup import setup_logging
 from controller.service.notify import Notifier
+from controller.service.status_board import status_line
 from controller.service.time_sync import SyncReading
 from controller.table.events import seconds_of
 from controller.table.inputs import Actor, Button, CardScan
-from support.daemon_helpers import control_section
+from support.daemon_helpers import cli, control_section
 from support.waiting import wait_until
 
 BETTING_SECONDS = 2.0
@@ -84,7 +85,8 @@ def log_lines() -> Iterator[io.StringIO]:
         setup_logging("warning", "console", stream=io.StringIO())
 
 
-def start_daemon(state_dir: Path, wall: SteppedWall) -> tuple[Daemon, threading.Thread, EventLog]:
+def start_daemon(state_dir: Path, wall: SteppedWall, sync: str = "synchronised",
+                 ) -> tuple[Daemon, threading.Thread, EventLog]:
     config = parse_config({
         "table": {"id": "C1", "betting_seconds": BETTING_SECONDS},
         "state_dir": str(state_dir),
@@ -92,7 +94,7 @@ def start_daemon(state_dir: Path, wall: SteppedWall) -> tuple[Daemon, threading.
         "control": control_section(state_dir / "c.sock"),
     }, "test")
     daemon = Daemon(config, notifier=Notifier({}), clock=TableClock(wall=wall), drivers=[],
-                    transports=[], time_sync=lambda: SyncReading("synchronised", 0.02))
+                    transports=[], time_sync=lambda: SyncReading(sync, 0.02))
     events = EventLog()
     daemon.add_event_listener(events)
     thread = threading.Thread(target=daemon.run, daemon=True)
@@ -208,3 +210,37 @@ def test_event_times_never_go_back_across_a_restart_after_a_backward_step(
     after = journal_times(state_dir)
     assert len(after) > len(before)
     assert after == sorted(after) and after[len(before)] >= last_before
+
+
+@pytest.mark.slow
+def test_a_clock_that_is_not_synchronised_is_sent_once_and_shown_to_the_supervisor(
+        state_dir: Path, log_lines: io.StringIO) -> None:
+    wall = SteppedWall()
+    daemon, thread, events = start_daemon(state_dir, wall, sync="not_synchronised")
+    try:
+        daemon.post(Button(0.0, "new_shoe"))
+        wait_until(lambda: events.first("shoe_started"), what="shoe_started")
+        socket = str(state_dir / "c.sock")
+        status = cli("status", "--socket", socket)
+        view = cli("watch", "--once", "--socket", socket)
+        snapshot = daemon.snapshot()
+    finally:
+        stop(daemon, thread)
+    assert status.returncode == 0, status.stderr
+    assert "clock: NOT synchronised (check chrony or systemd-timesyncd)" in status.stdout
+    assert "CLOCK NOT SYNCHRONISED" in view.stdout
+    assert "clock NOT synchronised" in status_line(snapshot)  # systemd's STATUS=
+    reports = [e for e, _ in events.events if e["type"] == "clock_status"]
+    assert [r["data"] for r in reports] == [{"sync": "not_synchronised", "max_error_s": 0.02}]
+    assert sync_warnings(log_lines) == ["warning"]
+
+    # A restart with the same state is not news: no second event, no second warning.
+    daemon, thread, events = start_daemon(state_dir, wall, sync="not_synchronised")
+    stop(daemon, thread)
+    assert not [e for e, _ in events.events if e["type"] == "clock_status"]
+    assert sync_warnings(log_lines) == ["warning"]
+
+
+def sync_warnings(log_lines: io.StringIO) -> list[str]:
+    lines = [json.loads(line) for line in log_lines.getvalue().splitlines() if line.strip()]
+    return [line["level"] for line in lines if "NOT synchronised" in line["event"]]
