@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,9 +72,13 @@ class SyncReading:
             self.state, "unknown")
 
 
+@functools.cache
 def _adjtimex_function() -> Callable[..., int] | None:
+    """libc's adjtimex, looked up once (the process already has libc loaded: CDLL(None))."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if getattr(libc, "adjtimex", None) is None:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     except OSError:
         return None
     function = getattr(libc, "adjtimex", None) or getattr(libc, "ntp_adjtime", None)
