@@ -37,8 +37,6 @@ def status_line(status: dict[str, Any]) -> str:
     lost = [name for name, up in devices.items() if up is False]
     if lost:
         parts.append("lost: " + ", ".join(lost))
-    if status.get("clock_sync") == "not_synchronised":
-        parts.append("clock NOT synchronised")
     return "; ".join(parts)
 
 
