@@ -229,6 +229,10 @@ def event_line(event: dict[str, Any]) -> str | None:
         return f"{data['device']} {'connected' if data['connected'] else 'DISCONNECTED'}"
     if kind == "input_rejected":
         return f"rejected {data.get('name') or data.get('input')}: {data.get('reason')}"
+    if kind == "clock_status":
+        step = f"; the wall clock was stepped {data['step_s']:+g} s" if "step_s" in data else ""
+        sync = {"synchronised": "synchronised", "not_synchronised": "NOT synchronised"}
+        return f"system clock {sync.get(data['sync'], 'sync unknown')}{step}"
     return None
 
 

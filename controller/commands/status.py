@@ -63,6 +63,9 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("devices: " + ", ".join(
             f"{name} {'connected' if up else 'NOT CONNECTED'}"
             for name, up in sorted(devices.items())))
+    clock = clock_text(status)
+    if clock:
+        lines.append(clock)
     backend = status.get("backend")
     if isinstance(backend, dict) and backend:
         parts = []
@@ -102,6 +105,20 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("last supervisor actions:")
         lines += [f"  {_action_text(action)}" for action in actions]
     return lines
+
+
+def clock_text(status: dict[str, Any]) -> str | None:
+    """``clock: synchronised | NOT synchronised | unknown``, with the last wall-clock step seen."""
+    sync = status.get("clock_sync")
+    if sync is None:
+        return None  # a daemon from before clock reports
+    words = {"synchronised": "synchronised",
+             "not_synchronised": "NOT synchronised (check chrony or systemd-timesyncd)"}
+    text = "clock: " + words.get(str(sync), "unknown")
+    step = status.get("last_clock_step")
+    if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float)):
+        text += f"; last step {float(step['seconds']):+.3f} s at {step.get('time', '?')}"
+    return text
 
 
 def _action_text(action: dict[str, Any]) -> str:

@@ -87,6 +87,8 @@ def dealer_view(status: dict[str, Any]) -> list[str]:
     lost = [name for name, up in (status.get("devices") or {}).items() if up is False]
     if lost:
         lines.append("NOT CONNECTED: " + ", ".join(lost))
+    if status.get("clock_sync") == "not_synchronised":
+        lines.append("CLOCK NOT SYNCHRONISED — tell the supervisor")
     return lines
 
 

@@ -21,7 +21,10 @@ Journal retention (archiving closed, delivered shoes) runs on its own thread
 never wait for; the loop only tells it that a shoe ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
-then handles a ``Tick``. The systemd watchdog is pinged from this same loop, so a stuck loop
+then handles a ``Tick``. While a deadline is pending the table clock is kept steady (on the
+monotonic clock), so a wall-clock step neither shortens nor lengthens the betting countdown;
+``ClockWatch`` (clock_watch.py) turns steps and the clock's synchronisation into ``clock``
+inputs (docs/clock.md). The systemd watchdog is pinged from this same loop, so a stuck loop
 stops the pings and systemd restarts us.
 
 The daemon owns its collaborators, none of which knows the daemon: ``TableClock`` (clock.py),
@@ -51,6 +54,7 @@ from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
 from controller.service.clock import TableClock
+from controller.service.clock_watch import ClockWatch
 from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
@@ -65,6 +69,7 @@ from controller.service.panel_leds import panel_leds
 from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
+from controller.service.time_sync import SyncReading, read_kernel_sync
 from controller.table.inputs import ControllerFault, Input, Supervisor, Tick, with_time
 from controller.table.machine import MachineSettings, TableMachine
 from controller.transports import TransportConfigError
@@ -110,7 +115,8 @@ class Daemon:
     def __init__(self, config: Config, *, notifier: Notifier | None = None,
                  clock: TableClock | None = None,
                  drivers: Iterable[DriverFactory] | None = None,
-                 transports: list[Any] | None = None):
+                 transports: list[Any] | None = None,
+                 time_sync: Callable[[], SyncReading] = read_kernel_sync):
         self.config: Config = config
         self.notifier: Notifier = notifier or Notifier()
         self.clock: TableClock = clock or TableClock()
@@ -129,6 +135,7 @@ class Daemon:
         self.control: ControlServer | None = None
         self.display: DisplayServer | None = None  # the dealer display, when configured
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
+        self.clock_watch: ClockWatch = ClockWatch(self.clock, time_sync)
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
         self._last_at: float = 0.0
         self._stop: threading.Event = threading.Event()
@@ -211,6 +218,8 @@ class Daemon:
         self.clock.catch_up(self._last_at)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
+        self.clock_watch.start(machine.clock_sync)
+        self._watch_clock()
         self._publish(machine.status())
         try:
             self.outbox = self._start_outbox()
@@ -387,6 +396,7 @@ class Daemon:
                 self._handle(Tick(0.0))
             if self._storage_fault and time.monotonic() >= self._storage_retry_at:
                 self._retry_storage()
+            self._watch_clock()
             self._ping_watchdog()
 
     def _wait_seconds(self) -> float:
@@ -398,6 +408,13 @@ class Daemon:
         if self._watchdog_interval is not None:
             wait = min(wait, self._watchdog_due - time.monotonic())
         return max(0.0, wait)
+
+    def _watch_clock(self) -> None:
+        """Report wall-clock steps and synchronisation changes to the table (as inputs)."""
+        assert self.machine is not None
+        self.clock.keep_steady(self.machine.next_deadline() is not None)
+        for report in self.clock_watch.reports():
+            self._handle(report)
 
     def _ping_watchdog(self, force: bool = False) -> None:
         if self._watchdog_interval is None:
@@ -460,6 +477,8 @@ class Daemon:
             return []
         stamped = self._stamp(inp)
         events = self.machine.handle(stamped)
+        # A countdown runs on the monotonic clock, from the reading that started it.
+        self.clock.keep_steady(self.machine.next_deadline() is not None)
         if not events and inp.kind == "tick":
             return []  # a tick that fired nothing need not be journaled
         try:

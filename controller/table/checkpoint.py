@@ -33,6 +33,8 @@ def capture(machine: TableMachine) -> dict[str, Any]:
         "paused": machine.hold == "paused",
         "fault": machine.fault.to_dict() if machine.fault else None,
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
+        "clock_sync": machine.clock_sync,
+        "last_clock_step": machine.last_clock_step,
     }
 
 
@@ -55,5 +57,8 @@ def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
     machine.switch_on = bool(checkpoint["switch_on"])
     machine.fault = pause_reason_from(checkpoint.get("fault"))
     machine.last_fault = pause_reason_from(checkpoint.get("last_fault"))
+    # Checkpoints taken before the clock was reported have neither: unknown, no step seen.
+    machine.clock_sync = str(checkpoint.get("clock_sync") or "unknown")
+    machine.last_clock_step = checkpoint.get("last_clock_step")
     if checkpoint["paused"]:
         machine.restore_paused()

@@ -16,6 +16,8 @@ Kinds::
     {"at": 15.0, "kind": "supervisor", "action": "pause", "by": {"user": "alice", "uid": 1001}}
     {"at": 40.0, "kind": "tick"}
     {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
+    {"at": 42.0, "kind": "clock", "sync": "not_synchronised", "max_error_s": 16.0}
+    {"at": 43.0, "kind": "clock", "sync": "synchronised", "step_s": -3600.0}
 
 ``fault`` is raised by the controller itself (not a device): something the table cannot work
 without failed, so the table pauses with that code and reason until the supervisor resumes.
@@ -24,6 +26,9 @@ not in the card registry), so the pause says what the shoe actually saw. The ``r
 plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
 a card) goes in ``evidence``, a flat object of strings that the table keeps sealed until the
 open round's betting has closed (``fault_detail`` event, docs/faults.md).
+``clock`` is the controller's report on the system clock (docs/clock.md): whether the kernel
+says it is synchronised (``sync``: synchronised, not_synchronised or unknown), its error bound
+``max_error_s``, and ``step_s`` when the wall clock was stepped by that many seconds.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.
 """
@@ -41,6 +46,7 @@ from controller.rules.cards import Card, CardCodeError, parse_card
 BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
+CLOCK_SYNC_STATES = ("synchronised", "not_synchronised", "unknown")
 SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
@@ -172,6 +178,23 @@ class ControllerFault:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockReport:
+    at: float
+    sync: str
+    max_error_s: float | None = None
+    step_s: float | None = None
+    kind = "clock"
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sync": self.sync}
+        if self.max_error_s is not None:
+            out["max_error_s"] = self.max_error_s
+        if self.step_s is not None:
+            out["step_s"] = self.step_s
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     at: float
     kind = "tick"
@@ -181,7 +204,7 @@ class Tick:
 
 
 Input = (Button | CardScan | CutCard | Misread | Switch | DeviceStatus | Supervisor
-         | ControllerFault | Tick)
+         | ControllerFault | Tick | ClockReport)
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -212,6 +235,7 @@ _ALLOWED_KEYS = {
     "supervisor": {"action", "card", "by"},
     "fault": {"code", "reason"},
     "tick": set(),
+    "clock": {"sync", "max_error_s", "step_s"},
 }
 
 
@@ -247,6 +271,16 @@ def _optional_text(obj: dict[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ScriptError(f'"{key}" must be a string, got {_shown(value)}')
     return value
+
+
+def _optional_seconds(obj: dict[str, Any], key: str) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise ScriptError(f'"{key}" must be a number of seconds, got {_shown(value)}')
+    return float(value)
 
 
 def _evidence(obj: dict[str, Any]) -> dict[str, str] | None:
@@ -321,6 +355,10 @@ def from_dict(obj: Any) -> Input:
             if not code or reason is None:
                 raise ScriptError('"fault" input needs a "code" and a "reason"')
             return ControllerFault(at, code, reason)
+        if kind == "clock":
+            sync = _choice(_require(obj, "sync", kind), CLOCK_SYNC_STATES, "clock sync state")
+            return ClockReport(at, sync, _optional_seconds(obj, "max_error_s"),
+                               _optional_seconds(obj, "step_s"))
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

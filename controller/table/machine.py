@@ -40,6 +40,7 @@ from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
     Button,
     CardScan,
+    ClockReport,
     ControllerFault,
     CutCard,
     DeviceStatus,
@@ -93,6 +94,9 @@ class TableMachine(ProcedureTriggers):
         # The fault (misread or ninth_copy) whose card the supervisor may enter by hand. A
         # misread also blocks resume: the card went somewhere and must be known.
         self.card_owed: str | None = None
+        # The system clock as the controller last reported it (docs/clock.md).
+        self.clock_sync = "unknown"
+        self.last_clock_step: dict[str, Any] | None = None
         self._reset_shoe()
         self._events: list[dict[str, Any]] = []
         self._now = 0.0
@@ -479,6 +483,14 @@ class TableMachine(ProcedureTriggers):
                         "the shoe disconnected while cards are still needed; reconnect it, "
                         "then resume, or cancel_round")
 
+    def _on_clock(self, inp: ClockReport) -> None:
+        if inp.sync == self.clock_sync and inp.step_s is None:
+            return  # the same state again: not news
+        self.clock_sync = inp.sync
+        if inp.step_s is not None:
+            self.last_clock_step = {"seconds": inp.step_s, "time": iso_time(self._now)}
+        self._emit("clock_status", inp.data())
+
     def _on_button(self, inp: Button) -> None:
         if self.hold == "paused" and inp.name not in BUTTONS_WHILE_PAUSED:
             self._reject(inp, faults.TABLE_PAUSED,
@@ -654,6 +666,7 @@ class TableMachine(ProcedureTriggers):
         Supervisor: _on_attributed_supervisor,
         ControllerFault: _on_controller_fault,
         Tick: _on_tick,
+        ClockReport: _on_clock,
     }
 
     # --- views (controller.table.views) ---------------------------------------------------

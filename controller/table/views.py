@@ -111,6 +111,8 @@ def status(machine: TableMachine) -> dict[str, Any]:
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
         "card_owed": machine.card_owed,
         "devices": dict(machine.devices),
+        "clock_sync": machine.clock_sync,
+        "last_clock_step": machine.last_clock_step,
         "switch": "pause" if machine.switch_on else "run",
         "last_round": machine.last_round,
         "rounds_played": machine.rounds_played,

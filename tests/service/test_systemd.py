@@ -150,3 +150,36 @@ def test_tmpfiles_keep_the_config_for_the_daemon_and_the_secret_for_root() -> No
     daemon_group = next(fields for fields in sysusers() if fields[0] == "u")[2].split(":")[1]
     assert entries["/etc/pokdeng-table"][2:5] == ["0750", "root", daemon_group]
     assert entries["/etc/pokdeng-table/credentials"][2:5] == ["0700", "root", "root"]
+
+
+def test_unit_starts_after_time_sync_and_may_read_the_clock_state() -> None:
+    d = unit_directives()
+    assert "time-sync.target" in " ".join(d["After"]).split()
+    assert "time-sync.target" in " ".join(d["Wants"]).split()
+    # Reading the kernel's synchronisation (adjtimex; glibc calls clock_adjtime) is allowed;
+    # setting the clock is not: no capability for it, and ProtectClock= would block the read.
+    assert "ProtectClock" not in d
+    assert d["CapabilityBoundingSet"] == [""] and d["NoNewPrivileges"] == ["yes"]
+    allowed = " ".join(d["SystemCallFilter"]).split()
+    assert {"adjtimex", "clock_adjtime"} <= set(allowed)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze not installed (Debian package: systemd)")
+def test_the_unit_syscall_filter_lets_the_clock_state_through_but_not_clock_setting() -> None:
+    """Expand the unit's SystemCallFilter= groups (nested ones too) with systemd's own tables."""
+
+    def expand(name: str) -> set[str]:
+        if not name.startswith("@"):
+            return {name}
+        listing = subprocess.run(["systemd-analyze", "syscall-filter", name],
+                                 capture_output=True, text=True, timeout=60, check=True)
+        entries = [line.strip() for line in listing.stdout.splitlines()[1:]]
+        return set().union(*(expand(entry) for entry in entries
+                             if entry and not entry.startswith("#")))
+
+    allowed = set().union(*(expand(name) for value in unit_directives()["SystemCallFilter"]
+                            for name in value.split()))
+    assert len(allowed) > 100  # the groups were expanded
+    assert {"adjtimex", "clock_adjtime"} <= allowed
+    assert not {"clock_settime", "settimeofday"} & allowed
