@@ -27,7 +27,8 @@ ENVELOPE_VERSION = 1
 # docs/faults.md and the schemas): `card_burned` for the shoe's burn cards before round 1,
 # `input_rejected` for a button or supervisor action that makes no sense in the state,
 # `fault_detail` for what the shoe sent with a fault, once it no longer names a card of a round
-# whose betting is open.
+# whose betting is open; `backend_unreachable`/`backend_restored` for a transport that has
+# failed to deliver for a while, and delivers again (docs/backend.md).
 EVENT_TYPES = (
     "shoe_started",
     "burn_card_shown",
@@ -46,6 +47,8 @@ EVENT_TYPES = (
     "device_status",
     "input_rejected",
     "fault_detail",
+    "backend_unreachable",
+    "backend_restored",
 )
 
 

@@ -111,6 +111,7 @@ def status(machine: TableMachine) -> dict[str, Any]:
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
         "card_owed": machine.card_owed,
         "devices": dict(machine.devices),
+        "backends_unreachable": dict(machine.backends_unreachable),
         "switch": "pause" if machine.switch_on else "run",
         "last_round": machine.last_round,
         "rounds_played": machine.rounds_played,
