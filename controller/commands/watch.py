@@ -87,6 +87,9 @@ def dealer_view(status: dict[str, Any]) -> list[str]:
     lost = [name for name, up in (status.get("devices") or {}).items() if up is False]
     if lost:
         lines.append("NOT CONNECTED: " + ", ".join(lost))
+    unreachable = status.get("backends_unreachable") or {}
+    if unreachable:  # the table deals on; the backend catches up once it answers
+        lines.append("BACKEND UNREACHABLE: " + ", ".join(sorted(unreachable)))
     return lines
 
 

@@ -10,7 +10,7 @@ Failures never stop a transport: every failure (``TransientError``, ``PermanentE
 a 401 or 404, or an unexpected exception) retries the same batch after a capped exponential
 backoff with full jitter, and the other transports carry on. ``status()`` says what is wrong
 while it lasts ("refused" for a backend that refuses us) and clears it on recovery, keeping
-``last_error_at``. A transport failing for ``unreachable_after_s`` is reported once to
+``last_error_at``. A transport failing for its ``unreachable_after_s`` is reported once to
 ``on_backend_change`` (the daemon journals it as a table input, so the other transports and the
 record have it), and again when it delivers.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.durability.journal import JournalError, connect, read_base, read_events_after
-from controller.transports import TransportError, Transport
+from controller.transports import Transport, TransportError
 
 log = logging.getLogger("pokdeng.outbox")
 
@@ -40,8 +40,6 @@ log = logging.getLogger("pokdeng.outbox")
 IDLE_POLL_S = 5.0
 #: at most one "still failing" warning per transport this often
 BACKLOG_LOG_EVERY_S = 10.0
-#: a transport failing this long is reported unreachable (config: outbox.unreachable_after_s)
-UNREACHABLE_AFTER_S = 30.0
 #: a backend's resend requests are served at most this often per transport
 RESEND_MIN_INTERVAL_S = 5.0
 #: at most this many events go out again for one resend request
@@ -187,7 +185,7 @@ class _Worker:
         while not stop.is_set():
             now = time.monotonic()
             if not self.unreachable and self.failing_since is not None:
-                due = self.failing_since + self.outbox.unreachable_after_s
+                due = self.failing_since + self.transport.unreachable_after_s
                 if now >= due:
                     self._report(False)
                     continue
@@ -205,7 +203,7 @@ class _Worker:
             reason = "delivering again"
             log.warning("outbox %s: backend reachable again, delivering", self.name)
         else:
-            reason = (f"failing for {self.outbox.unreachable_after_s:g}s: "
+            reason = (f"failing for {self.transport.unreachable_after_s:g}s: "
                       f"{self.last_error or 'unknown error'}")[:REASON_MAX_CHARS]
             log.error("outbox %s: backend unreachable: %s", self.name, reason)
         listener = self.outbox.on_backend_change
@@ -282,14 +280,12 @@ class Outbox:
 
     def __init__(self, journal_path: str | Path, transports: Iterable[Transport], *,
                  idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
-                 unreachable_after_s: float = UNREACHABLE_AFTER_S,
                  on_backend_change: BackendListener | None = None,
                  known_unreachable: Iterable[str] = ()):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
         restart); their next delivery is reported to ``on_backend_change`` as a recovery."""
         self.path = Path(journal_path)
         self.idle_poll_s = idle_poll_s
-        self.unreachable_after_s = unreachable_after_s
         self.on_backend_change = on_backend_change
         self._rand = rand
         self._stop = threading.Event()

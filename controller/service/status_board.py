@@ -37,6 +37,9 @@ def status_line(status: dict[str, Any]) -> str:
     lost = [name for name, up in devices.items() if up is False]
     if lost:
         parts.append("lost: " + ", ".join(lost))
+    unreachable = status.get("backends_unreachable") or {}
+    if unreachable:
+        parts.append("BACKEND UNREACHABLE: " + ", ".join(sorted(unreachable)))
     return "; ".join(parts)
 
 

@@ -38,11 +38,11 @@ from controller.rules.hands import HAND_ORDER, round_result_data
 from controller.table import checkpoint, faults, views
 from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
+    BackendStatus,
     Button,
     CardScan,
     ControllerFault,
     CutCard,
-    BackendStatus,
     DeviceStatus,
     Input,
     Misread,

@@ -91,6 +91,8 @@ class Transport(ABC):
     #: retry backoff: capped exponential with full jitter, in seconds
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 30.0
+    #: failing this long makes the table record the backend unreachable (an event)
+    unreachable_after_s: float = 30.0
 
     def __init__(self, name: str | None = None):
         self.name = name or self.kind

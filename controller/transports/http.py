@@ -68,6 +68,8 @@ class HttpTransportSettings:
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # failing this long: the table records the backend unreachable (an event)
+    unreachable_after_s: float = option(30.0, above=0, maxval=3600)
     # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
     secret_credential: str | None = option(None, secret="secret", required=True)
     # plain http:// only with this set: a backend on this machine or in a test
@@ -120,6 +122,7 @@ class HttpTransport(Transport):
         self.batch_max = settings.batch_max
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
+        self.unreachable_after_s = settings.unreachable_after_s
         self._secret = read_secret("http transport: secret_file", settings.secret_file,
                                    settings.secret_credential)
         self._https = parts.scheme == "https"

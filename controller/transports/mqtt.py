@@ -77,6 +77,8 @@ class MqttTransportSettings:
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # failing this long: the table records the backend unreachable (an event)
+    unreachable_after_s: float = option(30.0, above=0, maxval=3600)
     # the HMAC secret that signs each event message (MQTT 5 user properties)
     secret_file: str | None = option(None, secret="secret")
     secret_credential: str | None = option(None, secret="secret")  # LoadCredential= name
@@ -123,6 +125,7 @@ class MqttTransport(Transport):
         self.batch_max = settings.batch_max
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
+        self.unreachable_after_s = settings.unreachable_after_s
         prefix = settings.topic_prefix.strip("/")
         self.events_topic = f"{prefix}/{table}/events"
         self.status_topic = f"{prefix}/{table}/status"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
@@ -127,7 +126,7 @@ def test_a_long_failure_is_reported_once_and_its_end_once(journal, webhook, webh
     webhook.always = 401
     changes: list[tuple[str, bool, str]] = []
     written = fill(journal, 10)
-    with Outbox(journal.path, [http(webhook, webhook_secret)], unreachable_after_s=0.3,
+    with Outbox(journal.path, [http(webhook, webhook_secret, unreachable_after_s=0.3)],
                 on_backend_change=lambda *change: changes.append(change)) as outbox:
         assert wait_until(lambda: len(changes) == 1, 5, "the unreachable report")
         status = outbox.status()["backend"]
