@@ -27,6 +27,14 @@ from types import SimpleNamespace
 from typing import Any
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+STUDIO_BROKER_CONF = Path(__file__).resolve().parents[1] / "config" / "mosquitto" / "pokdeng.conf"
+STUDIO_BROKER_ACL = STUDIO_BROKER_CONF.with_name("pokdeng.acl")
+#: directives of the studio's broker config that a test broker sets itself (where it listens,
+#: its files, its log, who may log in)
+_TEST_BROKER_OWNS = {"listener", "certfile", "keyfile", "cafile", "require_certificate",
+                     "allow_anonymous", "password_file", "acl_file", "persistence",
+                     "persistence_location", "log_dest", "log_type", "connection_messages",
+                     "user", "pid_file"}
 DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
 
@@ -197,19 +205,35 @@ def make_certificate(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Pa
     return cert, key
 
 
+def studio_broker_settings() -> list[str]:
+    """The studio's broker settings (config/mosquitto/pokdeng.conf) a test broker keeps."""
+    kept = []
+    for line in STUDIO_BROKER_CONF.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and line.split()[0] not in _TEST_BROKER_OWNS:
+            kept.append(line)
+    return kept
+
+
 class Mosquitto:
     """A mosquitto broker on a free loopback port (or the given loopback address and port),
-    with a generated config; optionally with users (a password file made by mosquitto_passwd)
-    and TLS (certfile/keyfile)."""
+    configured as the studio's (config/mosquitto/pokdeng.conf) with its own listener, files
+    and log; optionally with users (a password file made by mosquitto_passwd), the studio's
+    ACL (``acl=True``), TLS (certfile/keyfile), or persistence off (``persistence=False``: a
+    restart forgets every session and queued message)."""
 
     def __init__(self, workdir: Path, users: dict[str, str] | None = None,
                  tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1",
-                 port: int | None = None):
+                 port: int | None = None, persistence: bool = True, acl: bool = False):
         self.host = host
         self.port = port or free_port()
         self.config = workdir / "mosquitto.conf"
-        lines = [f"listener {self.port} {host}", "persistence false", "log_dest stderr",
+        lines = [f"listener {self.port} {host}", *studio_broker_settings(),
+                 f"persistence {'true' if persistence else 'false'}",
+                 f"persistence_location {workdir}/", "log_dest stderr",
                  "log_type error", "log_type warning", "user root"]
+        if acl:
+            lines.append(f"acl_file {STUDIO_BROKER_ACL}")
         if users:
             passwords = workdir / "mosquitto.passwd"
             passwords.touch()
