@@ -37,19 +37,32 @@ _TEST_BROKER_OWNS = {"listener", "certfile", "keyfile", "cafile", "require_certi
                      "user", "pid_file"}
 DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
+BACKEND_DOC = Path(__file__).resolve().parents[1] / "docs" / "backend.md"
+RECEIVER_HEADING = "### The in-order receiver"
+
+
+def _documented_code(doc: Path, heading: str) -> SimpleNamespace:
+    """The first Python block under ``heading`` in ``doc``, run: its names."""
+    text = doc.read_text(encoding="utf-8")
+    _, found, section = text.partition(heading)
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found and block, f"no Python block under {heading!r} in {doc}"
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), f"{doc} ({heading})", "exec"), namespace)
+    return SimpleNamespace(**namespace)
 
 
 @functools.cache
 def documented_verifier() -> SimpleNamespace:
     """The backend verifier of docs/durability.md, run from the Markdown itself: its
     ``signature_ok``, ``new_events`` and ``WINDOW_S``."""
-    text = DURABILITY_DOC.read_text(encoding="utf-8")
-    _, found, section = text.partition(VERIFIER_HEADING)
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found and block, f"no verifier under {VERIFIER_HEADING!r} in {DURABILITY_DOC}"
-    namespace: dict[str, Any] = {}
-    exec(compile(block.group(1), f"{DURABILITY_DOC} (verifier)", "exec"), namespace)
-    return SimpleNamespace(**namespace)
+    return _documented_code(DURABILITY_DOC, VERIFIER_HEADING)
+
+
+@functools.cache
+def documented_receiver() -> SimpleNamespace:
+    """The in-order receiver of docs/backend.md, run from the Markdown: ``InOrder``."""
+    return _documented_code(BACKEND_DOC, RECEIVER_HEADING)
 
 
 class WebhookBackend:
@@ -344,3 +357,80 @@ class TcpRelay:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+class MqttReceiver:
+    """A game backend on MQTT as docs/backend.md asks: a persistent MQTT 5 session (fixed
+    client id, clean_start false, a session expiry), QoS 1, and the documented in-order
+    receiver, which asks the table to resend when it reconnects without its session or sees
+    a gap. ``stored`` holds each event once, in seq order; ``payloads`` every message as it
+    came (repeats included); ``asked`` the resend requests it made."""
+
+    def __init__(self, port: int, table: str, prefix: str = "pokdeng", host: str = "127.0.0.1",
+                 client_id: str = "backend-receiver", session_expiry_s: int = 3600):
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self._mqtt = mqtt
+        self.host, self.port = host, port
+        self.events_topic = f"{prefix}/{table}/events"
+        self.resend_topic = f"{prefix}/{table}/resend"
+        self.client_id = client_id
+        self.session_expiry_s = session_expiry_s
+        self.in_order = documented_receiver().InOrder()
+        self.stored: list[dict[str, Any]] = []
+        self.payloads: list[bytes] = []
+        self.asked: list[int] = []
+        self.sessions: list[bool] = []  # session_present of each connect
+        self.changed = threading.Condition()
+        self._version = CallbackAPIVersion.VERSION2
+        self.client: Any = None
+
+    def connect(self) -> None:
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        mqtt = self._mqtt
+        client = mqtt.Client(self._version, client_id=self.client_id, protocol=mqtt.MQTTv5)
+        client.on_connect = self._on_connect
+        client.on_message = self._on_message
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = self.session_expiry_s
+        client.connect(self.host, self.port, clean_start=False, properties=properties)
+        client.loop_start()
+        self.client = client
+
+    def disconnect(self) -> None:
+        """Go away, keeping the session on the broker (it queues for us)."""
+        if self.client is not None:
+            self.client.disconnect()
+            self.client.loop_stop()
+            self.client = None
+
+    close = disconnect
+
+    def _ask(self, client: Any, from_seq: int | None) -> None:
+        if from_seq is not None:
+            self.asked.append(from_seq)
+            client.publish(self.resend_topic, json.dumps({"from_seq": from_seq}), qos=1)
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any,
+                    properties: Any) -> None:
+        if reason_code.is_failure:
+            return
+        present = bool(flags.session_present)
+        with self.changed:
+            self.sessions.append(present)
+            self.changed.notify_all()
+        if not present:  # a new session: subscribe (again)
+            client.subscribe(self.events_topic, qos=1)
+        self._ask(client, self.in_order.connected(present, time.monotonic()))
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        event = json.loads(message.payload)
+        with self.changed:
+            self.payloads.append(bytes(message.payload))
+            now_stored, ask = self.in_order.accept(event, time.monotonic())
+            self.stored += now_stored
+            self.changed.notify_all()
+        self._ask(client, ask)

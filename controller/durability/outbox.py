@@ -251,7 +251,7 @@ class _Worker:
         if self.pending_resend is None or now < self.next_resend_at:
             return
         from_seq, self.pending_resend = self.pending_resend, None
-        self.next_resend_at = now + RESEND_MIN_INTERVAL_S
+        self.next_resend_at = now + self.outbox.resend_interval_s
         horizon = self.delivered_seq  # what this transport already published: nothing past it
         if from_seq > horizon:
             log.info("outbox %s: resend from seq %d asked; nothing to resend: published up to "
@@ -281,12 +281,14 @@ class Outbox:
     def __init__(self, journal_path: str | Path, transports: Iterable[Transport], *,
                  idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
                  on_backend_change: BackendListener | None = None,
-                 known_unreachable: Iterable[str] = ()):
+                 known_unreachable: Iterable[str] = (),
+                 resend_interval_s: float = RESEND_MIN_INTERVAL_S):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
         restart); their next delivery is reported to ``on_backend_change`` as a recovery."""
         self.path = Path(journal_path)
         self.idle_poll_s = idle_poll_s
         self.on_backend_change = on_backend_change
+        self.resend_interval_s = resend_interval_s
         self._rand = rand
         self._stop = threading.Event()
         self._lock = threading.Lock()
