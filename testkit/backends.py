@@ -82,6 +82,7 @@ class WebhookBackend:
         self.always: int | str | None = None          # answer every request like this
         self.stall_s = 0.0
         self.clock_offset_s = 0.0                     # how far this backend's clock is ahead
+        self.reply_extra: dict[str, Any] = {}         # added once to the next 200 reply's body
         self.last_request: tuple[dict[str, str], bytes] | None = None  # headers, body
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
@@ -183,7 +184,8 @@ class WebhookBackend:
                 self.events.append(event)
             self.stored += documented_verifier().new_events(batch["events"], self.seen)
             self.received.notify_all()
-        self._reply(handler, 200, b'{"ok":true}')
+            extra, self.reply_extra = self.reply_extra, {}
+        self._reply(handler, 200, json.dumps({"ok": True, **extra}).encode())
 
     @staticmethod
     def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes,

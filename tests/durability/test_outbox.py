@@ -268,3 +268,34 @@ def test_file_sink_appends_and_reports_a_missing_directory(tmp_path):
 
 def test_transient_error_carries_retry_after():
     assert TransientError("x", 2.5).retry_after == 2.5
+
+
+def test_a_backend_reply_asks_for_a_resend_bounded_by_what_was_delivered(journal, webhook,
+                                                                         webhook_secret,
+                                                                         caplog):
+    with caplog.at_level(logging.INFO), \
+            Outbox(journal.path, [http(webhook, webhook_secret, batch_max=4)],
+                   resend_interval_s=0.1) as outbox:
+        written = fill(journal, 6)
+        outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        horizon = journal.last_event_seq()
+        sent = len(webhook.events)
+        webhook.reply_extra = {"resend_from": "x"}  # not a seq: logged, ignored
+        more = fill(journal, 2)
+        outbox.notify()
+        assert more and outbox.wait_delivered(journal.last_event_seq(), 10)
+        assert len(webhook.events) == sent + len(more)
+        horizon = journal.last_event_seq()
+        webhook.reply_extra = {"resend_from": 3}
+        last = fill(journal, 2)
+        outbox.notify()
+        assert wait_until(lambda: "resend done up to seq" in caplog.text, 10, "the resend")
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+    asked_at = journal.last_event_seq()  # the reply that asked accepted the events up to here
+    again = [e["seq"] for e in webhook.events[sent + len(more) + len(last):]]
+    assert again == list(range(3, asked_at + 1))  # in order, and no further than delivered
+    assert horizon < asked_at
+    assert "resend_from must be a whole number >= 1, got 'x'" in caplog.text
+    assert f"resending seq 3-{asked_at} as the backend asked" in caplog.text
+    assert webhook.unique_ids() == [e["id"] for e in written + more + last]

@@ -106,3 +106,29 @@ def test_a_resend_request_is_bounded_by_what_was_published(mosquitto_factory, tm
     assert resent == list(range(2, horizon + 1))  # in order, nothing past the horizon
     assert caplog.text.count("resend request ignored") == 5
     assert f"resending seq 2-{horizon} as the backend asked" in caplog.text
+
+
+def test_a_dead_broker_shows_in_the_status_before_anything_is_sent(mosquitto_factory,
+                                                                    tmp_path):
+    broker = mosquitto_factory()
+    journal = Journal(tmp_path / "journal.db")
+    receiver = MqttReceiver(broker.port, TABLE)
+    receiver.connect()
+    try:
+        with Outbox(journal.path, [mqtt_transport(broker.port)]) as outbox:
+            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+            fill(journal, 3)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            assert outbox.status()["mqtt"]["state"] == "ok"
+            broker.stop()  # nothing left to send: only the connection can tell
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "disconnected", 5,
+                       "the status to show the lost broker")
+            status = outbox.status()["mqtt"]
+            assert "not connected to mqtt broker 127.0.0.1" in status["last_error"]
+            broker.start()
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "ok", 10, "the reconnect")
+            assert outbox.status()["mqtt"]["last_error"] is None
+    finally:
+        receiver.close()
+        journal.close()
