@@ -369,7 +369,8 @@ class MqttReceiver:
     came (repeats included); ``asked`` the resend requests it made."""
 
     def __init__(self, port: int, table: str, prefix: str = "pokdeng", host: str = "127.0.0.1",
-                 client_id: str = "backend-receiver", session_expiry_s: int = 3600):
+                 client_id: str = "backend-receiver", session_expiry_s: int = 3600,
+                 login: tuple[str, str] | None = None):
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
@@ -379,6 +380,7 @@ class MqttReceiver:
         self.resend_topic = f"{prefix}/{table}/resend"
         self.client_id = client_id
         self.session_expiry_s = session_expiry_s
+        self.login = login
         self.in_order = documented_receiver().InOrder()
         self.stored: list[dict[str, Any]] = []
         self.payloads: list[bytes] = []
@@ -396,6 +398,8 @@ class MqttReceiver:
         client = mqtt.Client(self._version, client_id=self.client_id, protocol=mqtt.MQTTv5)
         client.on_connect = self._on_connect
         client.on_message = self._on_message
+        if self.login:
+            client.username_pw_set(*self.login)
         properties = Properties(PacketTypes.CONNECT)
         properties.SessionExpiryInterval = self.session_expiry_s
         client.connect(self.host, self.port, clean_start=False, properties=properties)

@@ -132,3 +132,38 @@ def test_a_dead_broker_shows_in_the_status_before_anything_is_sent(mosquitto_fac
     finally:
         receiver.close()
         journal.close()
+
+
+def test_the_studio_acl_lets_a_table_publish_its_own_events_and_hear_its_resends(
+        mosquitto_factory, tmp_path):
+    broker = mosquitto_factory(users={TABLE: "table pass", "backend": "backend pass",
+                                      "T8": "other table"}, acl=True)
+    journal = Journal(tmp_path / "journal.db")
+    password = tmp_path / "mqtt.password"
+    password.write_text("table pass\n")
+    receiver = MqttReceiver(broker.port, TABLE, login=("backend", "backend pass"))
+    intruder = MqttReceiver(broker.port, TABLE, client_id="T8", login=("T8", "other table"))
+    transport = create("mqtt", {"host": "127.0.0.1", "port": broker.port, "protocol": "5",
+                                "username": TABLE, "password_file": str(password),
+                                "backoff_initial_s": 0.05, "backoff_max_s": 0.3},
+                       table=TABLE)
+    try:
+        receiver.connect()
+        intruder.connect()  # another table: may not read this table's events
+        wait_until(lambda: receiver.sessions and intruder.sessions, 5, "both to connect")
+        with Outbox(journal.path, [transport], resend_interval_s=0.1) as outbox:
+            written = fill(journal, 6)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+            before = len(receiver.payloads)
+            receiver.client.publish(receiver.resend_topic, json.dumps({"from_seq": 1}),
+                                    qos=1).wait_for_publish(2)
+            wait_until(lambda: len(receiver.payloads) == before + len(written), 10,
+                       "the resend the backend asked for")
+    finally:
+        receiver.close()
+        intruder.close()
+        journal.close()
+    assert receiver.stored == written
+    assert intruder.payloads == []
