@@ -27,21 +27,42 @@ from types import SimpleNamespace
 from typing import Any
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
+STUDIO_BROKER_CONF = Path(__file__).resolve().parents[1] / "config" / "mosquitto" / "pokdeng.conf"
+STUDIO_BROKER_ACL = STUDIO_BROKER_CONF.with_name("pokdeng.acl")
+#: directives of the studio's broker config that a test broker sets itself (where it listens,
+#: its files, its log, who may log in)
+_TEST_BROKER_OWNS = {"listener", "certfile", "keyfile", "cafile", "require_certificate",
+                     "allow_anonymous", "password_file", "acl_file", "persistence",
+                     "persistence_location", "log_dest", "log_type", "connection_messages",
+                     "user", "pid_file"}
 DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
+BACKEND_DOC = Path(__file__).resolve().parents[1] / "docs" / "backend.md"
+RECEIVER_HEADING = "### The in-order receiver"
+
+
+def _documented_code(doc: Path, heading: str) -> SimpleNamespace:
+    """The first Python block under ``heading`` in ``doc``, run: its names."""
+    text = doc.read_text(encoding="utf-8")
+    _, found, section = text.partition(heading)
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found and block, f"no Python block under {heading!r} in {doc}"
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), f"{doc} ({heading})", "exec"), namespace)
+    return SimpleNamespace(**namespace)
 
 
 @functools.cache
 def documented_verifier() -> SimpleNamespace:
     """The backend verifier of docs/durability.md, run from the Markdown itself: its
     ``signature_ok``, ``new_events`` and ``WINDOW_S``."""
-    text = DURABILITY_DOC.read_text(encoding="utf-8")
-    _, found, section = text.partition(VERIFIER_HEADING)
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found and block, f"no verifier under {VERIFIER_HEADING!r} in {DURABILITY_DOC}"
-    namespace: dict[str, Any] = {}
-    exec(compile(block.group(1), f"{DURABILITY_DOC} (verifier)", "exec"), namespace)
-    return SimpleNamespace(**namespace)
+    return _documented_code(DURABILITY_DOC, VERIFIER_HEADING)
+
+
+@functools.cache
+def documented_receiver() -> SimpleNamespace:
+    """The in-order receiver of docs/backend.md, run from the Markdown: ``InOrder``."""
+    return _documented_code(BACKEND_DOC, RECEIVER_HEADING)
 
 
 class WebhookBackend:
@@ -61,6 +82,7 @@ class WebhookBackend:
         self.always: int | str | None = None          # answer every request like this
         self.stall_s = 0.0
         self.clock_offset_s = 0.0                     # how far this backend's clock is ahead
+        self.reply_extra: dict[str, Any] = {}         # added once to the next 200 reply's body
         self.last_request: tuple[dict[str, str], bytes] | None = None  # headers, body
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
@@ -162,7 +184,8 @@ class WebhookBackend:
                 self.events.append(event)
             self.stored += documented_verifier().new_events(batch["events"], self.seen)
             self.received.notify_all()
-        self._reply(handler, 200, b'{"ok":true}')
+            extra, self.reply_extra = self.reply_extra, {}
+        self._reply(handler, 200, json.dumps({"ok": True, **extra}).encode())
 
     @staticmethod
     def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes,
@@ -197,19 +220,35 @@ def make_certificate(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Pa
     return cert, key
 
 
+def studio_broker_settings() -> list[str]:
+    """The studio's broker settings (config/mosquitto/pokdeng.conf) a test broker keeps."""
+    kept = []
+    for line in STUDIO_BROKER_CONF.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and line.split()[0] not in _TEST_BROKER_OWNS:
+            kept.append(line)
+    return kept
+
+
 class Mosquitto:
     """A mosquitto broker on a free loopback port (or the given loopback address and port),
-    with a generated config; optionally with users (a password file made by mosquitto_passwd)
-    and TLS (certfile/keyfile)."""
+    configured as the studio's (config/mosquitto/pokdeng.conf) with its own listener, files
+    and log; optionally with users (a password file made by mosquitto_passwd), the studio's
+    ACL (``acl=True``), TLS (certfile/keyfile), or persistence off (``persistence=False``: a
+    restart forgets every session and queued message)."""
 
     def __init__(self, workdir: Path, users: dict[str, str] | None = None,
                  tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1",
-                 port: int | None = None):
+                 port: int | None = None, persistence: bool = True, acl: bool = False):
         self.host = host
         self.port = port or free_port()
         self.config = workdir / "mosquitto.conf"
-        lines = [f"listener {self.port} {host}", "persistence false", "log_dest stderr",
+        lines = [f"listener {self.port} {host}", *studio_broker_settings(),
+                 f"persistence {'true' if persistence else 'false'}",
+                 f"persistence_location {workdir}/", "log_dest stderr",
                  "log_type error", "log_type warning", "user root"]
+        if acl:
+            lines.append(f"acl_file {STUDIO_BROKER_ACL}")
         if users:
             passwords = workdir / "mosquitto.passwd"
             passwords.touch()
@@ -320,3 +359,84 @@ class TcpRelay:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+class MqttReceiver:
+    """A game backend on MQTT as docs/backend.md asks: a persistent MQTT 5 session (fixed
+    client id, clean_start false, a session expiry), QoS 1, and the documented in-order
+    receiver, which asks the table to resend when it reconnects without its session or sees
+    a gap. ``stored`` holds each event once, in seq order; ``payloads`` every message as it
+    came (repeats included); ``asked`` the resend requests it made."""
+
+    def __init__(self, port: int, table: str, prefix: str = "pokdeng", host: str = "127.0.0.1",
+                 client_id: str = "backend-receiver", session_expiry_s: int = 3600,
+                 login: tuple[str, str] | None = None):
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self._mqtt = mqtt
+        self.host, self.port = host, port
+        self.events_topic = f"{prefix}/{table}/events"
+        self.resend_topic = f"{prefix}/{table}/resend"
+        self.client_id = client_id
+        self.session_expiry_s = session_expiry_s
+        self.login = login
+        self.in_order = documented_receiver().InOrder()
+        self.stored: list[dict[str, Any]] = []
+        self.payloads: list[bytes] = []
+        self.asked: list[int] = []
+        self.sessions: list[bool] = []  # session_present of each connect
+        self.changed = threading.Condition()
+        self._version = CallbackAPIVersion.VERSION2
+        self.client: Any = None
+
+    def connect(self) -> None:
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        mqtt = self._mqtt
+        client = mqtt.Client(self._version, client_id=self.client_id, protocol=mqtt.MQTTv5)
+        client.on_connect = self._on_connect
+        client.on_message = self._on_message
+        if self.login:
+            client.username_pw_set(*self.login)
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = self.session_expiry_s
+        client.connect(self.host, self.port, clean_start=False, properties=properties)
+        client.loop_start()
+        self.client = client
+
+    def disconnect(self) -> None:
+        """Go away, keeping the session on the broker (it queues for us)."""
+        if self.client is not None:
+            self.client.disconnect()
+            self.client.loop_stop()
+            self.client = None
+
+    close = disconnect
+
+    def _ask(self, client: Any, from_seq: int | None) -> None:
+        if from_seq is not None:
+            self.asked.append(from_seq)
+            client.publish(self.resend_topic, json.dumps({"from_seq": from_seq}), qos=1)
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason_code: Any,
+                    properties: Any) -> None:
+        if reason_code.is_failure:
+            return
+        present = bool(flags.session_present)
+        with self.changed:
+            self.sessions.append(present)
+            self.changed.notify_all()
+        if not present:  # a new session: subscribe (again)
+            client.subscribe(self.events_topic, qos=1)
+        self._ask(client, self.in_order.connected(present, time.monotonic()))
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        event = json.loads(message.payload)
+        with self.changed:
+            self.payloads.append(bytes(message.payload))
+            now_stored, ask = self.in_order.accept(event, time.monotonic())
+            self.stored += now_stored
+            self.changed.notify_all()
+        self._ask(client, ask)

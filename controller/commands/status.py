@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.service.control import (
@@ -75,7 +76,12 @@ def status_text(status: dict[str, Any]) -> list[str]:
                 if info.get("oldest_age_s"):
                     part += f" (oldest {float(info['oldest_age_s']):.0f} s)"
                 if info.get("last_error"):
-                    part += f", last error: {info['last_error']}"
+                    part += f", error: {info['last_error']}"
+                elif info.get("last_error_at"):
+                    part += f", last error at {_clock_text(info['last_error_at'])}"
+                if info.get("resending"):
+                    part += (f", resending seq {info['resending'][0]}-{info['resending'][1]} "
+                             "as the backend asked")
                 parts.append(part)
             else:
                 parts.append(f"{name} {info}")
@@ -84,6 +90,9 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("backend: no transports configured")
     if status.get("chain"):
         lines.append(f"chain: {status['chain']}")
+    for name, reason in sorted((status.get("backends_unreachable") or {}).items()):
+        lines.append(f"BACKEND UNREACHABLE: {name}: {reason} (the table deals on; events wait "
+                     "in the journal)")
     archive = status.get("journal_archive")
     if isinstance(archive, dict) and (archive.get("last_error") or archive.get("last_result")):
         lines.append("journal archive: " + (f"FAILED: {archive['last_error']}"
@@ -119,6 +128,14 @@ def clock_text(status: dict[str, Any]) -> str | None:
     if isinstance(step, dict) and isinstance(step.get("seconds"), (int, float)):
         text += f"; last step {float(step['seconds']):+.3f} s at {step.get('time', '?')}"
     return text
+
+
+def _clock_text(seconds: Any) -> str:
+    """A wall-clock time (Unix seconds) as UTC, e.g. ``2026-12-01 00:10:27Z``."""
+    try:
+        return datetime.fromtimestamp(float(seconds), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(seconds)
 
 
 def _action_text(action: dict[str, Any]) -> str:

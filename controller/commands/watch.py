@@ -89,6 +89,9 @@ def dealer_view(status: dict[str, Any]) -> list[str]:
         lines.append("NOT CONNECTED: " + ", ".join(lost))
     if status.get("clock_sync") == "not_synchronised":
         lines.append("CLOCK NOT SYNCHRONISED — tell the supervisor")
+    unreachable = status.get("backends_unreachable") or {}
+    if unreachable:  # the table deals on; the backend catches up once it answers
+        lines.append("BACKEND UNREACHABLE: " + ", ".join(sorted(unreachable)))
     return lines
 
 

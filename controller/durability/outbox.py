@@ -6,9 +6,18 @@ position, hands them over in batches, and records the new position in the ``deli
 of the same database once the transport has accepted them. A crash between delivery and that
 write sends the batch again after restart (at least once; same ids, same bodies).
 
-Failures: ``TransientError`` (and any unexpected exception) retries the same batch after a
-capped exponential backoff with full jitter; ``PermanentError`` stops that transport with the
-reason in ``status()`` and an ERROR log line; the other transports carry on.
+Failures never stop a transport: every failure (``TransientError``, ``PermanentError`` such as
+a 401 or 404, or an unexpected exception) retries the same batch after a capped exponential
+backoff with full jitter, and the other transports carry on. ``status()`` says what is wrong
+while it lasts ("refused" for a backend that refuses us) and clears it on recovery, keeping
+``last_error_at``. A transport failing for its ``unreachable_after_s`` is reported once to
+``on_backend_change`` (the daemon journals it as a table input, so the other transports and the
+record have it), and again when it delivers.
+
+A backend may ask for events again (``Transport.request_resend``): the outbox resends them
+from the journal, at most ``RESEND_MAX_EVENTS`` per request and one request per
+``RESEND_MIN_INTERVAL_S``, and never past what it had already delivered when asked (the
+published horizon), so a resend can show nothing new.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 
 from controller.durability.anchors import anchored_events_after
 from controller.durability.journal import JournalError, connect, read_base
-from controller.transports import PermanentError, TransientError, Transport
+from controller.transports import Transport, TransportError
 
 log = logging.getLogger("pokdeng.outbox")
 
@@ -32,6 +41,15 @@ log = logging.getLogger("pokdeng.outbox")
 IDLE_POLL_S = 5.0
 #: at most one "still failing" warning per transport this often
 BACKLOG_LOG_EVERY_S = 10.0
+#: a backend's resend requests are served at most this often per transport
+RESEND_MIN_INTERVAL_S = 5.0
+#: at most this many events go out again for one resend request
+RESEND_MAX_EVENTS = 10_000
+#: longest error text handed to ``on_backend_change`` (it becomes a table event)
+REASON_MAX_CHARS = 300
+
+#: ``(transport name, reachable, reason)``; called on a delivery thread, must not block
+BackendListener = Callable[[str, bool, str], None]
 
 
 class OutboxError(Exception):
@@ -53,11 +71,20 @@ class _Worker:
         self.transport = transport
         self.name = transport.name
         self.wake = threading.Event()
+        transport.wake_outbox = self.wake.set
         self.delivered_seq = 0
         self.state = "starting"
-        self.last_error: str | None = None
+        self.last_error: str | None = None       # while failing; cleared on recovery
+        self.last_error_at: float | None = None  # wall time of the latest failure, kept
         self.last_delivered_at: float | None = None
         self.failures = 0
+        self.failing_since: float | None = None  # monotonic, while failing
+        self.failing_since_wall: float | None = None
+        self.unreachable = False                 # reported to on_backend_change
+        self.pending_resend: int | None = None   # asked for, not yet started (rate limit)
+        self.next_resend_at = 0.0
+        self.resend_next: int | None = None      # resending seq resend_next..resend_until
+        self.resend_until = 0
         self.thread = threading.Thread(target=self._main, name=f"outbox-{self.name}",
                                        daemon=True)
 
@@ -68,11 +95,15 @@ class _Worker:
             log.exception("outbox %s: delivery thread crashed", self.name)
             self._set_state(f"stopped: internal error: {exc}", str(exc))
 
-    def _set_state(self, state: str, error: str | None = None) -> None:
+    def _set_state(self, state: str, error: str | None = None, *,
+                   clear_error: bool = False) -> None:
         with self.outbox._lock:
             self.state = state
             if error is not None:
                 self.last_error = error
+                self.last_error_at = time.time()
+            elif clear_error:
+                self.last_error = None
             self.outbox._changed.notify_all()
 
     def _run(self) -> None:
@@ -84,44 +115,17 @@ class _Worker:
             last_warning = 0.0
             while not stop.is_set():
                 self.wake.clear()
-                # each with its journal record's anchor where sealing allows (anchors.py)
-                events = anchored_events_after(conn, self.delivered_seq,
-                                               self.transport.batch_max)
+                self._take_resend_request(conn)
+                events = self._next_batch(conn)
                 if not events:
-                    self.wake.wait(self.outbox.idle_poll_s)
+                    self.wake.wait(self._idle_wait())
                     continue
                 try:
                     self.transport.deliver(events)
-                except PermanentError as exc:
-                    log.error("outbox %s: STOPPED, permanent delivery error at seq %d-%d: %s; "
-                              "events from seq %d on wait until this is fixed and the daemon "
-                              "restarted", self.name, events[0]["seq"], events[-1]["seq"], exc,
-                              events[0]["seq"])
-                    self._set_state(f"stopped: {exc}", str(exc))
-                    return
-                except Exception as exc:  # TransientError, or a transport bug: retry
-                    self.failures += 1
-                    retry_after = getattr(exc, "retry_after", None)
-                    delay = backoff_delay(self.failures, self.transport.backoff_initial_s,
-                                          self.transport.backoff_max_s, self.outbox._rand)
-                    if retry_after is not None:
-                        delay = max(delay, min(retry_after, self.transport.backoff_max_s))
-                    text = str(exc) if isinstance(exc, TransientError) else \
-                        f"{type(exc).__name__}: {exc}"
-                    first_failure = self.state != "retrying"
-                    self._set_state("retrying", text)
-                    now = time.monotonic()
-                    if first_failure or now - last_warning >= BACKLOG_LOG_EVERY_S:
-                        last_warning = now
-                        status = self.outbox.status().get(self.name, {})
-                        log.warning(
-                            "outbox %s: delivery failed (%s); retrying in %.1fs; backlog %s "
-                            "events, oldest %.1fs old", self.name, text, delay,
-                            status.get("backlog"), status.get("oldest_age_s") or 0.0,
-                            exc_info=not isinstance(exc, TransientError))
-                    stop.wait(delay)
+                except Exception as exc:  # every failure is retried: see the module doc
+                    last_warning = self._failed(events, exc, last_warning)
                     continue
-                self._delivered(conn, events[-1]["seq"])
+                self._sent(conn, events[-1]["seq"])
         finally:
             conn.close()
             try:
@@ -129,32 +133,164 @@ class _Worker:
             except Exception:
                 log.exception("outbox %s: closing the transport failed", self.name)
 
+    def _idle_wait(self) -> float:
+        if self.pending_resend is None:
+            return self.outbox.idle_poll_s
+        return max(0.0, min(self.outbox.idle_poll_s, self.next_resend_at - time.monotonic()))
+
+    def _next_batch(self, conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        """A resend's next events while one runs, else the events after the delivered seq;
+        each with its journal record's anchor where sealing allows (anchors.py)."""
+        if self.resend_next is not None:
+            events = [e for e in anchored_events_after(conn, self.resend_next - 1,
+                                                       self.transport.batch_max)
+                      if e["seq"] <= self.resend_until]
+            if events:
+                return events
+            log.info("outbox %s: resend done up to seq %d", self.name, self.resend_until)
+            self.resend_next = None
+        return anchored_events_after(conn, self.delivered_seq, self.transport.batch_max)
+
+    def _failed(self, events: list[dict[str, Any]], exc: Exception, last_warning: float) -> float:
+        """Note a failed batch, back off, report the backend unreachable once it has failed
+        long enough; returns the time of the last warning logged."""
+        self.failures += 1
+        retry_after = getattr(exc, "retry_after", None)
+        delay = backoff_delay(self.failures, self.transport.backoff_initial_s,
+                              self.transport.backoff_max_s, self.outbox._rand)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.transport.backoff_max_s))
+        known = isinstance(exc, TransportError)
+        text = str(exc) if known else f"{type(exc).__name__}: {exc}"
+        state = getattr(exc, "state", "retrying") if known else "retrying"
+        now = time.monotonic()
+        first_failure = self.failing_since is None
+        if first_failure:
+            self.failing_since, self.failing_since_wall = now, time.time()
+        changed = state != self.state
+        self._set_state(state, text)
+        if first_failure or changed or now - last_warning >= BACKLOG_LOG_EVERY_S:
+            last_warning = now
+            status = self.outbox.status().get(self.name, {})
+            log.log(logging.ERROR if state == "refused" else logging.WARNING,
+                    "outbox %s: delivery failed at seq %d-%d (%s); retrying in %.1fs; backlog "
+                    "%s events, oldest %.1fs old", self.name, events[0]["seq"],
+                    events[-1]["seq"], text, delay, status.get("backlog"),
+                    status.get("oldest_age_s") or 0.0, exc_info=not known)
+        self._back_off(delay)
+        return last_warning
+
+    def _back_off(self, delay: float) -> None:
+        """Wait ``delay``, noticing on the way when the failure has lasted long enough."""
+        stop = self.outbox._stop
+        deadline = time.monotonic() + delay
+        while not stop.is_set():
+            now = time.monotonic()
+            if not self.unreachable and self.failing_since is not None:
+                due = self.failing_since + self.transport.unreachable_after_s
+                if now >= due:
+                    self._report(False)
+                    continue
+                if due < deadline:
+                    stop.wait(due - now)
+                    continue
+            if now >= deadline:
+                return
+            stop.wait(deadline - now)
+
+    def _report(self, reachable: bool) -> None:
+        """Tell the daemon the backend went unreachable, or delivers again."""
+        self.unreachable = not reachable
+        if reachable:
+            reason = "delivering again"
+            log.warning("outbox %s: backend reachable again, delivering", self.name)
+        else:
+            reason = (f"failing for {self.transport.unreachable_after_s:g}s: "
+                      f"{self.last_error or 'unknown error'}")[:REASON_MAX_CHARS]
+            log.error("outbox %s: backend unreachable: %s", self.name, reason)
+        listener = self.outbox.on_backend_change
+        if listener is not None:
+            try:
+                listener(self.name, reachable, reason)
+            except Exception:
+                log.exception("outbox %s: backend change listener failed", self.name)
+
+    def _sent(self, conn: sqlite3.Connection, seq: int) -> None:
+        """The transport took a batch ending at ``seq`` (a resend's, or new events)."""
+        recovered = self.failing_since is not None
+        self.failures = 0
+        self.failing_since = self.failing_since_wall = None
+        self._set_state("ok", clear_error=True)  # before the position: waiters see both
+        if self.resend_next is not None:
+            self.resend_next = seq + 1
+        else:
+            self._delivered(conn, seq)
+        if recovered:
+            log.info("outbox %s: delivering again, now at seq %d", self.name, seq)
+        if self.unreachable:
+            self._report(True)
+
     def _delivered(self, conn: sqlite3.Connection, seq: int) -> None:
-        recovered = self.state == "retrying"
         with self.outbox._lock:
             self.delivered_seq = seq
             self.last_delivered_at = time.time()
             self.outbox._changed.notify_all()
-        self.failures = 0
         try:
             conn.execute("UPDATE delivery SET last_seq=?, updated=? WHERE transport=?",
                          (seq, time.time(), self.name))
         except sqlite3.Error as exc:
             # Delivered but not remembered: a restart would send these again (allowed).
             log.error("outbox %s: cannot record delivered seq %d: %s", self.name, seq, exc)
-        if recovered:
-            log.info("outbox %s: delivering again, now at seq %d", self.name, seq)
-        self._set_state("ok")
 
+    # -- resend requests -----------------------------------------------------------------------
+    def _take_resend_request(self, conn: sqlite3.Connection) -> None:
+        """Start the resend a backend asked for, bounded and at most one per interval."""
+        asked = self.transport.take_resend_request()
+        if asked is not None:
+            self.pending_resend = asked if self.pending_resend is None else \
+                min(asked, self.pending_resend)
+        now = time.monotonic()
+        if self.pending_resend is None or now < self.next_resend_at:
+            return
+        from_seq, self.pending_resend = self.pending_resend, None
+        self.next_resend_at = now + self.outbox.resend_interval_s
+        horizon = self.delivered_seq  # what this transport already published: nothing past it
+        if from_seq > horizon:
+            log.info("outbox %s: resend from seq %d asked; nothing to resend: published up to "
+                     "seq %d, the rest follows in order", self.name, from_seq, horizon)
+            return
+        first = max(from_seq, horizon - RESEND_MAX_EVENTS + 1)
+        if first > from_seq:
+            log.warning("outbox %s: resend from seq %d asked; resending only the last %d "
+                        "events, from seq %d (ask again for more)", self.name, from_seq,
+                        RESEND_MAX_EVENTS, first)
+        base = read_base(conn)
+        if base is not None and first <= base.seq:
+            log.warning("outbox %s: resend from seq %d asked; events up to seq %d are archived "
+                        "(pokdeng-table journal export --archives); resending from seq %d",
+                        self.name, first, base.seq, base.seq + 1)
+            first = base.seq + 1
+        if self.resend_next is not None:  # one already running: widen it
+            first = min(first, self.resend_next)
+        self.resend_next, self.resend_until = first, max(horizon, self.resend_until)
+        log.info("outbox %s: resending seq %d-%d as the backend asked", self.name, first,
+                 self.resend_until)
 
 
 class Outbox:
     """Delivery threads for a journal's events; ``notify()`` is the only call the loop makes."""
 
     def __init__(self, journal_path: str | Path, transports: Iterable[Transport], *,
-                 idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random):
+                 idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
+                 on_backend_change: BackendListener | None = None,
+                 known_unreachable: Iterable[str] = (),
+                 resend_interval_s: float = RESEND_MIN_INTERVAL_S):
+        """``known_unreachable``: transports the table last recorded as unreachable (before a
+        restart); their next delivery is reported to ``on_backend_change`` as a recovery."""
         self.path = Path(journal_path)
         self.idle_poll_s = idle_poll_s
+        self.on_backend_change = on_backend_change
+        self.resend_interval_s = resend_interval_s
         self._rand = rand
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -166,6 +302,9 @@ class Outbox:
             if transport.name in self._workers:
                 raise OutboxError(f"two transports named {transport.name!r}; give each a name")
             self._workers[transport.name] = _Worker(self, transport)
+        for name in known_unreachable:
+            if name in self._workers:
+                self._workers[name].unreachable = True
         self._load_positions()
         self._started = False
 
@@ -218,14 +357,23 @@ class Outbox:
                 self._changed.wait(min(remaining, 0.5))
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """Per transport: delivered_seq, backlog, oldest_age_s, state, last_error."""
+        """Per transport: delivered_seq, backlog, oldest_age_s, state, last_error (while it
+        fails), last_error_at, failing_since, unreachable, resending."""
         with self._lock:
-            snapshot = {name: (w.delivered_seq, w.state, w.last_error, w.last_delivered_at)
+            snapshot = {name: (w.delivered_seq, w.state, w.last_error, w.last_delivered_at,
+                               w.last_error_at, w.failing_since_wall, w.unreachable,
+                               w.resend_next, w.resend_until)
                         for name, w in self._workers.items()}
         last_seq, oldest = self._journal_figures([s[0] for s in snapshot.values()])
         now = time.time()
         out = {}
-        for name, (delivered, state, error, delivered_at) in snapshot.items():
+        for name, (delivered, state, error, delivered_at, error_at, failing_since,
+                   unreachable, resend_next, resend_until) in snapshot.items():
+            if state == "ok":
+                # The connection may be known down before the next delivery tries it.
+                problem = self._workers[name].transport.problem()
+                if problem:
+                    state, error = "disconnected", problem
             written = oldest.get(delivered)
             out[name] = {
                 "delivered_seq": delivered,
@@ -233,6 +381,10 @@ class Outbox:
                 "oldest_age_s": None if written is None else round(max(0.0, now - written), 3),
                 "state": state,
                 "last_error": error,
+                "last_error_at": error_at,
+                "failing_since": failing_since,
+                "unreachable": unreachable,
+                "resending": None if resend_next is None else [resend_next, resend_until],
                 "last_delivered_at": delivered_at,
             }
         return out

@@ -70,7 +70,14 @@ from controller.service.recovery_hooks import StartupProgress, log_recovery, sav
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
 from controller.service.time_sync import SyncReading, read_kernel_sync
-from controller.table.inputs import ControllerFault, Input, Supervisor, Tick, with_time
+from controller.table.inputs import (
+    BackendStatus,
+    ControllerFault,
+    Input,
+    Supervisor,
+    Tick,
+    with_time,
+)
 from controller.table.machine import MachineSettings, TableMachine
 from controller.transports import TransportConfigError
 from drivers import registry
@@ -271,9 +278,20 @@ class Daemon:
         transports = self._transports_override
         if transports is None:
             transports = build_transports(self.config)
-        outbox = Outbox(self.config.journal_path, transports)
+        assert self.machine is not None
+        recorded_down = dict(self.machine.backends_unreachable)
+        outbox = Outbox(self.config.journal_path, transports,
+                        on_backend_change=self._backend_changed,
+                        known_unreachable=recorded_down)
+        for name in sorted(set(recorded_down) - {t.name for t in transports}):
+            # recorded unreachable, now gone from the config: nothing will report it back
+            self.post(BackendStatus(0.0, name, True, "no longer configured"))
         outbox.start()
         return outbox
+
+    def _backend_changed(self, name: str, reachable: bool, reason: str) -> None:
+        """The outbox's report (a delivery thread): journaled like a device's status."""
+        self.post(BackendStatus(0.0, name, reachable, reason))
 
     def _create_drivers(self) -> list[Driver]:
         if self._driver_factories is not None:

@@ -40,6 +40,9 @@ def status_line(status: dict[str, Any]) -> str:
     check = status.get("journal_check")
     if isinstance(check, dict) and check.get("state") == "failed":
         parts.append(f"JOURNAL CHECK FAILED: {check.get('reason')}")
+    unreachable = status.get("backends_unreachable") or {}
+    if unreachable:
+        parts.append("BACKEND UNREACHABLE: " + ", ".join(sorted(unreachable)))
     return "; ".join(parts)
 
 

@@ -29,6 +29,7 @@ def capture(machine: TableMachine) -> dict[str, Any]:
         "shoe": machine.shoe_number,
         "rounds_total": machine.rounds_total,
         "devices": dict(machine.devices),
+        "backends_unreachable": dict(machine.backends_unreachable),
         "switch_on": machine.switch_on,
         "paused": machine.hold == "paused",
         "fault": machine.fault.to_dict() if machine.fault else None,
@@ -55,6 +56,9 @@ def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
     machine.rounds_total = int(checkpoint["rounds_total"])
     machine.devices = {name: bool(checkpoint["devices"][name]) for name in ("shoe", "panel")}
     machine.switch_on = bool(checkpoint["switch_on"])
+    # absent from checkpoints taken before backends were recorded
+    machine.backends_unreachable = {str(name): str(reason) for name, reason in
+                                    (checkpoint.get("backends_unreachable") or {}).items()}
     machine.fault = pause_reason_from(checkpoint.get("fault"))
     machine.last_fault = pause_reason_from(checkpoint.get("last_fault"))
     # Checkpoints taken before the clock was reported have neither: unknown, no step seen.

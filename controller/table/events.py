@@ -28,7 +28,8 @@ ENVELOPE_VERSION = 1
 # `input_rejected` for a button or supervisor action that makes no sense in the state,
 # `fault_detail` for what the shoe sent with a fault, once it no longer names a card of a round
 # whose betting is open; `clock_status` for the system clock's synchronisation and steps
-# (docs/clock.md).
+# (docs/clock.md); `backend_unreachable`/`backend_restored` for a transport that has
+# failed to deliver for a while, and delivers again (docs/backend.md).
 EVENT_TYPES = (
     "shoe_started",
     "burn_card_shown",
@@ -48,6 +49,8 @@ EVENT_TYPES = (
     "input_rejected",
     "fault_detail",
     "clock_status",
+    "backend_unreachable",
+    "backend_restored",
 )
 
 

@@ -18,9 +18,12 @@ Kinds::
     {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
     {"at": 42.0, "kind": "clock", "sync": "not_synchronised", "max_error_s": 16.0}
     {"at": 43.0, "kind": "clock", "sync": "synchronised", "step_s": -3600.0}
+    {"at": 42.0, "kind": "backend", "name": "http", "reachable": false, "reason": "…404…"}
 
 ``fault`` is raised by the controller itself (not a device): something the table cannot work
 without failed, so the table pauses with that code and reason until the supervisor resumes.
+``backend`` is raised by the controller too: a transport (named as in the config) has failed
+to deliver for a while, or delivers again; the table records it and carries on dealing.
 ``misread`` may carry a fault ``code`` and ``reason`` from the driver (for example an RFID tag
 not in the card registry), so the pause says what the shoe actually saw. The ``reason`` is
 plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
@@ -48,6 +51,7 @@ SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
 CLOCK_SYNC_STATES = ("synchronised", "not_synchronised", "unknown")
 SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+MAX_BACKEND_NAME_CHARS = 64
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
 
@@ -195,6 +199,18 @@ class ClockReport:
 
 
 @dataclass(frozen=True, slots=True)
+class BackendStatus:
+    at: float
+    name: str        # the transport, as named in the config
+    reachable: bool
+    reason: str      # what failed (an HTTP status, an error), or how it recovered
+    kind = "backend"
+
+    def data(self) -> dict[str, Any]:
+        return {"name": self.name, "reachable": self.reachable, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     at: float
     kind = "tick"
@@ -204,7 +220,7 @@ class Tick:
 
 
 Input = (Button | CardScan | CutCard | Misread | Switch | DeviceStatus | Supervisor
-         | ControllerFault | Tick | ClockReport)
+         | ControllerFault | BackendStatus | Tick | ClockReport)
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -234,6 +250,7 @@ _ALLOWED_KEYS = {
     "device": {"name", "connected"},
     "supervisor": {"action", "card", "by"},
     "fault": {"code", "reason"},
+    "backend": {"name", "reachable", "reason"},
     "tick": set(),
     "clock": {"sync", "max_error_s", "step_s"},
 }
@@ -359,6 +376,14 @@ def from_dict(obj: Any) -> Input:
             sync = _choice(_require(obj, "sync", kind), CLOCK_SYNC_STATES, "clock sync state")
             return ClockReport(at, sync, _optional_seconds(obj, "max_error_s"),
                                _optional_seconds(obj, "step_s"))
+        if kind == "backend":
+            name = _require(obj, "name", kind)
+            if not isinstance(name, str) or not 0 < len(name) <= MAX_BACKEND_NAME_CHARS:
+                raise ScriptError(f'"name" must be a transport name of 1-'
+                                  f'{MAX_BACKEND_NAME_CHARS} characters, got {_shown(name)}')
+            reason = _optional_text(obj, "reason")
+            return BackendStatus(at, name, _bool(_require(obj, "reachable", kind), "reachable"),
+                                 reason or "")
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

@@ -38,6 +38,7 @@ from controller.rules.hands import HAND_ORDER, round_result_data
 from controller.table import checkpoint, faults, views
 from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
+    BackendStatus,
     Button,
     CardScan,
     ClockReport,
@@ -88,6 +89,7 @@ class TableMachine(ProcedureTriggers):
         self.shoe_number = 0  # last shoe opened (the current one while open)
         self.rounds_total = 0  # rounds opened at this table, all shoes
         self.devices = {"shoe": True, "panel": True}
+        self.backends_unreachable: dict[str, str] = {}  # transport -> why (docs/backend.md)
         self.switch_on = False
         self.fault: PauseReason | None = None
         self.last_fault: PauseReason | None = None
@@ -491,6 +493,16 @@ class TableMachine(ProcedureTriggers):
             self.last_clock_step = {"seconds": inp.step_s, "time": iso_time(self._now)}
         self._emit("clock_status", inp.data())
 
+    def _on_backend(self, inp: BackendStatus) -> None:
+        """A backend's delivery state: recorded and sent on, never a pause (the table deals
+        on; the outbox catches up)."""
+        if inp.reachable and inp.name in self.backends_unreachable:
+            del self.backends_unreachable[inp.name]
+            self._emit("backend_restored", {"transport": inp.name, "reason": inp.reason})
+        elif not inp.reachable and inp.name not in self.backends_unreachable:
+            self.backends_unreachable[inp.name] = inp.reason
+            self._emit("backend_unreachable", {"transport": inp.name, "reason": inp.reason})
+
     def _on_button(self, inp: Button) -> None:
         if self.hold == "paused" and inp.name not in BUTTONS_WHILE_PAUSED:
             self._reject(inp, faults.TABLE_PAUSED,
@@ -665,6 +677,7 @@ class TableMachine(ProcedureTriggers):
         DeviceStatus: _on_device,
         Supervisor: _on_attributed_supervisor,
         ControllerFault: _on_controller_fault,
+        BackendStatus: _on_backend,
         Tick: _on_tick,
         ClockReport: _on_clock,
     }

@@ -113,6 +113,7 @@ def status(machine: TableMachine) -> dict[str, Any]:
         "devices": dict(machine.devices),
         "clock_sync": machine.clock_sync,
         "last_clock_step": machine.last_clock_step,
+        "backends_unreachable": dict(machine.backends_unreachable),
         "switch": "pause" if machine.switch_on else "run",
         "last_round": machine.last_round,
         "rounds_played": machine.rounds_played,

@@ -6,8 +6,13 @@ is accepted by the backend) or raises:
 
 - ``TransientError``: try the same events again later (network down, 5xx, timeout, 408/429);
   ``retry_after`` may carry the backend's own hint in seconds.
-- ``PermanentError``: retrying will not help (4xx, bad credentials); the outbox stops this
-  transport with the reason in its status and the log, and delivers nothing past it.
+- ``PermanentError``: the backend refuses (4xx, bad credentials) and only a person can fix
+  that; the outbox still retries (backing off to its cap), says "refused" in its status, and
+  delivers nothing past it until the backend takes it.
+
+Between deliveries ``problem()`` reports a connection the transport knows is down (status
+shows it at once), and a backend may ask for events again: the transport calls
+``request_resend(from_seq)`` and the outbox resends what it already delivered from there.
 
 Built-in kinds are named in ``BUILTIN`` and imported lazily (a table without MQTT never
 imports paho); other packages add kinds through the ``pokdeng_table.transports`` entry points.
@@ -17,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +68,18 @@ TRANSPORTS = Registry(ENTRY_POINT_GROUP, BUILTIN, noun="transport kind",
 class TransientError(TransportError):
     """Delivery failed for now; the same batch will be tried again."""
 
+    #: the outbox's state word while this failure lasts
+    state = "retrying"
+
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
         self.retry_after = retry_after
 
 
 class PermanentError(TransportError):
-    """Delivery cannot succeed without someone changing something; the transport stops."""
+    """Delivery cannot succeed without someone changing something (the outbox keeps trying)."""
+
+    state = "refused"
 
 
 class Transport(ABC):
@@ -80,14 +91,39 @@ class Transport(ABC):
     #: retry backoff: capped exponential with full jitter, in seconds
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 30.0
+    #: failing this long makes the table record the backend unreachable (an event)
+    unreachable_after_s: float = 30.0
 
     def __init__(self, name: str | None = None):
         self.name = name or self.kind
         self._closed = False
+        #: set by the outbox: wakes this transport's delivery thread
+        self.wake_outbox: Callable[[], None] | None = None
+        self._resend_lock = threading.Lock()
+        self._resend_from: int | None = None
 
     @abstractmethod
     def deliver(self, events: list[dict[str, Any]]) -> None:
         """Hand ``events`` (in seq order) to the backend; return only once it has them all."""
+
+    def problem(self) -> str | None:
+        """What is wrong with the connection right now, or None (called from any thread)."""
+        return None
+
+    def request_resend(self, from_seq: int) -> None:
+        """The backend asks for the events from ``from_seq`` again (any thread); the outbox
+        serves it, bounded to what it already delivered."""
+        with self._resend_lock:
+            if self._resend_from is None or from_seq < self._resend_from:
+                self._resend_from = from_seq
+        if self.wake_outbox is not None:
+            self.wake_outbox()
+
+    def take_resend_request(self) -> int | None:
+        """The lowest ``from_seq`` asked for since the last call, or None."""
+        with self._resend_lock:
+            from_seq, self._resend_from = self._resend_from, None
+        return from_seq
 
     def close(self) -> None:
         """Release connections; idempotent."""

@@ -19,6 +19,8 @@ from controller.transports import TransientError, Transport, TransportConfigErro
 class FileSinkSettings:
     path: str = option(path=True)
     batch_max: int = option(500, minval=1, maxval=10_000)
+    # failing this long: the table records the backend unreachable (an event)
+    unreachable_after_s: float = option(30.0, above=0, maxval=3600)
 
 
 class FileSink(Transport):
@@ -29,6 +31,7 @@ class FileSink(Transport):
         self.settings = settings
         self.table = table
         self.batch_max = settings.batch_max
+        self.unreachable_after_s = settings.unreachable_after_s
         self.path = Path(settings.path)
         if not self.path.parent.is_dir():
             raise TransportConfigError(

@@ -16,8 +16,14 @@ replay outside its time window; a retry keeps its Idempotency-Key. A plain ``htt
 refused unless ``allow_insecure`` is set.
 
 Any 2xx accepts the whole batch. 408, 429 and 5xx, timeouts and connection errors are
-transient (``Retry-After`` in seconds is honoured); any other status is permanent. Backends
-must still de-duplicate by event ``id``: after a restart a batch may re-form with other bounds.
+transient (``Retry-After`` in seconds is honoured); any other status is a refusal
+(``PermanentError``: 401/403 say the backend refuses our signature). The outbox retries both,
+so a backend that answers 404 for a minute gets every event once it answers 2xx again.
+Backends must de-duplicate by event ``id``: after a restart a batch may re-form with other
+bounds, and a reply slower than ``timeout_s`` makes the whole batch come again.
+
+A 2xx reply may ask for events again (docs/backend.md, "Catching up"): a JSON object body
+with ``"resend_from": <seq>`` makes the outbox resend what it already delivered from there.
 
 Built on the standard library's ``http.client`` rather than requests/urllib3: one keep-alive
 connection, exact control of the body bytes that are signed, and no extra dependency on the
@@ -62,6 +68,8 @@ class HttpTransportSettings:
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # failing this long: the table records the backend unreachable (an event)
+    unreachable_after_s: float = option(30.0, above=0, maxval=3600)
     # name under $CREDENTIALS_DIRECTORY (LoadCredential=)
     secret_credential: str | None = option(None, secret="secret", required=True)
     # plain http:// only with this set: a backend on this machine or in a test
@@ -114,6 +122,7 @@ class HttpTransport(Transport):
         self.batch_max = settings.batch_max
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
+        self.unreachable_after_s = settings.unreachable_after_s
         self._secret = read_secret("http transport: secret_file", settings.secret_file,
                                    settings.secret_credential)
         self._https = parts.scheme == "https"
@@ -182,13 +191,35 @@ class HttpTransport(Transport):
                 f"{type(exc).__name__}: {exc}"
             raise TransientError(f"POST {self.settings.url} {what}") from exc
         if 200 <= status < 300:
+            self._note_resend_request(reply)
             return
         excerpt = reply[:200].decode("utf-8", "replace").strip()
         message = f"POST {self.settings.url} -> {status} {reason}" + (
             f": {excerpt}" if excerpt else "")
         if status in (408, 429) or status >= 500:
             raise TransientError(message, retry_after)
+        if status in (401, 403):
+            raise PermanentError(f"backend refuses our signature: check the secret "
+                                 f"(secret_file/secret_credential) against the backend's; "
+                                 f"{message}")
         raise PermanentError(message)
+
+    def _note_resend_request(self, reply: bytes) -> None:
+        """A 2xx body ``{"resend_from": N}`` asks for the events from seq N again."""
+        if b"resend_from" not in reply:
+            return  # any other body (or none) is just an acknowledgement
+        try:
+            asked = json.loads(reply).get("resend_from")
+        except (ValueError, AttributeError):
+            log.warning("http %s: reply mentions resend_from but is not a JSON object; "
+                        "ignored", self.settings.url)
+            return
+        if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
+            log.warning("http %s: resend_from must be a whole number >= 1, got %.50r; ignored",
+                        self.settings.url, asked)
+            return
+        log.info("http %s: backend asks to resend from seq %d", self.settings.url, asked)
+        self.request_resend(asked)
 
     def _post(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
         self._reused = self._conn is not None

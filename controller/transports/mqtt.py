@@ -6,12 +6,17 @@ Topics (``<prefix>`` defaults to ``pokdeng``)::
     <prefix>/<table>/status   retained: {"state": "online", …} on every connect;
                               {"state": "offline", "reason": …} as the last will (connection
                               lost) and on a clean shutdown
+    <prefix>/<table>/resend   subscribed: a backend publishes {"from_seq": N} to get the events
+                              from seq N again (docs/backend.md, "Catching up")
 
 With a secret (protocol 5 only), each event message carries MQTT 5 user properties
 ``x-pokdeng-timestamp`` and ``x-pokdeng-signature``: the HTTP signature (signing.py) over the
 exact payload bytes. TLS is on when ``tls`` is true, or left unset and the port is 8883.
 
-An event counts as delivered only once the broker's PUBACK for it has arrived. paho's network
+An event counts as delivered only once the broker's PUBACK for it has arrived and, on MQTT 5,
+says someone takes it: a PUBACK "No matching subscribers" (reason 16: the backend's session is
+gone, e.g. a broker restarted without persistence) keeps the event and retries, and the status
+says "no subscriber". A connection loss shows in ``problem()`` at once. paho's network
 thread reconnects on its own; while disconnected, ``deliver`` raises ``TransientError`` and the
 outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
 re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the
@@ -51,6 +56,18 @@ MQTT_TLS_PORT = 8883
 
 log = logging.getLogger("pokdeng.transports.mqtt")
 
+#: MQTT 5 PUBACK reason "No matching subscribers": the broker took the message but no one will
+NO_MATCHING_SUBSCRIBERS = 16
+#: the longest resend request read (a backend sends {"from_seq": N})
+RESEND_REQUEST_MAX_BYTES = 200
+
+
+class NoSubscriber(TransientError):
+    """The broker acknowledged an event that no subscriber matched: not delivered."""
+
+    state = "no subscriber"
+
+
 # CONNACK answers that retrying will not fix (3.1.1 codes 4/5; MQTT 5 0x86, 0x87, 0x8C).
 _REFUSED_FOR_GOOD = {"Bad user name or password", "Not authorized", "Bad authentication method",
                      "Client identifier not valid", "Unsupported protocol version"}
@@ -77,6 +94,8 @@ class MqttTransportSettings:
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
+    # failing this long: the table records the backend unreachable (an event)
+    unreachable_after_s: float = option(30.0, above=0, maxval=3600)
     # the HMAC secret that signs each event message (MQTT 5 user properties)
     secret_file: str | None = option(None, secret="secret")
     secret_credential: str | None = option(None, secret="secret")  # LoadCredential= name
@@ -123,9 +142,11 @@ class MqttTransport(Transport):
         self.batch_max = settings.batch_max
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
+        self.unreachable_after_s = settings.unreachable_after_s
         prefix = settings.topic_prefix.strip("/")
         self.events_topic = f"{prefix}/{table}/events"
         self.status_topic = f"{prefix}/{table}/status"
+        self.resend_topic = f"{prefix}/{table}/resend"
         self.client_id = settings.client_id or f"pokdeng-table-{table}"
 
         self._connected = threading.Event()
@@ -133,6 +154,7 @@ class MqttTransport(Transport):
         self._last_problem = "not connected yet"
         self._refused_for_good: str | None = None
         self._inflight: dict[int, mqtt.MQTTMessageInfo] = {}
+        self._refused_mids: dict[int, Any] = {}  # mid -> a PUBACK reason that is not delivery
         self._since = _now_iso()
 
         protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
@@ -164,6 +186,8 @@ class MqttTransport(Transport):
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_connect_fail = self._on_connect_fail
+        client.on_publish = self._on_publish
+        client.message_callback_add(self.resend_topic, self._on_resend_request)
         self._client = client
         try:
             client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
@@ -196,6 +220,7 @@ class MqttTransport(Transport):
         with self._lock:
             self._refused_for_good = None
         client.publish(self.status_topic, _payload(self._online()), qos=1, retain=True)
+        client.subscribe(self.resend_topic, qos=1)
         self._connected.set()
         log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
                  self.client_id)
@@ -214,6 +239,39 @@ class MqttTransport(Transport):
         if was_connected and not self._closed:
             log.warning("mqtt connection to %s:%s lost (%s); reconnecting", self.settings.host,
                         self.settings.port, reason_code)
+
+    def problem(self) -> str | None:
+        if self._connected.is_set():
+            return None
+        with self._lock:
+            return f"not connected to mqtt broker {self.settings.host}:{self.settings.port} " \
+                   f"({self._last_problem})"
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason_code: Any,
+                    properties: Any) -> None:
+        # paho calls this before it marks the message published: deliver() sees it in time.
+        if reason_code.value == NO_MATCHING_SUBSCRIBERS or reason_code.is_failure:
+            with self._lock:
+                self._refused_mids[mid] = reason_code
+
+    def _on_resend_request(self, client: mqtt.Client, userdata: Any,
+                           message: mqtt.MQTTMessage) -> None:
+        """A backend asks for events again: ``{"from_seq": N}``, N a whole number >= 1."""
+        from_seq = None
+        if len(message.payload) <= RESEND_REQUEST_MAX_BYTES:
+            try:
+                request = json.loads(message.payload)
+            except (ValueError, UnicodeDecodeError):
+                request = None
+            if isinstance(request, dict) and set(request) == {"from_seq"}:
+                from_seq = request["from_seq"]
+        if isinstance(from_seq, bool) or not isinstance(from_seq, int) or from_seq < 1:
+            log.warning('mqtt %s: resend request ignored: expected {"from_seq": <seq >= 1>}, '
+                        "got %d bytes: %.80r", message.topic, len(message.payload),
+                        bytes(message.payload[:80]))
+            return
+        log.info("mqtt %s: backend asks to resend from seq %d", message.topic, from_seq)
+        self.request_resend(from_seq)
 
     # -- delivery ------------------------------------------------------------------------------
     def deliver(self, events: list[dict[str, Any]]) -> None:
@@ -251,8 +309,26 @@ class MqttTransport(Transport):
             if not published:
                 raise TransientError(f"no PUBACK for seq {seq} within "
                                      f"{self.settings.publish_timeout_s:g}s")
+        refused = None
+        with self._lock:
+            for seq, info in waiting:
+                reason = self._refused_mids.pop(info.mid, None)
+                if reason is not None and refused is None:
+                    refused = (seq, reason)
+            # the rest are PUBACKs of the status message: kept only for messages in flight
+            live = {info.mid for info in self._inflight.values()}
+            for mid in [m for m in self._refused_mids if m not in live]:
+                del self._refused_mids[mid]
         for seq, _ in waiting:
             self._inflight.pop(seq, None)
+        if refused is not None:
+            seq, reason = refused
+            # The events before it were taken; the outbox sends this batch again (same ids).
+            if reason.value == NO_MATCHING_SUBSCRIBERS:
+                raise NoSubscriber(f"no subscriber: the broker has no subscription for "
+                                   f"{self.events_topic} (seq {seq}); the backend must "
+                                   "subscribe with a persistent session (docs/backend.md)")
+            raise TransientError(f"mqtt broker did not take seq {seq}: {reason}")
 
     def _publish_event(self, event: dict[str, Any]) -> mqtt.MQTTMessageInfo:
         payload = _payload(event)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
@@ -95,31 +94,70 @@ def test_transient_answers_are_retried_and_nothing_is_skipped(journal, webhook, 
     assert webhook.conflicts == []
 
 
-def test_permanent_error_stops_that_transport_only(journal, webhook, webhook_secret, tmp_path,
-                                                   caplog):
-    webhook.always = 400
+def test_a_refusing_backend_is_retried_without_stopping_anything(journal, webhook,
+                                                                 webhook_secret, tmp_path,
+                                                                 caplog):
+    webhook.always = 404
     sink_path = tmp_path / "sink.jsonl"
     sink = FileSink(FileSinkSettings(str(sink_path)), table=TABLE, name="file")
     written = fill(journal, 20)
-    with caplog.at_level(logging.ERROR, logger="pokdeng.outbox"), \
+    with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
             Outbox(journal.path, [http(webhook, webhook_secret), sink]) as outbox:
-        assert wait_until(lambda: outbox.status()["backend"]["state"].startswith("stopped"))
-        assert outbox.wait_delivered(journal.last_event_seq(), 5)  # file sink got everything
+        assert wait_until(lambda: outbox.status()["backend"]["state"] == "refused")
+        assert wait_until(lambda: outbox.status()["file"]["delivered_seq"] == len(written))
         status = outbox.status()
         requests = webhook.requests
+        assert wait_until(lambda: webhook.requests > requests + 2, 5, "more attempts")
         more = fill(journal, 5)
         outbox.notify()
-        assert outbox.wait_delivered(journal.last_event_seq(), 5)
-        # a stopped transport does not try again: its delivery thread is gone
-        wait_until(lambda: not any(t.name == "outbox-backend" and t.is_alive()
-                                   for t in threading.enumerate()), 5, "the thread to end")
-        assert webhook.requests == requests
-    assert status["backend"]["state"].startswith("stopped: POST") and "400" in \
-        status["backend"]["state"]
-    assert status["backend"]["delivered_seq"] == 0 and status["backend"]["backlog"] == \
-        len(written)
-    assert "STOPPED, permanent delivery error at seq 1-" in caplog.text
+        webhook.always = None  # the backend is fixed: no restart needed
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        after = outbox.status()["backend"]
+    refused = status["backend"]
+    assert "404" in refused["last_error"] and refused["last_error_at"] is not None
+    assert refused["delivered_seq"] == 0 and refused["backlog"] == len(written)
+    assert refused["failing_since"] is not None
+    assert f"delivery failed at seq 1-{len(written)} (POST" in caplog.text
+    assert "-> 404 Not Found" in caplog.text
+    assert webhook.unique_ids() == [e["id"] for e in written + more]
     assert unanchored(read_jsonl(sink_path)) == written + more
+    # recovered: the error is gone from the state, its time is kept
+    assert after["state"] == "ok" and after["last_error"] is None
+    assert after["failing_since"] is None
+    assert after["last_error_at"] >= refused["last_error_at"]
+    assert "delivering again" in caplog.text
+
+
+def test_a_long_failure_is_reported_once_and_its_end_once(journal, webhook, webhook_secret):
+    webhook.always = 401
+    changes: list[tuple[str, bool, str]] = []
+    written = fill(journal, 10)
+    with Outbox(journal.path, [http(webhook, webhook_secret, unreachable_after_s=0.3)],
+                on_backend_change=lambda *change: changes.append(change)) as outbox:
+        assert wait_until(lambda: len(changes) == 1, 5, "the unreachable report")
+        status = outbox.status()["backend"]
+        requests = webhook.requests
+        assert wait_until(lambda: webhook.requests > requests + 2, 5, "more attempts")
+        assert len(changes) == 1  # reported once, however many attempts fail
+        webhook.always = None
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        assert wait_until(lambda: len(changes) == 2, 5, "the restored report")
+    name, reachable, reason = changes[0]
+    assert (name, reachable) == ("backend", False)
+    assert "backend refuses our signature: check the secret" in reason and "401" in reason
+    assert status["state"] == "refused" and status["unreachable"] is True
+    assert changes[1][:2] == ("backend", True)
+    assert webhook.unique_ids() == [e["id"] for e in written]
+
+
+def test_a_restart_reports_the_recovery_of_a_backend_recorded_unreachable(journal, webhook,
+                                                                          webhook_secret):
+    changes: list[tuple[str, bool, str]] = []
+    fill(journal, 3)
+    with Outbox(journal.path, [http(webhook, webhook_secret)], known_unreachable=["backend"],
+                on_backend_change=lambda *change: changes.append(change)) as outbox:
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        assert wait_until(lambda: changes == [("backend", True, "delivering again")])
 
 
 def test_restart_resumes_from_the_durable_position(journal, tmp_path):
@@ -237,3 +275,34 @@ def test_file_sink_appends_and_reports_a_missing_directory(tmp_path):
 
 def test_transient_error_carries_retry_after():
     assert TransientError("x", 2.5).retry_after == 2.5
+
+
+def test_a_backend_reply_asks_for_a_resend_bounded_by_what_was_delivered(journal, webhook,
+                                                                         webhook_secret,
+                                                                         caplog):
+    with caplog.at_level(logging.INFO), \
+            Outbox(journal.path, [http(webhook, webhook_secret, batch_max=4)],
+                   resend_interval_s=0.1) as outbox:
+        written = fill(journal, 6)
+        outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        horizon = journal.last_event_seq()
+        sent = len(webhook.events)
+        webhook.reply_extra = {"resend_from": "x"}  # not a seq: logged, ignored
+        more = fill(journal, 2)
+        outbox.notify()
+        assert more and outbox.wait_delivered(journal.last_event_seq(), 10)
+        assert len(webhook.events) == sent + len(more)
+        horizon = journal.last_event_seq()
+        webhook.reply_extra = {"resend_from": 3}
+        last = fill(journal, 2)
+        outbox.notify()
+        assert wait_until(lambda: "resend done up to seq" in caplog.text, 10, "the resend")
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+    asked_at = journal.last_event_seq()  # the reply that asked accepted the events up to here
+    again = [e["seq"] for e in webhook.events[sent + len(more) + len(last):]]
+    assert again == list(range(3, asked_at + 1))  # in order, and no further than delivered
+    assert horizon < asked_at
+    assert "resend_from must be a whole number >= 1, got 'x'" in caplog.text
+    assert f"resending seq 3-{asked_at} as the backend asked" in caplog.text
+    assert webhook.unique_ids() == [e["id"] for e in written + more + last]

@@ -1,0 +1,169 @@
+"""MQTT delivery means the backend can have it: against a real mosquitto restarted without
+persistence, with a backend (docs/backend.md's receiver) that reconnects late, every event
+ends up stored once, in order, with no gap."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from controller.durability.journal import Journal
+from controller.durability.outbox import Outbox
+from controller.transports import create
+from support.journal_helpers import TABLE, fill
+from support.waiting import wait_until
+from testkit.backends import MqttReceiver
+
+pytestmark = pytest.mark.mosquitto
+
+
+def mqtt_transport(port: int):
+    return create("mqtt", {"host": "127.0.0.1", "port": port, "protocol": "5",
+                           "reconnect_min_s": 0.1, "reconnect_max_s": 0.3,
+                           "connect_timeout_s": 1.0, "publish_timeout_s": 2.0,
+                           "backoff_initial_s": 0.05, "backoff_max_s": 0.3}, table=TABLE)
+
+
+@pytest.mark.slow
+def test_a_broker_restart_without_persistence_loses_nothing(mosquitto_factory, tmp_path):
+    broker = mosquitto_factory(persistence=False)
+    journal = Journal(tmp_path / "journal.db")
+    receiver = MqttReceiver(broker.port, TABLE)
+    try:
+        with Outbox(journal.path, [mqtt_transport(broker.port)]) as outbox:
+            receiver.connect()
+            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+            written = fill(journal, 10)
+            outbox.notify()
+            wait_until(lambda: len(receiver.stored) == len(written), 10, "the first events")
+
+            receiver.disconnect()  # the backend is away; its session queues for it
+            first_lost = len(written) + 1
+            written += fill(journal, 10)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)  # PUBACKed: queued
+
+            broker.stop()  # persistence off: the queue and the session are gone
+            broker.start()
+            written += fill(journal, 10)
+            outbox.notify()
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "no subscriber", 10,
+                       "the table to see that no one subscribes")
+            status = outbox.status()["mqtt"]
+            assert status["backlog"] > 0 and "no subscriber" in status["last_error"]
+
+            receiver.connect()  # late, after the table reconnected
+            assert outbox.wait_delivered(journal.last_event_seq(), 15)
+            wait_until(lambda: len(receiver.stored) == len(written), 15,
+                       "the receiver to catch up",
+                       details=lambda: f"stored {len(receiver.stored)}, asked {receiver.asked}")
+            assert outbox.status()["mqtt"]["state"] == "ok"
+    finally:
+        receiver.close()
+        journal.close()
+    assert receiver.stored == written  # every event once, in seq order, no gap
+    assert receiver.sessions == [False, False]  # the restart lost the session
+    assert receiver.asked == [1, first_lost]  # on each connect: from the next one it needs
+    # repeats (the resend) carry the very same bytes
+    by_id = {e["id"]: json.dumps(e, sort_keys=True) for e in written}
+    assert all(json.dumps(json.loads(p), sort_keys=True) == by_id[json.loads(p)["id"]]
+               for p in receiver.payloads)
+
+
+def test_a_resend_request_is_bounded_by_what_was_published(mosquitto_factory, tmp_path, caplog):
+    broker = mosquitto_factory()
+    journal = Journal(tmp_path / "journal.db")
+    receiver = MqttReceiver(broker.port, TABLE)
+    try:
+        with caplog.at_level(logging.INFO), \
+                Outbox(journal.path, [mqtt_transport(broker.port)],
+                       resend_interval_s=0.2) as outbox:
+            receiver.connect()
+            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+            written = fill(journal, 5)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+            horizon = written[-1]["seq"]
+            for bad in (b"nonsense", b'{"from_seq": 0}', b'{"from_seq": "3"}',
+                        b'{"from": 3}', b"[1]"):
+                receiver.client.publish(receiver.resend_topic, bad, qos=1).wait_for_publish(2)
+            receiver.client.publish(receiver.resend_topic, json.dumps(
+                {"from_seq": horizon + 50}), qos=1).wait_for_publish(2)
+            wait_until(lambda: f"resend from seq {horizon + 50} asked; nothing to resend"
+                       in caplog.text, 5, "the past-horizon log")
+            before = len(receiver.payloads)
+            receiver.client.publish(receiver.resend_topic, json.dumps({"from_seq": 2}),
+                                    qos=1).wait_for_publish(2)
+            wait_until(lambda: "resend done up to seq" in caplog.text, 10, "the resend")
+            wait_until(lambda: len(receiver.payloads) == before + horizon - 1, 5, "the resent")
+    finally:
+        receiver.close()
+        journal.close()
+    resent = [json.loads(p)["seq"] for p in receiver.payloads[before:]]
+    assert resent == list(range(2, horizon + 1))  # in order, nothing past the horizon
+    assert caplog.text.count("resend request ignored") == 5
+    assert f"resending seq 2-{horizon} as the backend asked" in caplog.text
+
+
+def test_a_dead_broker_shows_in_the_status_before_anything_is_sent(mosquitto_factory,
+                                                                    tmp_path):
+    broker = mosquitto_factory()
+    journal = Journal(tmp_path / "journal.db")
+    receiver = MqttReceiver(broker.port, TABLE)
+    receiver.connect()
+    try:
+        with Outbox(journal.path, [mqtt_transport(broker.port)]) as outbox:
+            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+            fill(journal, 3)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            assert outbox.status()["mqtt"]["state"] == "ok"
+            broker.stop()  # nothing left to send: only the connection can tell
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "disconnected", 5,
+                       "the status to show the lost broker")
+            status = outbox.status()["mqtt"]
+            assert "not connected to mqtt broker 127.0.0.1" in status["last_error"]
+            broker.start()
+            wait_until(lambda: outbox.status()["mqtt"]["state"] == "ok", 10, "the reconnect")
+            assert outbox.status()["mqtt"]["last_error"] is None
+    finally:
+        receiver.close()
+        journal.close()
+
+
+def test_the_studio_acl_lets_a_table_publish_its_own_events_and_hear_its_resends(
+        mosquitto_factory, tmp_path):
+    broker = mosquitto_factory(users={TABLE: "table pass", "backend": "backend pass",
+                                      "T8": "other table"}, acl=True)
+    journal = Journal(tmp_path / "journal.db")
+    password = tmp_path / "mqtt.password"
+    password.write_text("table pass\n")
+    receiver = MqttReceiver(broker.port, TABLE, login=("backend", "backend pass"))
+    intruder = MqttReceiver(broker.port, TABLE, client_id="T8", login=("T8", "other table"))
+    transport = create("mqtt", {"host": "127.0.0.1", "port": broker.port, "protocol": "5",
+                                "username": TABLE, "password_file": str(password),
+                                "backoff_initial_s": 0.05, "backoff_max_s": 0.3},
+                       table=TABLE)
+    try:
+        receiver.connect()
+        intruder.connect()  # another table: may not read this table's events
+        wait_until(lambda: receiver.sessions and intruder.sessions, 5, "both to connect")
+        with Outbox(journal.path, [transport], resend_interval_s=0.1) as outbox:
+            written = fill(journal, 6)
+            outbox.notify()
+            assert outbox.wait_delivered(journal.last_event_seq(), 10)
+            wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+            before = len(receiver.payloads)
+            receiver.client.publish(receiver.resend_topic, json.dumps({"from_seq": 1}),
+                                    qos=1).wait_for_publish(2)
+            wait_until(lambda: len(receiver.payloads) == before + len(written), 10,
+                       "the resend the backend asked for")
+    finally:
+        receiver.close()
+        intruder.close()
+        journal.close()
+    assert receiver.stored == written
+    assert intruder.payloads == []
