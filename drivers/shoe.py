@@ -13,6 +13,8 @@ or ``shoe`` with a ``protocol`` option. Options (unknown ones are rejected)::
     cut_card_frames: ["<Card:CUT>"]   # beetek: the frame(s) that mean the cut card
     registry: /etc/pokdeng/cards.csv  # rfid: the UID -> card registry (required)
     repeat_window_seconds: 0     # rfid: a tag repeated within this time is one read (0 = off)
+    framing: line                # rfid: line | stx_etx (125 kHz modules: STX data [sum] ETX)
+    checksum: auto               # rfid stx_etx: auto | xor | none (XOR of the data bytes)
     silence_seconds: 5.0         # pdt: no frame (not even a heartbeat) this long = shoe lost
 
 Posts ``CardScan``, ``CutCard``, ``Misread`` and ``DeviceStatus(name="shoe")`` stamped with
@@ -41,7 +43,7 @@ PROTOCOLS = ("beetek", "rfid", "pdt")
 _COMMON_OPTIONS = {"url", "baudrate", "reconnect_seconds", "serial", "read_timeout"}
 _PROTOCOL_OPTIONS = {
     "beetek": {"cut_card_frames"},
-    "rfid": {"registry", "repeat_window_seconds"},
+    "rfid": {"registry", "repeat_window_seconds", "framing", "checksum"},
     "pdt": {"silence_seconds"},
 }
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -88,15 +90,20 @@ def make_parser(protocol: str, options: OptionReader) -> ShoeParser | None:
             return BeeTekParser(frames)
         return None
     if protocol == "rfid":
-        from drivers.protocols.rfid import RfidParser, load_registry
+        from drivers.protocols.rfid import CHECKSUMS, FRAMINGS, RfidParser, load_registry
         registry_path = options.text("registry", required="required: the UID -> card CSV file")
         window = options.raw("repeat_window_seconds", 0.0)
+        framing = options.text("framing", "line", choices=FRAMINGS)
+        checksum = options.text("checksum", "auto", choices=CHECKSUMS)
+        if framing == "line" and checksum != "auto":
+            options.problem("checksum", "only framed readers (framing: stx_etx) send one")
+            return None
         if registry_path is None:
             return None
         with _naming(options, "registry"):
             registry = load_registry(registry_path)
             with _naming(options, "repeat_window_seconds"):
-                return RfidParser(registry, window)
+                return RfidParser(registry, window, framing, checksum)
         return None
     if protocol == "pdt":
         from drivers.protocols.pdt import PdtParser

@@ -34,6 +34,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--repeat-window-seconds", type=float,
                         help="rfid: a tag reported again within this time is one read "
                              "(default 0 = every repeat is a duplicate)")
+    parser.add_argument("--framing", choices=("line", "stx_etx"),
+                        help="rfid: line (default) or stx_etx (STX data [checksum] ETX frames "
+                             "of 125 kHz reader modules)")
+    parser.add_argument("--checksum", choices=("auto", "xor", "none"),
+                        help="rfid stx_etx: the frames' XOR checksum (default auto)")
     parser.add_argument("--silence-seconds", type=float,
                         help="pdt: report the shoe lost after this long without a frame "
                              "(default 5, 0 = never)")
@@ -60,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         options["cut_card_frames"] = args.cut_card_frame
     if args.repeat_window_seconds is not None:
         options["repeat_window_seconds"] = args.repeat_window_seconds
+    if args.framing is not None:
+        options["framing"] = args.framing
+    if args.checksum is not None:
+        options["checksum"] = args.checksum
     if args.silence_seconds is not None:
         options["silence_seconds"] = args.silence_seconds
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 from controller.table.inputs import CardScan, CutCard, Misread
 
@@ -161,6 +162,14 @@ class LineBuffer:
         return pending
 
 
+class FrameSplitter(Protocol):
+    """What ``LineShoeParser`` needs of a splitter (``LineBuffer``, rfid's ``StxEtxBuffer``)."""
+
+    def push(self, data: bytes) -> list[tuple[str, bytes]]: ...
+
+    def discard(self) -> bytes: ...
+
+
 class LineShoeParser(ShoeParser):
     """Base of the line-based protocols: frames are lines that begin with ``frame_start``.
 
@@ -176,7 +185,11 @@ class LineShoeParser(ShoeParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self._lines = LineBuffer(self.max_frame, start=self.frame_start or None)
+        self._lines: FrameSplitter = self._splitter()
+
+    def _splitter(self) -> FrameSplitter:
+        """How the byte stream is cut into frames: lines, unless a protocol says otherwise."""
+        return LineBuffer(self.max_frame, start=self.frame_start or None)
 
     def _discard(self) -> bytes:
         return self._lines.discard()

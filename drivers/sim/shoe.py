@@ -96,7 +96,7 @@ class ShoeSimulator:
                  registry_path: str | os.PathLike[str] | None = None,
                  heartbeat_seconds: float = 1.0, settle_seconds: float = 0.3,
                  fault_rate: float = 0.3, silence_seconds: float = 1.5,
-                 unplug_seconds: float = 1.0):
+                 unplug_seconds: float = 1.0, framing: str = "line"):
         if protocol not in PROTOCOLS:
             raise SimulatorError(f"unknown protocol {protocol!r}; expected one of: "
                                  f"{', '.join(PROTOCOLS)}")
@@ -105,8 +105,12 @@ class ShoeSimulator:
         if unknown:
             raise SimulatorError(f"unknown fault(s) {', '.join(sorted(unknown))}; expected "
                                  f"some of: {', '.join(FAULTS)}")
+        if framing not in ("line", "stx_etx") or (framing != "line" and protocol != "rfid"):
+            raise SimulatorError(f"framing {framing!r}: an rfid shoe frames its reads as "
+                                 f"line or stx_etx; the other protocols have their own")
         self.link_path = Path(link_path)
         self.protocol = protocol
+        self.framing = framing
         self.decks = decks
         self.heartbeat_seconds = heartbeat_seconds
         self.settle_seconds = settle_seconds
@@ -131,9 +135,9 @@ class ShoeSimulator:
             self.encoder = BeeTekEncoder()
         elif protocol == "rfid":
             from drivers.protocols.rfid import RfidEncoder, simulated_registry, write_registry
-            self.encoder = RfidEncoder()
+            self.encoder = RfidEncoder(framing)
             self.registry_path = Path(registry_path or f"{self.link_path}.cards.csv")
-            write_registry(simulated_registry(decks), self.registry_path)
+            write_registry(simulated_registry(decks, framing), self.registry_path)
         else:
             from drivers.protocols.pdt import PdtEncoder
             self.encoder = PdtEncoder(boot=f"{seed:x}{os.getpid():x}")
@@ -290,8 +294,8 @@ class ShoeSimulator:
     # -- internals ----------------------------------------------------------------------------
     def _encode_cut(self) -> bytes:
         if self.protocol == "rfid":
-            from drivers.protocols.rfid import SIMULATED_CUT_UID
-            return self.encoder.tag(SIMULATED_CUT_UID)
+            from drivers.protocols.rfid import simulated_cut_uid
+            return self.encoder.tag(simulated_cut_uid(self.framing))
         return self.encoder.cut_card()
 
     def _uid_for(self, card: Card) -> str:
@@ -300,7 +304,8 @@ class ShoeSimulator:
         from drivers.protocols.rfid import simulated_uid
         copy = self._copies_used.get(card, 0)
         self._copies_used[card] = copy + 1
-        return simulated_uid((copy % self.decks) * len(ALL_CARDS) + ALL_CARDS.index(card))
+        return simulated_uid((copy % self.decks) * len(ALL_CARDS) + ALL_CARDS.index(card),
+                             self.framing)
 
     def _send(self, frame: bytes) -> None:
         with self._lock:
@@ -336,6 +341,8 @@ class ShoeSimulator:
         """Line noise that contains no frame start of this protocol (so it cannot eat or fake
         a frame); the line protocols end it with a line break, as a noise burst would."""
         noise = bytes(self._rng.choice(b"\x80\x9f\xa5\xc3\xfe~#%&!?") for _ in range(length))
+        if self.framing == "stx_etx":
+            return noise + b" "  # between framed reads white space ends the noise
         return noise + (b"\r\n" if self.protocol in ("rfid", "pdt") else b" ")
 
     def _write(self, data: bytes) -> None:
