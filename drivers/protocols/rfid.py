@@ -36,8 +36,10 @@ so a card left on the antenna stays one read; the same tag after a gap longer th
 a card coming back: ``rfid_duplicate_uid``.
 
 Registry file: CSV ``uid,card``; a header row ``uid,card`` is allowed, ``#`` starts a comment
-line. Cards in any spelling ``controller.rules.cards.parse_lenient_card`` takes (``AS``, ``1s``,
-``10h``, ``ace of spades``, ``Q♥``). Example: ``config/cards.example.csv``.
+line. Cards in any spelling of vendors' tag tables (``controller.rules.cards.parse_lenient_card``:
+``AS``, ``as``, ``1s``, ``10h``, ``ace of spades``, ``10 of hearts``, ``Q♥``); the cut card is
+``CUT`` (or ``cut card``); a joker or anything else stops the load naming file and line.
+Example: ``config/cards.example.csv``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from collections.abc import Iterable
 from functools import reduce
 from pathlib import Path
 
-from controller.rules.cards import Card, CardCodeError, new_shoe_cards, parse_card
+from controller.rules.cards import Card, CardCodeError, new_shoe_cards, parse_lenient_card
 from controller.table.inputs import CardScan, CutCard, Misread
 from drivers.protocols.base import (
     FrameSplitter,
@@ -60,6 +62,8 @@ from drivers.protocols.base import (
 )
 
 CUT = "CUT"
+#: how tag tables name the cut card (compared in lower case, "-" and runs of spaces as one)
+CUT_SPELLINGS = frozenset({"cut", "cut card", "cutcard"})
 UID_HEX_LENGTHS = (8, 10, 12, 14, 20)
 FRAMINGS = ("line", "stx_etx")
 CHECKSUMS = ("auto", "xor", "none")
@@ -110,7 +114,7 @@ def parse_registry(lines: Iterable[str], source: str = "registry") -> Registry:
                 f"{where}: {uid_text!r} is not a UID (8, 14 or 20 hex digits)")
         if uid in registry:
             raise ProtocolConfigError(f"{where}: UID {uid} is listed twice")
-        if card_text.upper() == CUT:
+        if " ".join(card_text.lower().replace("-", " ").split()) in CUT_SPELLINGS:
             if cut_seen_at is not None:
                 raise ProtocolConfigError(
                     f"{where}: a second CUT entry (the first is on line {cut_seen_at})")
@@ -118,7 +122,7 @@ def parse_registry(lines: Iterable[str], source: str = "registry") -> Registry:
             registry[uid] = CUT
             continue
         try:
-            registry[uid] = parse_card(card_text)
+            registry[uid] = parse_lenient_card(card_text)
         except CardCodeError as exc:
             raise ProtocolConfigError(f"{where}: {exc}") from None
     if not registry:
@@ -128,7 +132,7 @@ def parse_registry(lines: Iterable[str], source: str = "registry") -> Registry:
 
 def load_registry(path: str | Path) -> Registry:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets write a BOM
     except OSError as exc:
         raise ProtocolConfigError(f"rfid registry {path}: {exc.strerror or exc}") from None
     return parse_registry(io.StringIO(text), str(path))
