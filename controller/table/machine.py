@@ -422,6 +422,9 @@ class TableMachine(ProcedureTriggers):
                         evidence=self._card_evidence(card))
 
     def _on_misread(self, inp: Misread) -> None:
+        if inp.code == faults.UNKNOWN_SHOE_FRAME:
+            self._on_unknown_shoe_frame(inp)
+            return
         detail = {k: v for k, v in (("code", inp.code), ("reason", inp.reason)) if v is not None}
         said = f" (shoe: {': '.join(detail.values())})" if detail else ""
         evidence = inp.evidence
@@ -442,6 +445,17 @@ class TableMachine(ProcedureTriggers):
             self._fault(faults.CARD_NO_ROUND,
                         f"an unreadable card came out with no round open{said}; set it aside, "
                         "then resume", detail or None, evidence)
+
+    def _on_unknown_shoe_frame(self, inp: Misread) -> None:
+        """A frame the driver does not know: during a shoe it may have been the cut card (a
+        wrong ``cut_card_frames``), so the table stops rather than play past it."""
+        if self.state == "no_shoe":
+            log.info("an unknown shoe frame with no shoe open; ignored")
+            return
+        self._fault(faults.UNKNOWN_SHOE_FRAME,
+                    "the shoe sent a frame this table does not know (the cut card, if "
+                    "cut_card_frames is wrong?); check it, then resume, or end_shoe after the "
+                    "round if it was the cut card", None, inp.evidence)
 
     def _on_cut_card(self, inp: CutCard) -> None:
         if self.state == "no_shoe":

@@ -137,6 +137,7 @@ def fault_sessions(draw):
     moves = draw(st.lists(st.tuples(
         st.sampled_from(["good", "damaged", "misspelled_bad", "noise", "split", "repeat_tag",
                          "unknown_tag", "seq_conflict", "misread_text", "alarm_card",
+                         "unknown_frame",
                          "sup_resume", "sup_enter", "sup_pause"]),
         st.sampled_from(ALL_CARDS), st.data()), min_size=1, max_size=25))
     return decks, moves
@@ -230,6 +231,11 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
         elif move == "alarm_card":
             table.bytes_in(f"<Alarm:{spelling}>".encode() if protocol != "pdt"
                            else pdt.misread(ascii_only(spelling, card), card.code))
+        elif move == "unknown_frame" and not is_rfid:  # e.g. a cut card the config lacks
+            raw = (f"<Shoe:{spelling}>".encode() if protocol == "beetek"
+                   else pdt._next("NEWTYPE", ascii_only(spelling, card)))
+            table.leaks.add_frame(raw.decode("utf-8", "replace").strip())
+            table.bytes_in(raw)
         elif move == "sup_resume":
             table.act(Supervisor(table.clock(), "resume"))
         elif move == "sup_enter":
