@@ -171,6 +171,9 @@ class BeeTekParser(ShoeParser):
             return [Misread(at, f"beetek_alarm_{token}", f"shoe alarm {token}", evidence)]
         if _WARNING.fullmatch(text):
             return [Problem("warning", f"shoe warning {text}", framed)]
+        if not all(0x20 <= byte < 0x7F for byte in raw):
+            # bytes no shoe sends in a frame: hit on the wire, not a frame we do not know
+            return [Problem("damaged_frame", f"damaged beetek frame {size_of(framed)}", framed)]
         return [Problem("unknown_frame", f"unknown beetek frame {size_of(framed)}", framed)]
 
 
