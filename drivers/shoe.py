@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -191,6 +191,11 @@ class SerialShoe(Driver):
         """The table started a new shoe (call from any thread): RFID forgets the tags seen."""
         with self._parser_lock:
             self.parser.new_shoe()
+
+    def restore_shoe_tags(self, tags: Iterable[str]) -> None:
+        """The tags the open shoe gave before the daemon restarted (RFID remembers them)."""
+        with self._parser_lock:
+            self.parser.restore_seen(tags)
 
     @property
     def counts(self) -> Counter[str]:

@@ -24,6 +24,9 @@ not in the card registry), so the pause says what the shoe actually saw. The ``r
 plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
 a card) goes in ``evidence``, a flat object of strings that the table keeps sealed until the
 open round's betting has closed (``fault_detail`` event, docs/faults.md).
+``card`` and ``cut_card`` may carry ``tag``: the RFID tag id the shoe read, journaled so a
+restarted daemon still knows which physical cards the open shoe has given (duplicate tags). A
+tag is as sealed as its card: it never reaches an event, the status or a log line.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.
 """
@@ -33,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from controller.rules.cards import Card, CardCodeError, parse_card
@@ -76,19 +79,23 @@ class Button:
 class CardScan:
     at: float
     card: Card
+    #: the RFID tag read (journal only, sealed); which physical card it was, not what the table
+    #: does with it, so it takes no part in comparing inputs
+    tag: str | None = field(default=None, compare=False)
     kind = "card"
 
     def data(self) -> dict[str, Any]:
-        return {"card": self.card.code}
+        return {"card": self.card.code, **({"tag": self.tag} if self.tag else {})}
 
 
 @dataclass(frozen=True, slots=True)
 class CutCard:
     at: float
+    tag: str | None = field(default=None, compare=False)  # as CardScan.tag
     kind = "cut_card"
 
     def data(self) -> dict[str, Any]:
-        return {}
+        return {"tag": self.tag} if self.tag else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +211,8 @@ def with_time(inp: Input, at: float) -> Input:
 
 _ALLOWED_KEYS = {
     "button": {"name"},
-    "card": {"card"},
-    "cut_card": set(),
+    "card": {"card", "tag"},
+    "cut_card": {"tag"},
     "misread": {"code", "reason", "evidence"},
     "switch": {"name", "on"},
     "device": {"name", "connected"},
@@ -295,9 +302,9 @@ def from_dict(obj: Any) -> Input:
         if kind == "button":
             return Button(at, _choice(_require(obj, "name", kind), BUTTONS, "button"))
         if kind == "card":
-            return CardScan(at, parse_card(_require(obj, "card", kind)))
+            return CardScan(at, parse_card(_require(obj, "card", kind)), _optional_text(obj, "tag"))
         if kind == "cut_card":
-            return CutCard(at)
+            return CutCard(at, _optional_text(obj, "tag"))
         if kind == "misread":
             return Misread(at, _optional_text(obj, "code"), _optional_text(obj, "reason"),
                            _evidence(obj))

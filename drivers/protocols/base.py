@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -107,6 +108,9 @@ class ShoeParser(ABC):
 
     def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a new shoe (only protocols that track a shoe care)."""
+
+    def restore_seen(self, tags: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """The tags the open shoe gave before a restart (only protocols with tags care)."""
 
     @abstractmethod
     def _feed(self, data: bytes, at: float) -> list[Output]:

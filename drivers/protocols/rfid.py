@@ -315,7 +315,7 @@ class RfidParser(LineShoeParser):
             return Misread(at, "rfid_duplicate_uid", "a tag already read in this shoe came again",
                            {"tag": uid, "card": card})
         self._seen.add(uid)
-        return CutCard(at) if entry == CUT else CardScan(at, entry)
+        return CutCard(at, uid) if entry == CUT else CardScan(at, entry, uid)
 
 
 class RfidEncoder:
