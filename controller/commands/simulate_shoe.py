@@ -5,7 +5,9 @@
         [--hold] [--decks N] [--registry FILE] [--framing line|stx_etx]
 
 Sends the shoe side (card, cut_card, misread) of a table script, or a freshly shuffled shoe
-with a cut card, to whatever opens PATH; exits when done unless --hold.
+with a cut card, to whatever opens PATH; exits when done unless --hold. The script's clock
+starts when a reader opens PATH (and carries on when one opens it again after an unplug), so a
+reader that comes late gets the cards at the script's pace.
 """
 
 from __future__ import annotations

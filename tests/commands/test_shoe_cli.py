@@ -247,3 +247,39 @@ def test_read_shoe_ends_cleanly_on_ctrl_c(tmp_path):
     _, err = proc.communicate(timeout=15)
     lines.join()
     assert proc.returncode == 0 and "Traceback" not in err and "stopped" in err
+
+
+@pytest.mark.slow
+def test_a_late_reader_gets_the_script_at_its_pace_and_read_shoe_counts_from_its_start(
+        tmp_path):
+    """simulate-shoe starts its script clock when the reader connects: a reader that comes
+    two seconds late still gets six cards 0.3 s apart, not all at once."""
+    script = tmp_path / "six.jsonl"
+    cards = ["AS", "2H", "3D", "4C", "5S", "6H"]
+    script.write_text("".join(json.dumps({"at": 0.3 * i, "kind": "card", "card": c}) + "\n"
+                              for i, c in enumerate(cards)))
+    span = 0.3 * (len(cards) - 1)
+    link = tmp_path / "shoe"
+    sim = subprocess.Popen(CLI + ["simulate-shoe", "--link", str(link), "--script", str(script)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_paths(sim, link)
+        time.sleep(span + 0.5)  # the scenario itself: the reader starts after the script's span
+        reader, lines = start_reader(link, "beetek", None)
+        try:
+            _, sim_err = sim.communicate(timeout=60)
+            assert sim.returncode == 0 and "waiting for a reader" in sim_err
+            lines.wait_for(lambda got: len(shoe_lines(got)) >= len(cards))
+        finally:
+            status, err = stop(reader)
+            lines.join()
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+    got = [json.loads(line) for line in lines.lines if '"card"' in line]
+    assert [g["card"] for g in got] == cards
+    times = [g["at"] for g in got]
+    # seconds since read-shoe started (not the epoch), and spread like the script (the old
+    # simulator, whose clock ran from its launch, sent them all within a few milliseconds)
+    assert 0 < times[0] < 30
+    assert times[-1] - times[0] >= span / 2, times
