@@ -72,7 +72,8 @@ log.addHandler(logging.NullHandler())
 
 # The events a supervisor action causes that carry who took it.
 SUPERVISOR_ATTRIBUTED_EVENTS = frozenset(
-    {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected"})
+    {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected",
+     "hand_revealed"})
 # Dealer buttons that still work while the table is paused.
 BUTTONS_WHILE_PAUSED = frozenset({"cancel_round"})
 
@@ -525,7 +526,7 @@ class TableMachine(ProcedureTriggers):
         else:
             self._open_round()
 
-    def _button_reveal(self, inp: Button) -> None:
+    def _button_reveal(self, inp: Button | Supervisor) -> None:
         if self.settings.reveal != "button":
             self._reject(inp, faults.NOT_ALLOWED, "this table reveals the hands by itself")
         elif self.state != "revealing":
@@ -630,12 +631,22 @@ class TableMachine(ProcedureTriggers):
         self._resume()
         self._take_card(inp.card, entered=True)
 
+    def _supervisor_reveal(self, inp: Supervisor) -> None:
+        """The panel's reveal, for a button-reveal table that lost its panel: allowed exactly
+        where the button would be."""
+        if self.hold == "paused":
+            self._reject(inp, faults.TABLE_PAUSED,
+                         "reveal is not possible while the table is paused; resume first")
+        else:
+            self._button_reveal(inp)
+
     _SUPERVISOR_ACTIONS: ClassVar[dict[str, Callable[[TableMachine, Supervisor], None]]] = {
         "pause": _supervisor_pause,
         "resume": _supervisor_resume,
         "cancel_round": _supervisor_cancel_round,
         "end_shoe": _supervisor_end_shoe,
         "enter_card": _supervisor_enter_card,
+        "reveal": _supervisor_reveal,
     }
 
     def _on_attributed_supervisor(self, inp: Supervisor) -> None:
