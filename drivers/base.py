@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.table.inputs import Input
@@ -111,6 +111,10 @@ class Driver(ABC):
     # -- told by the daemon (no-ops unless the device cares) ---------------------------------
     def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a shoe: forget whatever belonged to the last one."""
+
+    def restore_shoe_tags(self, tags: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """The daemon restarted in the middle of a shoe: the tags it has read so far (from the
+        journal), so a card that comes back is still a duplicate."""
 
     def set_leds(self, states: Mapping[str, bool]) -> None:  # noqa: B027 - optional hook
         """Light (True) or darken (False) the named buttons' LEDs, where the device has any."""

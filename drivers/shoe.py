@@ -13,7 +13,12 @@ or ``shoe`` with a ``protocol`` option. Options (unknown ones are rejected)::
     cut_card_frames: ["<Card:CUT>"]   # beetek: the frame(s) that mean the cut card
     registry: /etc/pokdeng/cards.csv  # rfid: the UID -> card registry (required)
     repeat_window_seconds: 0     # rfid: a tag repeated within this time is one read (0 = off)
+    framing: line                # rfid: line | stx_etx (125 kHz modules: STX data [sum] ETX)
+    checksum: auto               # rfid stx_etx: auto | xor | none (XOR of the data bytes)
     silence_seconds: 5.0         # pdt: no frame (not even a heartbeat) this long = shoe lost
+    unknown_frames: pause        # beetek, pdt: a well-formed frame of unknown meaning is a
+                                 # Misread(code="unknown_shoe_frame") that pauses an open shoe
+                                 # (it may be a cut card the config does not know) | log
 
 Posts ``CardScan``, ``CutCard``, ``Misread`` and ``DeviceStatus(name="shoe")`` stamped with
 ``clock()``. Everything the parser throws away is counted (``counts``) and logged, rate
@@ -28,22 +33,27 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from controller.table.faults import UNKNOWN_SHOE_FRAME
+from controller.table.inputs import Misread
 from drivers.base import Clock, Driver, DriverConfigError, InputSink
 from drivers.options import OptionReader
-from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump
+from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump, printable
 from drivers.serial_link import SerialLink, check_serial_settings
 
 PROTOCOLS = ("beetek", "rfid", "pdt")
 _COMMON_OPTIONS = {"url", "baudrate", "reconnect_seconds", "serial", "read_timeout"}
 _PROTOCOL_OPTIONS = {
-    "beetek": {"cut_card_frames"},
-    "rfid": {"registry", "repeat_window_seconds"},
-    "pdt": {"silence_seconds"},
+    "beetek": {"cut_card_frames", "unknown_frames"},
+    "rfid": {"registry", "repeat_window_seconds", "framing", "checksum"},
+    "pdt": {"silence_seconds", "unknown_frames"},
 }
+#: the problem codes that are a well-formed frame the parser does not know
+UNKNOWN_FRAME_CODES = frozenset({"unknown_frame", "unknown_type"})
+UNKNOWN_FRAME_POLICIES = ("pause", "log")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 ProblemSink = Callable[[Problem], None]
@@ -88,15 +98,20 @@ def make_parser(protocol: str, options: OptionReader) -> ShoeParser | None:
             return BeeTekParser(frames)
         return None
     if protocol == "rfid":
-        from drivers.protocols.rfid import RfidParser, load_registry
+        from drivers.protocols.rfid import CHECKSUMS, FRAMINGS, RfidParser, load_registry
         registry_path = options.text("registry", required="required: the UID -> card CSV file")
         window = options.raw("repeat_window_seconds", 0.0)
+        framing = options.text("framing", "line", choices=FRAMINGS)
+        checksum = options.text("checksum", "auto", choices=CHECKSUMS)
+        if framing == "line" and checksum != "auto":
+            options.problem("checksum", "only framed readers (framing: stx_etx) send one")
+            return None
         if registry_path is None:
             return None
         with _naming(options, "registry"):
             registry = load_registry(registry_path)
             with _naming(options, "repeat_window_seconds"):
-                return RfidParser(registry, window)
+                return RfidParser(registry, window, framing, checksum)
         return None
     if protocol == "pdt":
         from drivers.protocols.pdt import PdtParser
@@ -146,6 +161,10 @@ class SerialShoe(Driver):
         self.silence_seconds = reader.number("silence_seconds",
                                              5.0 if protocol == "pdt" else 0.0,
                                              minimum=0.5, allow_zero=True)
+        self.unknown_frames: str = "log"
+        if protocol in ("beetek", "pdt"):
+            self.unknown_frames = reader.text("unknown_frames", "pause",
+                                              choices=UNKNOWN_FRAME_POLICIES)
         read_timeout = reader.number("read_timeout", 0.2, minimum=0.01)
         reconnect_seconds = reader.number("reconnect_seconds", 2.0, minimum=0.01)
         reader.finish()
@@ -173,6 +192,11 @@ class SerialShoe(Driver):
         with self._parser_lock:
             self.parser.new_shoe()
 
+    def restore_shoe_tags(self, tags: Iterable[str]) -> None:
+        """The tags the open shoe gave before the daemon restarted (RFID remembers them)."""
+        with self._parser_lock:
+            self.parser.restore_seen(tags)
+
     @property
     def counts(self) -> Counter[str]:
         """Inputs and problems so far, by kind/code (a copy)."""
@@ -192,9 +216,10 @@ class SerialShoe(Driver):
     def receive(self, data: bytes) -> None:
         """Bytes from the port, as the serial link reads them (from the reader thread; the
         sealing tests call it directly to push damaged frames through the whole driver)."""
+        at = self.clock()
         with self._parser_lock:
             try:
-                outputs = self.parser.feed(data, self.clock())
+                outputs = self.parser.feed(data, at)
             except Exception as exc:  # a parser bug must not kill the reader: drop and say so
                 # the bytes and the exception's text may name a sealed card: DEBUG only
                 self.log.error("%s shoe: parser failed (%s); %d bytes dropped",
@@ -216,6 +241,8 @@ class SerialShoe(Driver):
         for out in outputs:
             if isinstance(out, Problem):
                 self._problem(out)
+                if out.code in UNKNOWN_FRAME_CODES and self.unknown_frames == "pause":
+                    self.post(unknown_frame_misread(out, at))
             else:
                 self.post(out)
 
@@ -253,6 +280,14 @@ class SerialShoe(Driver):
             self._problem_sink(problem)
         else:
             self._problems.problem(f"{self.protocol_name} shoe", problem)
+
+
+def unknown_frame_misread(problem: Problem, at: float) -> Misread:
+    """The table's input for a frame the parser does not know: the table pauses an open shoe
+    (the frame may be a cut card the config does not know). The frame goes in the evidence,
+    which the table keeps sealed until the open round's betting has closed."""
+    return Misread(at, UNKNOWN_SHOE_FRAME, "the shoe sent a frame of unknown meaning",
+                   {"frame": printable(problem.raw)})
 
 
 class BeeTekShoe(SerialShoe):

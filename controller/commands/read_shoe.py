@@ -1,10 +1,15 @@
 """``pokdeng-table read-shoe``: what is my shoe sending?
 
     pokdeng-table read-shoe URL [--protocol beetek|rfid|pdt] [--registry FILE] [options]
+    pokdeng-table read-shoe URL --learn-cut [options]
 
 Prints each decoded input as a table-script JSON line on stdout (device connects and
 disconnects included) and every problem — garbage, bad checksums, lost frames, retries — as a
-plain line on stderr. Ctrl-C or SIGTERM ends it cleanly.
+plain line on stderr. Ctrl-C or SIGTERM ends it cleanly. Times (``at``) are seconds since the
+command started.
+
+``--learn-cut`` waits for the cut card instead: the first frame that is not a card is shown and
+the config line naming it printed on stdout (``controller/commands/learn_cut.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from typing import Any
 
 PROG = "read-shoe"
@@ -34,9 +40,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--repeat-window-seconds", type=float,
                         help="rfid: a tag reported again within this time is one read "
                              "(default 0 = every repeat is a duplicate)")
+    parser.add_argument("--framing", choices=("line", "stx_etx"),
+                        help="rfid: line (default) or stx_etx (STX data [checksum] ETX frames "
+                             "of 125 kHz reader modules)")
+    parser.add_argument("--checksum", choices=("auto", "xor", "none"),
+                        help="rfid stx_etx: the frames' XOR checksum (default auto)")
     parser.add_argument("--silence-seconds", type=float,
                         help="pdt: report the shoe lost after this long without a frame "
                              "(default 5, 0 = never)")
+    parser.add_argument("--learn-cut", action="store_true",
+                        help="wait for the cut card to be drawn, show the frame the shoe sent "
+                             "for it and print the cut_card_frames line (rfid: the registry "
+                             "line) for the config")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also show hex dumps of discarded bytes")
     parser.set_defaults(func=run)
@@ -60,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
         options["cut_card_frames"] = args.cut_card_frame
     if args.repeat_window_seconds is not None:
         options["repeat_window_seconds"] = args.repeat_window_seconds
+    if args.framing is not None:
+        options["framing"] = args.framing
+    if args.checksum is not None:
+        options["checksum"] = args.checksum
     if args.silence_seconds is not None:
         options["silence_seconds"] = args.silence_seconds
 
@@ -71,9 +90,44 @@ def run(args: argparse.Namespace) -> int:
             line += f" [{hex_dump(problem.raw)}]"
         device_reader.print_problem(PROG, line)
 
+    started = time.monotonic()
+
+    def clock() -> float:  # seconds since this command started, as a table script counts
+        return round(time.monotonic() - started, 3)
+
+    if args.learn_cut:
+        return _learn_cut(args, options, clock, print_problem)
     try:
-        shoe = SerialShoe(device_reader.print_input, options, problem_sink=print_problem)
+        shoe = SerialShoe(device_reader.print_input, options, clock=clock,
+                          problem_sink=print_problem)
     except DriverConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     return device_reader.run_until_signal(shoe, PROG, "shoe", lambda: shoe.counts)
+
+
+def _learn_cut(args: argparse.Namespace, options: dict[str, Any], clock: Any,
+               print_problem: Any) -> int:
+    from controller.commands import device_reader
+    from controller.commands.learn_cut import CutCardLearner, learn_cut
+    from drivers.base import DriverConfigError
+    from drivers.protocols.beetek import DEFAULT_CUT_CARD_FRAMES
+    from drivers.shoe import SerialShoe
+
+    def say(text: str) -> None:
+        device_reader.print_problem(PROG, text)
+
+    def answer(text: str) -> None:
+        with device_reader.output_lock:
+            print(text, flush=True)
+
+    if args.protocol == "beetek":
+        options["unknown_frames"] = "pause"  # an unknown frame is the candidate we want
+    configured = list(options.get("cut_card_frames") or DEFAULT_CUT_CARD_FRAMES)
+    learner = CutCardLearner(args.protocol, configured, say, answer)
+    try:
+        shoe = SerialShoe(learner, options, clock=clock, problem_sink=print_problem)
+    except DriverConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    return learn_cut(shoe, learner, say)

@@ -2,10 +2,12 @@
 
     pokdeng-table simulate-shoe --link /tmp/shoe [--protocol beetek|rfid|pdt]
         [--script FILE | --seed N] [--speed X] [--faults split,garbage,badsum,silence,unplug]
-        [--hold] [--decks N] [--registry FILE]
+        [--hold] [--decks N] [--registry FILE] [--framing line|stx_etx]
 
 Sends the shoe side (card, cut_card, misread) of a table script, or a freshly shuffled shoe
-with a cut card, to whatever opens PATH; exits when done unless --hold.
+with a cut card, to whatever opens PATH; exits when done unless --hold. The script's clock
+starts when a reader opens PATH (and carries on when one opens it again after an unplug), so a
+reader that comes late gets the cards at the script's pace.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def register(subparsers: Any) -> None:
                         help="comma-separated: split, garbage, badsum, silence, unplug")
     parser.add_argument("--registry", metavar="FILE",
                         help="rfid: where to write the card registry (default PATH.cards.csv)")
+    parser.add_argument("--framing", default="line", choices=("line", "stx_etx"),
+                        help="rfid: one UID per line (default), or STX/ETX frames with an XOR "
+                             "checksum as 125 kHz reader modules send them")
     parser.add_argument("--hold", action="store_true",
                         help="keep the line open after the last card, until Ctrl-C/SIGTERM")
     parser.set_defaults(func=run)
@@ -85,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         sim = ShoeSimulator(args.link, args.protocol, faults=faults, seed=seed,
-                            decks=args.decks, registry_path=args.registry)
+                            decks=args.decks, registry_path=args.registry,
+                            framing=args.framing)
     except SimulatorError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2

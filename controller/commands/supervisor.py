@@ -1,7 +1,8 @@
 """``pokdeng-table supervisor ACTION``: the supervisor's controls over the control socket.
 
 For what the key switch does not cover: pause, resume, cancel the round (all bets refunded),
-end the shoe, and enter the card of a misread by hand (audited as entered manually).
+end the shoe, enter the card of a misread by hand (audited as entered manually), and reveal
+the next hand on a button-reveal table whose panel is gone.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from controller.service.control import (
     socket_path,
 )
 
-ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card")
+ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card", "reveal")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "supervisor", help="pause, resume, cancel the round, end the shoe, enter a misread card",
+        "supervisor", help="pause, resume, cancel the round, end the shoe, enter a misread card, "
+                           "reveal the next hand",
         description="Send a supervisor action to the running daemon; it answers once the table "
                     "has handled it. Exit 0 when done, 1 when the table refused (reason shown).")
     add_socket_arguments(parser)

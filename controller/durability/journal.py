@@ -361,6 +361,24 @@ class Journal:
         yield from group_entries(self._rows("SELECT n, kind, body FROM records ORDER BY n"),
                                  self.path)
 
+    def entries_after_event(self, event_type: str) -> Iterator[Entry]:
+        """The entries after the input that caused the newest ``event_type`` event (none when
+        the live journal has no such event). Reads backwards to that event, so the cost is
+        what came after it, not the whole journal."""
+        marker = f'"type":{json.dumps(event_type)}'
+        found = None
+        for n, body in self._rows("SELECT n, body FROM records WHERE kind='event' ORDER BY n DESC"):
+            if marker in body and json.loads(body).get("type") == event_type:
+                found = n
+                break
+        if found is None:
+            return
+        start = self._conn.execute("SELECT MIN(n) FROM records WHERE kind='input' AND n > ?",
+                                   (found,)).fetchone()[0]
+        if start is not None:
+            yield from group_entries(self._rows(
+                "SELECT n, kind, body FROM records WHERE n >= ? ORDER BY n", (start,)), self.path)
+
     def inputs(self) -> Iterator[Input]:
         """Every journaled input, in order."""
         for n, body in self._rows("SELECT n, body FROM records WHERE kind='input' ORDER BY n"):

@@ -162,3 +162,73 @@ def new_shoe_cards(decks: int = DEFAULT_DECKS) -> list[Card]:
     """Every card of an unshuffled N-deck shoe, in a fixed order."""
     return [card for _ in range(decks) for card in ALL_CARDS]
 
+
+
+# --- the spellings of vendors' tag tables ------------------------------------------------------
+
+LENIENT_FORMS = (
+    f"{ACCEPTED_FORMS}; also 1 for an ace (1s), words (ace of spades, 10 of hearts, "
+    "queen hearts) and the white suit symbols ♤ ♡ ♢ ♧"
+)
+_RANK_WORDS = {
+    "1": "A", "a": "A", "ace": "A", "t": "T", "10": "T", "ten": "T",
+    "j": "J", "jack": "J", "q": "Q", "queen": "Q", "k": "K", "king": "K",
+    **{str(n): str(n) for n in range(2, 10)},
+    **{word: str(n) for n, word in enumerate(
+        ("two", "three", "four", "five", "six", "seven", "eight", "nine"), start=2)},
+}
+_SUIT_WORDS = {
+    **{word: letter for letter, words in (
+        ("S", ("s", "spade", "spades", "♠", "♤")), ("H", ("h", "heart", "hearts", "♥", "♡")),
+        ("D", ("d", "diamond", "diamonds", "♦", "♢")), ("C", ("c", "club", "clubs", "♣", "♧")))
+        for word in words},
+}
+_LONGEST_WORD = 8
+
+
+def _rank_and_suit(first: str, second: str) -> tuple[str, str] | None:
+    """(rank, suit) when the two words are a rank and a suit in either order."""
+    if first in _RANK_WORDS and second in _SUIT_WORDS:
+        return _RANK_WORDS[first], _SUIT_WORDS[second]
+    if first in _SUIT_WORDS and second in _RANK_WORDS:
+        return _RANK_WORDS[second], _SUIT_WORDS[first]
+    return None
+
+
+def parse_lenient_card(text: object) -> Card:
+    """A card as vendors write it in their tag tables: every ``parse_card`` spelling, plus
+    ``1s`` for an ace, words (``ace of spades``, ``10 of hearts``, ``Queen Hearts``) and the
+    white suit symbols. Anything else — a joker above all — raises CardCodeError saying what is
+    accepted. For files a person wrote; shoe frames keep the strict ``parse_card``."""
+    if isinstance(text, Card):
+        return text
+    if not isinstance(text, str):
+        raise CardCodeError(text, f"expected a string, got {type(text).__name__}")
+    words = text.strip().lower().replace("-", " ").replace("_", " ").split()
+    if any("joker" in word for word in words):
+        raise LenientCardError(text, "a joker is not a card of a Pok Deng shoe")
+    try:
+        return parse_card(text)
+    except CardCodeError:
+        pass
+    if len(words) == 3 and words[1] == "of":
+        words = [words[0], words[2]]
+    found = None
+    if len(words) == 2:
+        found = _rank_and_suit(*words)
+    elif len(words) == 1 and len(words[0]) <= 2 * _LONGEST_WORD:
+        word = words[0]  # rank and suit run together: 1s, 10h, s1, acespades
+        splits = {_rank_and_suit(word[:cut], word[cut:]) for cut in range(1, len(word))}
+        splits.discard(None)
+        found = splits.pop() if len(splits) == 1 else None
+    if found is None:
+        raise LenientCardError(text, "not a rank and a suit")
+    return Card(*found)
+
+
+class LenientCardError(CardCodeError):
+    """A tag table's card that no accepted spelling matches; names the lenient forms."""
+
+    def __init__(self, text: object, why: str):
+        ValueError.__init__(self, f"{text!r} is not a card: {why}; accepted: {LENIENT_FORMS}")
+        self.text = text

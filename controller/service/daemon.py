@@ -53,6 +53,7 @@ from controller.durability.journal import Journal, JournalCorrupt, JournalError,
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
+from controller.durability.shoe_tags import open_shoe_tags
 from controller.service.clock import TableClock
 from controller.service.clock_watch import ClockWatch
 from controller.service.config import EX_CONFIG, Config, ConfigError
@@ -233,6 +234,7 @@ class Daemon:
             self.drivers = self._create_drivers()
         except (TransportConfigError, DriverConfigError, ConfigError) as exc:
             raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
+        self._restore_shoe_tags(journal)
         for driver in self.drivers:
             driver.start()
         self._leds = None
@@ -304,6 +306,14 @@ class Daemon:
                                            self.config.panel.driver_options(), self.clock,
                                            "panel"))
         return drivers
+
+    def _restore_shoe_tags(self, journal: Journal) -> None:
+        """A restart in the middle of a shoe: the drivers learn the tags it already gave."""
+        tags = open_shoe_tags(journal)
+        if tags:
+            for driver in self.drivers:
+                driver.restore_shoe_tags(tags)
+            log.info("tags of the open shoe restored", tags=len(tags))  # a count, never a tag
 
     def _start_retention(self) -> JournalRetention | None:
         if not self.config.journal.archive:

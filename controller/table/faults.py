@@ -34,6 +34,7 @@ SHOE_OVERDRAWN = "shoe_overdrawn"
 MISREAD = "misread"
 SECOND_CUT_CARD = "second_cut_card"
 CUT_CARD_NO_SHOE = "cut_card_no_shoe"
+UNKNOWN_SHOE_FRAME = "unknown_shoe_frame"
 SHOE_LOST = "shoe_lost"
 JOURNAL_UNWRITABLE = "journal_unwritable"
 CONTROLLER_FAULT = "controller_fault"
@@ -109,6 +110,18 @@ FAULTS: dict[str, Rule] = {
             "A cut card while no shoe is open.",
             "Pauses.",
             "Resume.",
+        ),
+        Rule(
+            UNKNOWN_SHOE_FRAME,
+            "While a shoe is open, the shoe sends a well-formed frame the driver does not know "
+            "(shoe option `unknown_frames: pause`, the default): often the cut card of a "
+            "Bee-Tek shoe whose `cut_card_frames` is wrong. With no shoe open it is only "
+            "logged.",
+            "Pauses; no card is owed. The reason names no frame content; the frame itself is "
+            "in the `fault_detail` (after betting closes).",
+            "If the frame was the cut card, the round in play or the next is the last: "
+            "supervisor `end_shoe` after it, and set `cut_card_frames` (`pokdeng-table "
+            "read-shoe --learn-cut`) before the next shoe. Otherwise resume.",
         ),
         Rule(
             SHOE_LOST,

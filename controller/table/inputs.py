@@ -32,6 +32,9 @@ open round's betting has closed (``fault_detail`` event, docs/faults.md).
 ``clock`` is the controller's report on the system clock (docs/clock.md): whether the kernel
 says it is synchronised (``sync``: synchronised, not_synchronised or unknown), its error bound
 ``max_error_s``, and ``step_s`` when the wall clock was stepped by that many seconds.
+``card`` and ``cut_card`` may carry ``tag``: the RFID tag id the shoe read, journaled so a
+restarted daemon still knows which physical cards the open shoe has given (duplicate tags). A
+tag is as sealed as its card: it never reaches an event, the status or a log line.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.
 """
@@ -41,7 +44,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from controller.rules.cards import Card, CardCodeError, parse_card
@@ -50,7 +53,7 @@ BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
 CLOCK_SYNC_STATES = ("synchronised", "not_synchronised", "unknown")
-SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card", "reveal")
 MAX_BACKEND_NAME_CHARS = 64
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
@@ -86,19 +89,23 @@ class Button:
 class CardScan:
     at: float
     card: Card
+    #: the RFID tag read (journal only, sealed); which physical card it was, not what the table
+    #: does with it, so it takes no part in comparing inputs
+    tag: str | None = field(default=None, compare=False)
     kind = "card"
 
     def data(self) -> dict[str, Any]:
-        return {"card": self.card.code}
+        return {"card": self.card.code, **({"tag": self.tag} if self.tag else {})}
 
 
 @dataclass(frozen=True, slots=True)
 class CutCard:
     at: float
+    tag: str | None = field(default=None, compare=False)  # as CardScan.tag
     kind = "cut_card"
 
     def data(self) -> dict[str, Any]:
-        return {}
+        return {"tag": self.tag} if self.tag else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +250,8 @@ def with_time(inp: Input, at: float) -> Input:
 
 _ALLOWED_KEYS = {
     "button": {"name"},
-    "card": {"card"},
-    "cut_card": set(),
+    "card": {"card", "tag"},
+    "cut_card": {"tag"},
     "misread": {"code", "reason", "evidence"},
     "switch": {"name", "on"},
     "device": {"name", "connected"},
@@ -346,9 +353,9 @@ def from_dict(obj: Any) -> Input:
         if kind == "button":
             return Button(at, _choice(_require(obj, "name", kind), BUTTONS, "button"))
         if kind == "card":
-            return CardScan(at, parse_card(_require(obj, "card", kind)))
+            return CardScan(at, parse_card(_require(obj, "card", kind)), _optional_text(obj, "tag"))
         if kind == "cut_card":
-            return CutCard(at)
+            return CutCard(at, _optional_text(obj, "tag"))
         if kind == "misread":
             return Misread(at, _optional_text(obj, "code"), _optional_text(obj, "reason"),
                            _evidence(obj))

@@ -74,7 +74,8 @@ log.addHandler(logging.NullHandler())
 
 # The events a supervisor action causes that carry who took it.
 SUPERVISOR_ATTRIBUTED_EVENTS = frozenset(
-    {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected"})
+    {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected",
+     "hand_revealed"})
 # Dealer buttons that still work while the table is paused.
 BUTTONS_WHILE_PAUSED = frozenset({"cancel_round"})
 
@@ -428,6 +429,9 @@ class TableMachine(ProcedureTriggers):
                         evidence=self._card_evidence(card))
 
     def _on_misread(self, inp: Misread) -> None:
+        if inp.code == faults.UNKNOWN_SHOE_FRAME:
+            self._on_unknown_shoe_frame(inp)
+            return
         detail = {k: v for k, v in (("code", inp.code), ("reason", inp.reason)) if v is not None}
         said = f" (shoe: {': '.join(detail.values())})" if detail else ""
         evidence = inp.evidence
@@ -448,6 +452,17 @@ class TableMachine(ProcedureTriggers):
             self._fault(faults.CARD_NO_ROUND,
                         f"an unreadable card came out with no round open{said}; set it aside, "
                         "then resume", detail or None, evidence)
+
+    def _on_unknown_shoe_frame(self, inp: Misread) -> None:
+        """A frame the driver does not know: during a shoe it may have been the cut card (a
+        wrong ``cut_card_frames``), so the table stops rather than play past it."""
+        if self.state == "no_shoe":
+            log.info("an unknown shoe frame with no shoe open; ignored")
+            return
+        self._fault(faults.UNKNOWN_SHOE_FRAME,
+                    "the shoe sent a frame this table does not know (the cut card, if "
+                    "cut_card_frames is wrong?); check it, then resume, or end_shoe after the "
+                    "round if it was the cut card", None, inp.evidence)
 
     def _on_cut_card(self, inp: CutCard) -> None:
         if self.state == "no_shoe":
@@ -535,7 +550,7 @@ class TableMachine(ProcedureTriggers):
         else:
             self._open_round()
 
-    def _button_reveal(self, inp: Button) -> None:
+    def _button_reveal(self, inp: Button | Supervisor) -> None:
         if self.settings.reveal != "button":
             self._reject(inp, faults.NOT_ALLOWED, "this table reveals the hands by itself")
         elif self.state != "revealing":
@@ -640,12 +655,22 @@ class TableMachine(ProcedureTriggers):
         self._resume()
         self._take_card(inp.card, entered=True)
 
+    def _supervisor_reveal(self, inp: Supervisor) -> None:
+        """The panel's reveal, for a button-reveal table that lost its panel: allowed exactly
+        where the button would be."""
+        if self.hold == "paused":
+            self._reject(inp, faults.TABLE_PAUSED,
+                         "reveal is not possible while the table is paused; resume first")
+        else:
+            self._button_reveal(inp)
+
     _SUPERVISOR_ACTIONS: ClassVar[dict[str, Callable[[TableMachine, Supervisor], None]]] = {
         "pause": _supervisor_pause,
         "resume": _supervisor_resume,
         "cancel_round": _supervisor_cancel_round,
         "end_shoe": _supervisor_end_shoe,
         "enter_card": _supervisor_enter_card,
+        "reveal": _supervisor_reveal,
     }
 
     def _on_attributed_supervisor(self, inp: Supervisor) -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from controller.table.inputs import CardScan, CutCard, Misread
 
@@ -107,6 +109,9 @@ class ShoeParser(ABC):
     def new_shoe(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """The table started a new shoe (only protocols that track a shoe care)."""
 
+    def restore_seen(self, tags: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """The tags the open shoe gave before a restart (only protocols with tags care)."""
+
     @abstractmethod
     def _feed(self, data: bytes, at: float) -> list[Output]:
         ...
@@ -161,6 +166,14 @@ class LineBuffer:
         return pending
 
 
+class FrameSplitter(Protocol):
+    """What ``LineShoeParser`` needs of a splitter (``LineBuffer``, rfid's ``StxEtxBuffer``)."""
+
+    def push(self, data: bytes) -> list[tuple[str, bytes]]: ...
+
+    def discard(self) -> bytes: ...
+
+
 class LineShoeParser(ShoeParser):
     """Base of the line-based protocols: frames are lines that begin with ``frame_start``.
 
@@ -176,7 +189,11 @@ class LineShoeParser(ShoeParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self._lines = LineBuffer(self.max_frame, start=self.frame_start or None)
+        self._lines: FrameSplitter = self._splitter()
+
+    def _splitter(self) -> FrameSplitter:
+        """How the byte stream is cut into frames: lines, unless a protocol says otherwise."""
+        return LineBuffer(self.max_frame, start=self.frame_start or None)
 
     def _discard(self) -> bytes:
         return self._lines.discard()

@@ -6,9 +6,18 @@
      <Alarm:E3 Card Not Read>    a shoe alarm                                -> Misread
      <W0x01>                     a warning: logged and counted, no input
 
-A ``[Section]`` tag only labels the frame after it. Frames are ``<…>``; bytes outside frames
-other than white space are garbage. Which frame is the cut card is configuration
-(``cut_card_frames``), default ``<Card:CUT>``; it is compared without regard to case.
+A ``[Section]`` tag only labels the frame after it. ``[Game]`` frames come while the shoe
+deals a game. ``[Manual Burn Cards]`` is the section of the shoe's "Manual Burn Cards" mode,
+which the vendor's guide has the technician select from the shoe's diagnostic menu to read
+cards through the shoe outside a game: the frames are ordinary reads of the cards drawn, not
+cards burned by hand, and are taken as cards like any other (docs/install.md, "The shoe").
+
+Frames are ``<…>``; bytes outside frames other than white space are garbage. Which frame is the
+cut card is configuration (``cut_card_frames``), default ``<Card:CUT>``, compared without regard
+to case. No public source shows the frame a Bee-Tek shoe sends for its cut card, so the default
+is a guess: ``pokdeng-table read-shoe --learn-cut`` shows the real one. A frame of printable
+ASCII that is none of the above is ``unknown_frame`` (the driver turns it into a pause of an
+open shoe: it may be that cut card); one with bytes no shoe sends is ``damaged_frame``.
 
 Every alarm becomes a ``Misread`` (code ``beetek_alarm_<id>``): the shoe says something went
 wrong with a card, so the table pauses and the supervisor looks, rather than guessing.
@@ -171,6 +180,9 @@ class BeeTekParser(ShoeParser):
             return [Misread(at, f"beetek_alarm_{token}", f"shoe alarm {token}", evidence)]
         if _WARNING.fullmatch(text):
             return [Problem("warning", f"shoe warning {text}", framed)]
+        if not all(0x20 <= byte < 0x7F for byte in raw):
+            # bytes no shoe sends in a frame: hit on the wire, not a frame we do not know
+            return [Problem("damaged_frame", f"damaged beetek frame {size_of(framed)}", framed)]
         return [Problem("unknown_frame", f"unknown beetek frame {size_of(framed)}", framed)]
 
 

@@ -96,7 +96,7 @@ class ShoeSimulator:
                  registry_path: str | os.PathLike[str] | None = None,
                  heartbeat_seconds: float = 1.0, settle_seconds: float = 0.3,
                  fault_rate: float = 0.3, silence_seconds: float = 1.5,
-                 unplug_seconds: float = 1.0):
+                 unplug_seconds: float = 1.0, framing: str = "line"):
         if protocol not in PROTOCOLS:
             raise SimulatorError(f"unknown protocol {protocol!r}; expected one of: "
                                  f"{', '.join(PROTOCOLS)}")
@@ -105,8 +105,12 @@ class ShoeSimulator:
         if unknown:
             raise SimulatorError(f"unknown fault(s) {', '.join(sorted(unknown))}; expected "
                                  f"some of: {', '.join(FAULTS)}")
+        if framing not in ("line", "stx_etx") or (framing != "line" and protocol != "rfid"):
+            raise SimulatorError(f"framing {framing!r}: an rfid shoe frames its reads as "
+                                 f"line or stx_etx; the other protocols have their own")
         self.link_path = Path(link_path)
         self.protocol = protocol
+        self.framing = framing
         self.decks = decks
         self.heartbeat_seconds = heartbeat_seconds
         self.settle_seconds = settle_seconds
@@ -123,6 +127,8 @@ class ShoeSimulator:
         self._unsent_seq: int | None = None  # pdt: number of the frame being sent, if any
         self._quiet_until = 0.0
         self._last_sent = 0.0
+        self._connections = 0  # how many times a reader has opened the port
+        self._connected_at = 0.0  # when the latest one did (monotonic)
         self._heartbeat: threading.Thread | None = None
         self._copies_used: dict[Card, int] = {}
         self.registry_path: Path | None = None
@@ -131,9 +137,9 @@ class ShoeSimulator:
             self.encoder = BeeTekEncoder()
         elif protocol == "rfid":
             from drivers.protocols.rfid import RfidEncoder, simulated_registry, write_registry
-            self.encoder = RfidEncoder()
+            self.encoder = RfidEncoder(framing)
             self.registry_path = Path(registry_path or f"{self.link_path}.cards.csv")
-            write_registry(simulated_registry(decks), self.registry_path)
+            write_registry(simulated_registry(decks, framing), self.registry_path)
         else:
             from drivers.protocols.pdt import PdtEncoder
             self.encoder = PdtEncoder(boot=f"{seed:x}{os.getpid():x}")
@@ -256,17 +262,33 @@ class ShoeSimulator:
         return False
 
     # -- playing a script ---------------------------------------------------------------------
+    def wait_for_reader(self) -> bool:
+        """Block until a reader has the port open (False if the simulator closes first)."""
+        with self._lock:
+            return self._wait_for_host()
+
     def play(self, inputs: Sequence[Input], speed: float = 1.0) -> None:
         """Send the shoe side of a script with its timing (``at`` / ``speed``); the silence and
-        unplug faults happen once each, a third and a half of the way through."""
+        unplug faults happen once each, a third and a half of the way through.
+
+        The script's clock starts when a reader opens the port, not at launch, so a reader
+        that comes late still gets the cards at their pace; when a reader opens it again (after
+        an unplug, or a reader restarted) the clock carries on from the last input sent."""
         shoe = shoe_side(inputs)
         if not shoe:
             return
         silence_at = len(shoe) // 3 if "silence" in self.faults else -1
         unplug_at = len(shoe) // 2 if "unplug" in self.faults else -1
-        start = time.monotonic()
-        first = shoe[0].at
+        start, first = 0.0, shoe[0].at
+        clock_of: int | None = None  # the connection the script clock was started at
+        last_sent_at: float | None = None
         for index, inp in enumerate(shoe):
+            if not self.wait_for_reader():
+                return
+            if self._connections != clock_of:
+                clock_of = self._connections
+                start = self._connected_at
+                first = inp.at if last_sent_at is None else last_sent_at
             due = start + (inp.at - first) / speed
             if self._closed.wait(max(0.0, due - time.monotonic())):
                 return
@@ -274,6 +296,7 @@ class ShoeSimulator:
                 log.info("simulated shoe silent for %g s", self.silence_seconds)
                 self.silence(self.silence_seconds)
                 start += self.silence_seconds
+            last_sent_at = inp.at
             if index != unplug_at:
                 self.send_input(inp)
                 continue
@@ -281,8 +304,7 @@ class ShoeSimulator:
                 frame = self.frame_for(inp)
                 self.unplug(partial_frame=frame)
             self._closed.wait(self.unplug_seconds)
-            start += self.unplug_seconds
-            self.replug()
+            self.replug()  # the reader opens the new port: the clock starts again from here
             if self.protocol != "pdt":  # pdt: the HELLO replay resends the cut frame
                 with self._lock:
                     self._send(frame)
@@ -290,8 +312,8 @@ class ShoeSimulator:
     # -- internals ----------------------------------------------------------------------------
     def _encode_cut(self) -> bytes:
         if self.protocol == "rfid":
-            from drivers.protocols.rfid import SIMULATED_CUT_UID
-            return self.encoder.tag(SIMULATED_CUT_UID)
+            from drivers.protocols.rfid import simulated_cut_uid
+            return self.encoder.tag(simulated_cut_uid(self.framing))
         return self.encoder.cut_card()
 
     def _uid_for(self, card: Card) -> str:
@@ -300,7 +322,8 @@ class ShoeSimulator:
         from drivers.protocols.rfid import simulated_uid
         copy = self._copies_used.get(card, 0)
         self._copies_used[card] = copy + 1
-        return simulated_uid((copy % self.decks) * len(ALL_CARDS) + ALL_CARDS.index(card))
+        return simulated_uid((copy % self.decks) * len(ALL_CARDS) + ALL_CARDS.index(card),
+                             self.framing)
 
     def _send(self, frame: bytes) -> None:
         with self._lock:
@@ -336,6 +359,8 @@ class ShoeSimulator:
         """Line noise that contains no frame start of this protocol (so it cannot eat or fake
         a frame); the line protocols end it with a line break, as a noise burst would."""
         noise = bytes(self._rng.choice(b"\x80\x9f\xa5\xc3\xfe~#%&!?") for _ in range(length))
+        if self.framing == "stx_etx":
+            return noise + b" "  # between framed reads white space ends the noise
         return noise + (b"\r\n" if self.protocol in ("rfid", "pdt") else b" ")
 
     def _write(self, data: bytes) -> None:
@@ -370,6 +395,8 @@ class ShoeSimulator:
         if not self._host_open:
             self._host_open = True
             time.sleep(self.settle_seconds)  # pyserial flushes input just after opening
+            self._connections += 1
+            self._connected_at = time.monotonic()
             if self.protocol == "pdt":
                 self._raw_write(self.encoder.hello(next_seq=self._unsent_seq))
         return True

@@ -20,7 +20,9 @@ from support.waiting import wait_until
 CLI = [sys.executable, "-m", "controller"]
 ALL_FAULTS = "split,garbage,badsum,silence,unplug"
 MISREAD_CODE = {"beetek": "beetek_card_not_read", "rfid": "rfid_unknown_uid",
-                "pdt": "pdt_misread"}
+                "rfid_stx_etx": "rfid_unknown_uid", "pdt": "pdt_misread"}
+#: a variant of a protocol: the wire protocol and the extra options of both commands
+VARIANTS = {"rfid_stx_etx": ("rfid", ["--framing", "stx_etx"])}
 
 
 class LineReader:
@@ -81,8 +83,9 @@ def wait_for_paths(sim: subprocess.Popen, *paths: Path, timeout: float = 20.0) -
     wait_until(made, timeout, f"the simulator to make {paths}", interval=0.05)
 
 
-def start_reader(link: Path, protocol: str, registry: Path | None):
-    cmd = CLI + ["read-shoe", str(link), "--protocol", protocol, "--reconnect-seconds", "0.1"]
+def start_reader(link: Path, protocol: str, registry: Path | None, extra: tuple = ()):
+    cmd = CLI + ["read-shoe", str(link), "--protocol", protocol, "--reconnect-seconds", "0.1",
+                 *extra]
     if registry is not None:
         cmd += ["--registry", str(registry)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -100,21 +103,22 @@ def stop(proc) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", ["beetek", "rfid", "pdt"])
+@pytest.mark.parametrize("variant", ["beetek", "rfid", "rfid_stx_etx", "pdt"])
 def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tmp_path,
-                                                                             protocol):
+                                                                             variant):
+    protocol, extra = VARIANTS.get(variant, (variant, []))
     script = tmp_path / "table.jsonl"
     expected = write_table_script(script, seed=len(protocol))
     link = tmp_path / "shoe"
     registry = tmp_path / "cards.csv" if protocol == "rfid" else None
     sim_cmd = CLI + ["simulate-shoe", "--link", str(link), "--protocol", protocol,
-                     "--script", str(script), "--speed", "20", "--faults", ALL_FAULTS]
+                     "--script", str(script), "--speed", "20", "--faults", ALL_FAULTS, *extra]
     if registry is not None:
         sim_cmd += ["--registry", str(registry)]
     sim = subprocess.Popen(sim_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_paths(sim, link, *([registry] if registry is not None else []))
-        reader, lines = start_reader(link, protocol, registry)
+        reader, lines = start_reader(link, protocol, registry, extra)
         try:
             sim_out, sim_err = sim.communicate(timeout=60)
             assert sim.returncode == 0, sim_err
@@ -132,13 +136,13 @@ def test_read_shoe_prints_exactly_the_scripts_shoe_inputs_through_every_fault(tm
     assert shoe_lines(lines.lines) == [(i.kind, getattr(i, "card", None) and i.card.code)
                                        for i in expected]
     misreads = [json.loads(line) for line in lines.lines if '"misread"' in line]
-    assert {m["code"] for m in misreads} == {MISREAD_CODE[protocol]}
+    assert {m["code"] for m in misreads} == {MISREAD_CODE[variant]}
     devices = [json.loads(line)["connected"] for line in lines.lines if '"device"' in line]
     assert devices == [True, False, True, False]  # found, pulled, back, simulator ended
     # the faults really happened and were reported as problems on stderr
     assert "partial_frame" in err and "stopped; received" in err
-    assert ("bad_checksum" if protocol == "pdt" else "garbage" if protocol == "beetek"
-            else "bad_line") in err
+    assert ("bad_checksum" if variant in ("pdt", "rfid_stx_etx") else "garbage"
+            if protocol == "beetek" else "bad_line") in err
     for line in lines.lines:  # every stdout line is a valid table-script line
         assert to_json(next(read_script([line]))) == line
 
@@ -243,3 +247,39 @@ def test_read_shoe_ends_cleanly_on_ctrl_c(tmp_path):
     _, err = proc.communicate(timeout=15)
     lines.join()
     assert proc.returncode == 0 and "Traceback" not in err and "stopped" in err
+
+
+@pytest.mark.slow
+def test_a_late_reader_gets_the_script_at_its_pace_and_read_shoe_counts_from_its_start(
+        tmp_path):
+    """simulate-shoe starts its script clock when the reader connects: a reader that comes
+    two seconds late still gets six cards 0.3 s apart, not all at once."""
+    script = tmp_path / "six.jsonl"
+    cards = ["AS", "2H", "3D", "4C", "5S", "6H"]
+    script.write_text("".join(json.dumps({"at": 0.3 * i, "kind": "card", "card": c}) + "\n"
+                              for i, c in enumerate(cards)))
+    span = 0.3 * (len(cards) - 1)
+    link = tmp_path / "shoe"
+    sim = subprocess.Popen(CLI + ["simulate-shoe", "--link", str(link), "--script", str(script)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_paths(sim, link)
+        time.sleep(span + 0.5)  # the scenario itself: the reader starts after the script's span
+        reader, lines = start_reader(link, "beetek", None)
+        try:
+            _, sim_err = sim.communicate(timeout=60)
+            assert sim.returncode == 0 and "waiting for a reader" in sim_err
+            lines.wait_for(lambda got: len(shoe_lines(got)) >= len(cards))
+        finally:
+            status, err = stop(reader)
+            lines.join()
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+    got = [json.loads(line) for line in lines.lines if '"card"' in line]
+    assert [g["card"] for g in got] == cards
+    times = [g["at"] for g in got]
+    # seconds since read-shoe started (not the epoch), and spread like the script (the old
+    # simulator, whose clock ran from its launch, sent them all within a few milliseconds)
+    assert 0 < times[0] < 30
+    assert times[-1] - times[0] >= span / 2, times

@@ -43,6 +43,15 @@ BEETEK_PIECES = ([_bee.card(c) for c in _codes[:13]] + [_bee.card(c[::-1], "Manu
 RFID_PIECES = ([_rfid.tag(simulated_uid(i)) for i in range(0, 416, 16)]
                + [_rfid.misread(), b"\x02", b"\r", b"\n", b"04:A1", b"0450", b"\xff" * 3,
                   b"A" * 70, _rfid.corrupt(_rfid.tag(simulated_uid(3)))])
+_framed = RfidEncoder("stx_etx")
+_rdm630 = RfidEncoder("stx_etx", line_end=b"")
+_no_sum = RfidEncoder("stx_etx", with_checksum=False)
+RFID_FRAMED_PIECES = ([enc.tag(simulated_uid(i, "stx_etx")) for i in range(0, 416, 16)
+                       for enc in (_framed, _rdm630, _no_sum)]
+                      + [_framed.misread(),
+                         _framed.corrupt(_framed.tag(simulated_uid(3, "stx_etx"))),
+                         b"\x02", b"\x03", b"\r\n", b" ", b"5A000", b"\x02" + b"A" * 70,
+                         b"\x0200FF00FF00FF00FF\x03", b"\xff" * 3])
 PDT_PIECES = ([encode_frame(seq, "CARD", c) for seq, c in enumerate(_codes[:20])]
               + [encode_frame(65534 + i, t) for i, t in enumerate(("HB", "CUT", "HB"))]
               + [encode_frame(5, "HELLO", "b1", "fw"), encode_frame(9, "HELLO", "b2", "fw"),
@@ -121,6 +130,16 @@ def test_fuzz_rfid():
     registry = simulated_registry(8)
     fed = check_parser("rfid", lambda: RfidParser(registry), lambda p: len(p._lines._buffer),
                        RFID_PIECES)
+    assert fed >= 100_000
+
+
+@pytest.mark.slow
+def test_fuzz_rfid_framed():
+    registry = simulated_registry(8, "stx_etx")
+    fed = check_parser("rfid stx_etx",
+                       lambda: RfidParser(registry, 1.5, framing="stx_etx"),
+                       lambda p: max(len(p._lines._buffer), len(p._lines._garbage)),
+                       RFID_FRAMED_PIECES)
     assert fed >= 100_000
 
 

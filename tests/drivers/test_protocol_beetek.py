@@ -108,3 +108,8 @@ def test_encoder_frames_round_trip_and_corrupted_copies_never_parse_as_cards():
         assert not [o for o in parser.feed(enc.corrupt(frame)) if not isinstance(o, Problem)]
     out = parser.feed(b"".join(frames))
     assert [o.kind for o in out] == ["card", "cut_card", "misread"]
+
+
+def test_a_frame_with_bytes_no_shoe_sends_is_damaged_not_unknown():
+    out = BeeTekParser().feed(b"<C\xa7rd:6H>")
+    assert [o.code for o in out] == ["damaged_frame"]

@@ -89,7 +89,7 @@ def test_registry_file_round_trip(tmp_path):
 
 @pytest.mark.parametrize("text, fragment", [
     ("uid,card\n0011AABB,AS\n0011AABB,KD\n", "cards.csv:3: UID 0011AABB is listed twice"),
-    ("0011AABB,XX\n", "cards.csv:1: bad card code 'XX'"),
+    ("0011AABB,XX\n", "cards.csv:1: 'XX' is not a card"),
     ("00ZZ,AS\n", "cards.csv:1: '00ZZ' is not a UID"),
     ("0011AABB\n", "cards.csv:1: expected 'uid,card'"),
     ("0011AABB,CUT\n0011AABC,cut\n", "cards.csv:2: a second CUT entry"),

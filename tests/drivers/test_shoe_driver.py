@@ -55,7 +55,7 @@ def test_split_garbage_and_damaged_frames_lose_nothing(tmp_path, protocol):
     assert summary(sink.shoe_inputs) == [("card", c.code) for c in cards] + [("cut_card", None)]
     codes = sink.problem_codes()
     assert codes.count("garbage" if protocol != "rfid" else "bad_line") >= 20
-    assert {"pdt": "bad_checksum", "beetek": "unknown_frame", "rfid": "bad_line"}[protocol] \
+    assert {"pdt": "bad_checksum", "beetek": "damaged_frame", "rfid": "bad_line"}[protocol] \
         in codes
     assert sink.statuses == [True]  # found at start, never lost
 

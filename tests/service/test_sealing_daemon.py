@@ -306,6 +306,7 @@ def test_beetek_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -
     table = table_for("beetek")
     encoder = BeeTekEncoder()
     damaged, alarm, ace_alarm = b"<Card:KD?>", b"<Alarm:QH>", b"<Alarm:1S>"
+    unknown = b"<Shoe:JC>"
 
     def odd_frames(t: Table) -> None:
         # an unfinished frame naming a card, cut short by the next (good) frame: garbage
@@ -315,7 +316,7 @@ def test_beetek_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -
         t.leaks.add_card("4D")
         t.shoe.send_card("4D")
         t.wait(lambda s: s["cards_dealt"] == len(DEALT) + 1)
-        # a frame with a bad byte, naming a card: an unknown frame
+        # a frame with a bad byte, naming a card: a damaged frame
         bad_byte = encoder.corrupt(encoder.card("JC"))
         t.leaks.add_card("JC")
         t.leaks.add_frame(frame_text(bad_byte.split(b"]", 1)[1]))
@@ -331,10 +332,16 @@ def test_beetek_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -
             t.leaks.add_frame(frame.decode())
             t.shoe.send_raw(b" " + frame + b" ")
         t.wait(lambda s: s["seq"] >= seq + 2 and "beetek_alarm" in (driver_code(s) or ""))
+        # a well-formed frame the driver does not know (a cut card the config lacks?): a pause
+        t.leaks.add_frame(unknown.decode())
+        t.shoe.send_raw(b" [Game]" + unknown + b" ")
+        t.wait(lambda s: (s.get("fault") or {}).get("code") == "unknown_shoe_frame")
 
-    details = run_sealed(table, odd_frames, ("unfinished beetek frame", "unknown beetek frame"))
+    details = run_sealed(table, odd_frames, ("unfinished beetek frame", "damaged beetek frame",
+                                             "unknown beetek frame"))
     frames = evidence_values(details, "frame")
-    assert {damaged.decode(), alarm.decode(), ace_alarm.decode()} <= frames, details
+    assert {damaged.decode(), alarm.decode(), ace_alarm.decode(), unknown.decode()} <= frames, \
+        details
 
 
 @pytest.mark.slow

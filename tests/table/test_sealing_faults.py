@@ -23,7 +23,7 @@ from drivers.protocols.rfid import RfidEncoder, simulated_registry, simulated_ui
 from drivers.shoe import SerialShoe
 from support.sealing import Leaks
 
-PROTOCOLS = ("beetek", "rfid", "pdt")
+PROTOCOLS = ("beetek", "rfid", "rfid_stx_etx", "pdt")
 RANK_SPELLINGS = {"T": ["T", "10", "t"], "A": ["A", "a", "1"]}
 SUIT_SPELLINGS = {"S": ["S", "s", "♠"], "H": ["H", "h", "♥"], "D": ["D", "d", "♦"],
                   "C": ["C", "c", "♣"]}
@@ -37,6 +37,14 @@ TAG_OF = {}
 for index, entry in enumerate(REGISTRY.values()):
     if isinstance(entry, Card):
         TAG_OF.setdefault(entry.code, []).append(simulated_uid(index))
+# The same for a framed (125 kHz, STX/ETX) reader, whose tags are 5 bytes.
+FRAMED_REGISTRY = simulated_registry(8, "stx_etx")
+FRAMED_REGISTRY_PATH = _registry_dir / "cards-framed.csv"
+write_registry(FRAMED_REGISTRY, FRAMED_REGISTRY_PATH)
+FRAMED_TAG_OF = {}
+for index, entry in enumerate(FRAMED_REGISTRY.values()):
+    if isinstance(entry, Card):
+        FRAMED_TAG_OF.setdefault(entry.code, []).append(simulated_uid(index, "stx_etx"))
 
 
 @st.composite
@@ -79,6 +87,9 @@ class Table:
         options: dict[str, object] = {"url": "loop://", "protocol": protocol}
         if protocol == "rfid":
             options["registry"] = str(REGISTRY_PATH)
+        if protocol == "rfid_stx_etx":  # a reader that repeats its frames while a tag stays
+            options.update(protocol="rfid", registry=str(FRAMED_REGISTRY_PATH),
+                           framing="stx_etx", repeat_window_seconds=1.5)
         self.shoe = SerialShoe(self.inputs.append, options, clock=self.clock)
         self.caplog = caplog
         self.leaks = Leaks()
@@ -126,6 +137,7 @@ def fault_sessions(draw):
     moves = draw(st.lists(st.tuples(
         st.sampled_from(["good", "damaged", "misspelled_bad", "noise", "split", "repeat_tag",
                          "unknown_tag", "seq_conflict", "misread_text", "alarm_card",
+                         "unknown_frame",
                          "sup_resume", "sup_enter", "sup_pause"]),
         st.sampled_from(ALL_CARDS), st.data()), min_size=1, max_size=25))
     return decks, moves
@@ -142,7 +154,11 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
     caplog.set_level(logging.INFO)
     caplog.clear()
     table = Table(protocol, decks, caplog)
-    pdt, rfid = PdtEncoder(), RfidEncoder()
+    pdt = PdtEncoder()
+    is_rfid = protocol.startswith("rfid")
+    rfid = RfidEncoder("stx_etx") if protocol == "rfid_stx_etx" else RfidEncoder()
+    registry = FRAMED_REGISTRY if protocol == "rfid_stx_etx" else REGISTRY
+    tag_of = FRAMED_TAG_OF if protocol == "rfid_stx_etx" else TAG_OF
     used_tags: list[str] = []
     pdt_sent: list[int] = []
 
@@ -152,8 +168,8 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
         if protocol == "pdt":  # PDT firmware speaks ASCII
             pdt_sent.append(pdt.seq)
             return pdt.card(ascii_only(spelling, card))
-        tag = TAG_OF[card.code][len([t for t in used_tags if REGISTRY[t] == card])
-                                % len(TAG_OF[card.code])]
+        tag = tag_of[card.code][len([t for t in used_tags if registry[t] == card])
+                                % len(tag_of[card.code])]
         used_tags.append(tag)
         table.leaks.add_tag(tag)
         return rfid.tag(tag)
@@ -181,7 +197,8 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
             bad = spelling + data.draw(st.sampled_from(["?", "X", "#", " 9"]))
             raw = (f"<Card:{bad}>".encode() if protocol == "beetek"
                    else pdt.card(ascii_only(bad, card)) if protocol == "pdt"
-                   else rfid.tag(TAG_OF[card.code][0][:-2] + "ZZ"))
+                   else rfid.tag(tag_of[card.code][0][:-2] + "ZZ") if protocol == "rfid"
+                   else f"\x02{tag_of[card.code][0][:-2]}ZZ\r\n\x03".encode())
             table.leaks.add_frame(raw.decode("utf-8", "replace"))
             table.bytes_in(raw)
         elif move == "noise":
@@ -192,12 +209,14 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
             table.bytes_in(frame[:cut])
             table.bytes_in(data.draw(st.binary(max_size=8)))
             table.bytes_in(frame[cut:])
-        elif move == "repeat_tag" and protocol == "rfid" and used_tags:
+        elif move == "repeat_tag" and is_rfid and used_tags:
             tag = data.draw(st.sampled_from(used_tags))
-            table.leaks.add_card(REGISTRY[tag])
+            table.leaks.add_card(registry[tag])
             table.bytes_in(rfid.tag(tag))
-        elif move == "unknown_tag" and protocol == "rfid":
-            tag = data.draw(st.sampled_from(["04EE0000000BAD", "DEADBEEF", "0011AABBCCDDEE"]))
+        elif move == "unknown_tag" and is_rfid:
+            tag = data.draw(st.sampled_from(["04EE0000000BAD", "DEADBEEF", "0011AABBCCDDEE"]
+                                            if protocol == "rfid" else
+                                            ["5AEE000BAD", "0011AABBCC", "00FF00FF00FF"]))
             table.leaks.add_tag(tag)
             table.bytes_in(rfid.tag(tag))
         elif move == "seq_conflict" and protocol == "pdt" and pdt_sent:
@@ -212,6 +231,11 @@ def test_no_card_tag_or_frame_of_the_open_round_leaves_the_table(protocol, sessi
         elif move == "alarm_card":
             table.bytes_in(f"<Alarm:{spelling}>".encode() if protocol != "pdt"
                            else pdt.misread(ascii_only(spelling, card), card.code))
+        elif move == "unknown_frame" and not is_rfid:  # e.g. a cut card the config lacks
+            raw = (f"<Shoe:{spelling}>".encode() if protocol == "beetek"
+                   else pdt._next("NEWTYPE", ascii_only(spelling, card)))
+            table.leaks.add_frame(raw.decode("utf-8", "replace").strip())
+            table.bytes_in(raw)
         elif move == "sup_resume":
             table.act(Supervisor(table.clock(), "resume"))
         elif move == "sup_enter":
