@@ -44,6 +44,7 @@ from typing import Any
 
 import structlog
 
+from controller import __version__
 from controller import transports as transport_module
 from controller.durability.journal import Journal, JournalCorrupt, JournalError
 from controller.durability.outbox import Outbox
@@ -53,6 +54,7 @@ from controller.service.clock import TableClock
 from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
+from controller.service.health_reporter import HealthReporter, health_reporter_for
 from controller.service.held_inputs import HeldInputs
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
@@ -121,6 +123,7 @@ class Daemon:
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
         self.control: ControlServer | None = None
+        self.health: HealthReporter | None = None  # the MQTT health topic (fleet view)
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
         self._last_at: float = 0.0
@@ -166,6 +169,10 @@ class Daemon:
 
     def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, Any]]:
         return self.board.wait_for_change(version, timeout)
+
+    def software(self) -> dict[str, Any]:
+        """The software this daemon runs, as the health topic names it."""
+        return {"version": __version__}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -217,6 +224,8 @@ class Daemon:
         self.control_handler = TableControl(self.board, self.clock, self.submit, self._stop,
                                             self.outbox, self.retention)
         self.control = self._start_control(self.control_handler)
+        self.health = health_reporter_for(self.config, self.board, self.outbox, journal,
+                                          self.software())
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=journal.record_count(),
@@ -300,6 +309,8 @@ class Daemon:
                           held=len(self._held), kinds=self._held.kinds())
         if self.control is not None:
             self.control.close()
+        if self.health is not None:
+            self.health.stop()
         if self.retention is not None:
             self.retention.stop()
         if self.outbox is not None:
