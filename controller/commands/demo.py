@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="journal and demo state (default: a new directory under /tmp)")
     parser.add_argument("--events", metavar="FILE",
                         help="also write the backend events as JSON Lines to FILE")
+    parser.add_argument("--metrics", metavar="FILE.prom",
+                        help="also write Prometheus metrics to FILE.prom (node_exporter textfile)")
     parser.add_argument("--quiet", action="store_true", help="print only the round results")
     parser.set_defaults(func=run_demo)
 
@@ -41,4 +43,5 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.speed <= 0:
         raise SystemExit("pokdeng-table demo: --speed must be > 0")
     return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
-                            state_dir=args.state_dir, events=args.events, quiet=args.quiet))
+                            state_dir=args.state_dir, events=args.events, quiet=args.quiet,
+                            metrics=args.metrics))

@@ -78,6 +78,7 @@ class DemoOptions:
     state_dir: str | None = None
     events: str | None = None
     quiet: bool = False
+    metrics: str | None = None
 
 
 class DemoError(Exception):
@@ -106,7 +107,8 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
     return state
 
 
-def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
+def demo_config(state_dir: Path, shoe_link: Path, events: Path,
+                metrics: Path | None = None) -> Config:
     import yaml
 
     socket = state_dir / "control.sock"
@@ -117,7 +119,10 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path) -> Config:
                               socket=json.dumps(str(socket)),
                               supervisor_group=json.dumps(own_group()),
                               events=json.dumps(str(events)))
-    return parse_config(yaml.safe_load(text), "demo config")
+    data = yaml.safe_load(text)
+    if metrics is not None:
+        data["metrics"] = {"textfile": str(metrics)}
+    return parse_config(data, "demo config")
 
 
 # --- the view ----------------------------------------------------------------------------------
@@ -385,7 +390,8 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     shoe_link = state_dir / "shoe.pty"
     if shoe_link.is_symlink() or shoe_link.exists():
         shoe_link.unlink()  # left by a demo that was killed: its pty is gone
-    config = demo_config(state_dir, shoe_link, events)
+    metrics = Path(options.metrics).resolve() if options.metrics else None
+    config = demo_config(state_dir, shoe_link, events, metrics)
     setup_logging(config.logging.level, config.logging.format, stream=sys.stderr)
 
     resumed = (state_dir / "journal.sqlite").exists()

@@ -246,6 +246,14 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus metrics as a node_exporter textfile (no port opened); off without a path."""
+
+    textfile: str | None = None
+    interval_s: float = 15.0
+
+
+@dataclass(frozen=True)
 class Config:
     table: MachineSettings
     state_dir: str
@@ -257,6 +265,7 @@ class Config:
     logging: LoggingConfig = LoggingConfig()
     journal: RetentionSettings = RetentionSettings()
     source: str | None = None
+    metrics: MetricsConfig = MetricsConfig()
 
     @property
     def http(self) -> Any:
@@ -469,6 +478,20 @@ def _read_journal(s: Section | None) -> RetentionSettings:
     return settings
 
 
+def _read_metrics(s: Section | None) -> MetricsConfig:
+    if s is None:
+        return MetricsConfig()
+    textfile = s.get_path("textfile", None)
+    if isinstance(textfile, str) and not textfile.endswith(".prom"):
+        s.error("textfile", f"must end in .prom (node_exporter's textfile collector reads only "
+                            f"those), got {_show(textfile)}")
+    config = MetricsConfig(textfile=textfile,
+                           interval_s=s.get_float("interval_s", MetricsConfig.interval_s,
+                                                  minval=1, maxval=3600))
+    s.finish()
+    return config
+
+
 def parse_config(data: Any, source: str | None = None,
                  environ: Mapping[str, str] = os.environ) -> Config:
     """Validate a loaded YAML document; raise ConfigError listing every problem."""
@@ -491,13 +514,14 @@ def parse_config(data: Any, source: str | None = None,
     transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
     journal = _read_journal(root.get_section("journal"))
+    metrics = _read_metrics(root.get_section("metrics"))
     root.finish()
     if errors:
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
-                  journal=journal, source=source)
+                  journal=journal, source=source, metrics=metrics)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

@@ -58,6 +58,7 @@ from controller.service.health_reporter import HealthReporter, health_reporter_f
 from controller.service.held_inputs import HeldInputs
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
+from controller.service.metrics_writer import MetricsWriter, metrics_writer_for
 from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
 from controller.service.status_board import StatusBoard, status_line
@@ -124,6 +125,7 @@ class Daemon:
         self.control_handler: TableControl | None = None
         self.control: ControlServer | None = None
         self.health: HealthReporter | None = None  # the MQTT health topic (fleet view)
+        self.metrics: MetricsWriter | None = None  # the node_exporter textfile
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
         self._last_at: float = 0.0
@@ -213,6 +215,9 @@ class Daemon:
         self._publish(machine.status())
         try:
             self.outbox = self._start_outbox()
+            # before the drivers: every input from the devices is counted
+            self.metrics = metrics_writer_for(self.config, self.board, self.outbox, journal,
+                                              self.software())
             self.drivers = self._create_drivers()
         except (TransportConfigError, DriverConfigError, ConfigError) as exc:
             raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
@@ -324,6 +329,8 @@ class Daemon:
                 self.outbox.stop()
             except Exception:
                 log.exception("outbox did not stop cleanly")
+        if self.metrics is not None:
+            self.metrics.stop()  # the last figures, deliveries on the way down included
         if self.journal is not None:
             self.journal.close()
         self.notifier.close()
@@ -459,6 +466,8 @@ class Daemon:
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
         if isinstance(inp, Supervisor):
             self._last_actions.record(inp, events)
+        if self.metrics is not None:
+            self.metrics.metrics.count(inp.kind, events)
         for event in events:
             log.info(event["type"], seq=event["seq"], data=event.get("data"))
             if event["type"] == "shoe_started":
