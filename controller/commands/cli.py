@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "controller.commands.read_shoe",
     "controller.commands.read_panel",
     "controller.commands.bench",
+    "controller.commands.version",
 )
 
 

@@ -61,9 +61,10 @@ from controller.service.logging_setup import bind_table_context
 from controller.service.metrics_writer import MetricsWriter, metrics_writer_for
 from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
+from controller.service.software_identity import current_identity
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
-from controller.table.inputs import ControllerFault, Input, Supervisor, Tick, with_time
+from controller.table.inputs import ControllerFault, Input, Software, Supervisor, Tick, with_time
 from controller.table.machine import MachineSettings, TableMachine
 from controller.transports import TransportConfigError
 from drivers import registry
@@ -139,6 +140,7 @@ class Daemon:
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
+        self._software: dict[str, str] | None = None  # set by start()
 
     # -- posting (any thread) -----------------------------------------------------------------
     def post(self, inp: Input) -> None:
@@ -173,8 +175,8 @@ class Daemon:
         return self.board.wait_for_change(version, timeout)
 
     def software(self) -> dict[str, Any]:
-        """The software this daemon runs, as the health topic names it."""
-        return {"version": __version__}
+        """The software this daemon runs (version, digest), as health and metrics name it."""
+        return dict(self._software) if self._software else {"version": __version__}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -210,6 +212,7 @@ class Daemon:
             for entry in journal.recent_entries("supervisor", LAST_ACTIONS_KEPT)
             if isinstance(entry.input, Supervisor))
         self.clock.catch_up(self._last_at)
+        self._journal_software(machine)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
         self._publish(machine.status())
@@ -234,10 +237,18 @@ class Daemon:
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=journal.record_count(),
-                 last_seq=journal.last_event_seq(), state=status.get("state"))
+                 last_seq=journal.last_event_seq(), state=status.get("state"),
+                 software=self._software)
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
+
+    def _journal_software(self, machine: TableMachine) -> None:
+        """Journal the software when it is not the journal's last: shoe_started names it and
+        a change is announced (software_changed), from the journal, also in replay."""
+        self._software = current_identity().as_dict()
+        if machine.software != self._software:
+            self._handle(Software(0.0, **self._software))
 
     def _recover(self) -> tuple[Journal, TableMachine]:
         try:

@@ -33,6 +33,7 @@ def capture(machine: TableMachine) -> dict[str, Any]:
         "paused": machine.hold == "paused",
         "fault": machine.fault.to_dict() if machine.fault else None,
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
+        "software": machine.software,
     }
 
 
@@ -55,5 +56,7 @@ def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
     machine.switch_on = bool(checkpoint["switch_on"])
     machine.fault = pause_reason_from(checkpoint.get("fault"))
     machine.last_fault = pause_reason_from(checkpoint.get("last_fault"))
+    software = checkpoint.get("software")  # absent from checkpoints taken before it existed
+    machine.software = dict(software) if isinstance(software, dict) else None
     if checkpoint["paused"]:
         machine.restore_paused()

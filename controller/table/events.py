@@ -46,6 +46,7 @@ EVENT_TYPES = (
     "device_status",
     "input_rejected",
     "fault_detail",
+    "software_changed",
 )
 
 

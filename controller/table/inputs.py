@@ -16,6 +16,7 @@ Kinds::
     {"at": 15.0, "kind": "supervisor", "action": "pause", "by": {"user": "alice", "uid": 1001}}
     {"at": 40.0, "kind": "tick"}
     {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
+    {"at": 0.0, "kind": "software", "version": "0.1.0", "digest": "sha256:…", "digest_of": "record"}
 
 ``fault`` is raised by the controller itself (not a device): something the table cannot work
 without failed, so the table pauses with that code and reason until the supervisor resumes.
@@ -24,6 +25,9 @@ not in the card registry), so the pause says what the shoe actually saw. The ``r
 plain words that name no card, tag or frame; what the shoe actually sent (the frame, a tag id,
 a card) goes in ``evidence``, a flat object of strings that the table keeps sealed until the
 open round's betting has closed (``fault_detail`` event, docs/faults.md).
+``software`` is journaled by the daemon when it starts with other software than the journal last
+recorded (controller/service/software_identity.py): replay takes the version and digest that
+``shoe_started`` carries from the journal, never from the code that replays it.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.
 """
@@ -42,6 +46,7 @@ BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
 SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+DIGESTS_OF = ("record", "sources")  # the installed files' RECORD, or an editable install's .py
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
 
@@ -180,8 +185,21 @@ class Tick:
         return {}
 
 
+@dataclass(frozen=True, slots=True)
+class Software:
+    """The software the daemon runs (journaled when it changed): version and file digest."""
+    at: float
+    version: str
+    digest: str
+    digest_of: str  # "record" or "sources" (DIGESTS_OF)
+    kind = "software"
+
+    def data(self) -> dict[str, Any]:
+        return {"version": self.version, "digest": self.digest, "digest_of": self.digest_of}
+
+
 Input = (Button | CardScan | CutCard | Misread | Switch | DeviceStatus | Supervisor
-         | ControllerFault | Tick)
+         | ControllerFault | Tick | Software)
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -212,6 +230,7 @@ _ALLOWED_KEYS = {
     "supervisor": {"action", "card", "by"},
     "fault": {"code", "reason"},
     "tick": set(),
+    "software": {"version", "digest", "digest_of"},
 }
 
 
@@ -321,6 +340,13 @@ def from_dict(obj: Any) -> Input:
             if not code or reason is None:
                 raise ScriptError('"fault" input needs a "code" and a "reason"')
             return ControllerFault(at, code, reason)
+        if kind == "software":
+            version = _optional_text(obj, "version")
+            digest = _optional_text(obj, "digest")
+            if not version or not digest:
+                raise ScriptError('"software" input needs a "version" and a "digest"')
+            return Software(at, version, digest,
+                            _choice(_require(obj, "digest_of", kind), DIGESTS_OF, "digest_of"))
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

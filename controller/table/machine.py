@@ -35,7 +35,7 @@ from transitions import Machine
 
 from controller.rules.cards import Card, ShoeComposition, ShoeCompositionError
 from controller.rules.hands import HAND_ORDER, round_result_data
-from controller.table import checkpoint, faults, views
+from controller.table import checkpoint, faults, software, views
 from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
     Button,
@@ -45,6 +45,7 @@ from controller.table.inputs import (
     DeviceStatus,
     Input,
     Misread,
+    Software,
     Supervisor,
     Switch,
     Tick,
@@ -93,6 +94,7 @@ class TableMachine(ProcedureTriggers):
         # The fault (misread or ninth_copy) whose card the supervisor may enter by hand. A
         # misread also blocks resume: the card went somewhere and must be known.
         self.card_owed: str | None = None
+        self.software: dict[str, str] | None = None  # the last software input (software.py)
         self._reset_shoe()
         self._events: list[dict[str, Any]] = []
         self._now = 0.0
@@ -499,7 +501,7 @@ class TableMachine(ProcedureTriggers):
             self.shoe_number += 1
             self._reset_shoe()
             self.open_shoe()
-            self._emit("shoe_started")
+            self._emit("shoe_started", software.shoe_started_data(self.software))
 
     def _button_start_round(self, inp: Button) -> None:
         if self.state != "ready":
@@ -644,6 +646,13 @@ class TableMachine(ProcedureTriggers):
     def _on_tick(self, inp: Tick) -> None:
         pass  # the clock moved; due timers already fired
 
+    def _on_software(self, inp: Software) -> None:
+        current = software.identity(inp)
+        if software.changed(self.software, current):
+            self._emit("software_changed", {"from": self.software, "to": current},
+                       round_=None)
+        self.software = current
+
     _HANDLERS: ClassVar[dict[type, Callable[[TableMachine, Any], None]]] = {
         Button: _on_button,
         CardScan: _on_card,
@@ -654,6 +663,7 @@ class TableMachine(ProcedureTriggers):
         Supervisor: _on_attributed_supervisor,
         ControllerFault: _on_controller_fault,
         Tick: _on_tick,
+        Software: _on_software,
     }
 
     # --- views (controller.table.views) ---------------------------------------------------
