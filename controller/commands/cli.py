@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "controller.commands.read_panel",
     "controller.commands.bench",
     "controller.commands.version",
+    "controller.commands.completion",
+    "controller.commands.manpage",
 )
 
 
