@@ -34,6 +34,7 @@ def capture(machine: TableMachine) -> dict[str, Any]:
         "fault": machine.fault.to_dict() if machine.fault else None,
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
         "software": machine.software,
+        "draining": machine.draining,
     }
 
 
@@ -58,5 +59,6 @@ def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
     machine.last_fault = pause_reason_from(checkpoint.get("last_fault"))
     software = checkpoint.get("software")  # absent from checkpoints taken before it existed
     machine.software = dict(software) if isinstance(software, dict) else None
+    machine.draining = bool(checkpoint.get("draining"))  # absent from older checkpoints
     if checkpoint["paused"]:
         machine.restore_paused()

@@ -47,6 +47,8 @@ EVENT_TYPES = (
     "input_rejected",
     "fault_detail",
     "software_changed",
+    "drain_started",
+    "drain_ended",
 )
 
 

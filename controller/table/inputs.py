@@ -45,7 +45,7 @@ from controller.rules.cards import Card, CardCodeError, parse_card
 BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
-SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card")
+SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card", "drain")
 DIGESTS_OF = ("record", "sources")  # the installed files' RECORD, or an editable install's .py
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
