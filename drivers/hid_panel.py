@@ -2,8 +2,12 @@
 
 The panel is found by vendor/product id (and serial number, when two panels share an id),
 the kernel's usbhid driver is detached from its interface, the interface is claimed and its
-interrupt-IN reports are read in the driver thread with a short timeout, so ``stop()`` is
-prompt. Bits of the report are mapped to buttons and the key switch by the options::
+interrupt-IN reports are read in the driver thread, which blocks on the endpoint for up to
+``read_timeout_ms`` (an idle panel wakes the process twice a second, not twenty times; ``stop()``
+takes at most that long, since a synchronous libusb read cannot be interrupted). LED reports
+are written by a second thread that sleeps until ``set_leds`` or a reconnect wakes it, so an
+LED never waits for the read to time out. Bits of the report are mapped to buttons and the key
+switch by the options::
 
     vendor_id: 0x16c0            # required (placeholder ids: edit for your panel)
     product_id: 0x05df           # required
@@ -18,7 +22,7 @@ prompt. Bits of the report are mapped to buttons and the key switch by the optio
     led_report_id: null
     debounce_ms: 20
     reconnect_seconds: 2.0
-    read_timeout_ms: 50
+    read_timeout_ms: 500
     detach_kernel_driver: true
 
 Posts ``Button`` on a debounced press edge, ``Switch("pause", on)`` on a debounced level
@@ -142,7 +146,7 @@ class HidPanelConfig:
         led_report_id = opts.integer("led_report_id", None, 1, 255)
         debounce_ms = opts.number("debounce_ms", 20, 0, 1000)
         reconnect_seconds = opts.number("reconnect_seconds", 2.0, 0.01, 3600)
-        read_timeout_ms = opts.integer("read_timeout_ms", 50, 5, 1000)
+        read_timeout_ms = opts.integer("read_timeout_ms", 500, 5, 5000)
         detach_kernel_driver = opts.flag("detach_kernel_driver", True)
         opts.finish()
         layout = ReportLayout(
@@ -294,14 +298,20 @@ class HidPanel(Driver):
         self._debouncer = Debouncer(self.config.debounce_s)
         self._problems = RateLimitedLog(log)
         self._led_lock = threading.Lock()
+        self._led_changed = threading.Condition(self._led_lock)
         self._led_states = {name: False for name in self.config.layout.leds}
         self._leds_dirty = False
+        # the connected session, shared with the LED writer; the lock keeps a write and the
+        # close of the session apart
+        self._session_lock = threading.Lock()
+        self._session: _HidSession | None = None
+        self._led_failed_on: _HidSession | None = None  # retry only after the next reconnect
         self.connected = threading.Event()
         self.counters = {"reports": 0, "bad_reports": 0, "presses": 0, "connects": 0}
 
     # -- called by the daemon (any thread) ---------------------------------------------------
     def set_leds(self, states: Mapping[str, bool]) -> None:
-        """Set the LEDs named in ``states`` (others keep their state). The driver thread sends
+        """Set the LEDs named in ``states`` (others keep their state). The driver sends
         the report within ``read_timeout_ms``, and again after every reconnect. A button name
         with no LED on this panel is ignored; any other unknown name is an error."""
         leds = self.config.layout.leds
@@ -314,9 +324,20 @@ class HidPanel(Driver):
                 if name in leds:
                     self._led_states[name] = bool(on)
             self._leds_dirty = bool(leds)
+            self._led_changed.notify()
 
     # -- the driver thread ---------------------------------------------------------------------
     def _run(self, stop: threading.Event) -> None:
+        led_writer = threading.Thread(target=self._write_leds_until, args=(stop,),
+                                      name=f"driver-{self.name}-leds", daemon=True)
+        led_writer.start()
+        try:
+            self._connect_and_serve(stop)
+        finally:
+            self._wake()
+            led_writer.join()
+
+    def _connect_and_serve(self, stop: threading.Event) -> None:
         reported_down = False
         while not stop.is_set():
             session = _HidSession(self.config, self._backend)
@@ -332,6 +353,8 @@ class HidPanel(Driver):
                             _plain(exc), self.config.reconnect_seconds)
                 stop.wait(self.config.reconnect_seconds)
                 continue
+            with self._session_lock:
+                self._session = session
             self._on_connected(levels)
             reported_down = False
             try:
@@ -342,8 +365,14 @@ class HidPanel(Driver):
                 self.post(DeviceStatus(self.clock(), self.device, False))
                 reported_down = True
             finally:
-                session.close(give_back=stop.is_set())
+                with self._session_lock:  # never close under an LED write
+                    self._session = None
+                    session.close(give_back=stop.is_set())
         self.connected.clear()
+
+    def _wake(self) -> None:
+        with self._led_lock:
+            self._led_changed.notify_all()
 
     def _initial_levels(self, session: _HidSession) -> dict[str, bool] | None:
         report = session.input_report()
@@ -366,6 +395,7 @@ class HidPanel(Driver):
         self._debouncer.reset(levels)
         with self._led_lock:
             self._leds_dirty = bool(layout.leds)
+            self._led_changed.notify()
         self.counters["connects"] += 1
         log.info("%s connected", self.config.describe())
         self.post(DeviceStatus(self.clock(), self.device, True))
@@ -376,7 +406,6 @@ class HidPanel(Driver):
     def _serve(self, session: _HidSession, stop: threading.Event) -> None:
         cfg = self.config
         while not stop.is_set():
-            self._flush_leds(session)
             timeout_ms = cfg.read_timeout_ms
             deadline = self._debouncer.next_deadline()
             if deadline is not None:  # wake up when a pending press is due for confirmation
@@ -407,18 +436,38 @@ class HidPanel(Driver):
             self.counters["presses"] += 1
             self.post(Button(self.clock(), channel))
 
-    def _flush_leds(self, session: _HidSession) -> None:
-        with self._led_lock:
-            if not self._leds_dirty:
-                return
-            report = self.config.layout.encode_leds(self._led_states)
-            self._leds_dirty = False
-        try:
-            session.write_leds(report)
-        except usb.core.USBError:
+    # -- the LED thread ------------------------------------------------------------------------
+    def _write_leds_until(self, stop: threading.Event) -> None:
+        """Send the LED report whenever it changes or the panel reconnects; sleep otherwise."""
+        while True:
             with self._led_lock:
-                self._leds_dirty = True  # send again after the reconnect
-            raise
+                while not stop.is_set() and not self._led_report_due():
+                    self._led_changed.wait()
+                if stop.is_set():
+                    return
+                report = self.config.layout.encode_leds(self._led_states)
+                self._leds_dirty = False
+            self._send_leds(report)
+
+    def _led_report_due(self) -> bool:
+        session = self._session
+        return self._leds_dirty and session is not None and session is not self._led_failed_on
+
+    def _send_leds(self, report: bytes) -> None:
+        with self._session_lock:
+            session = self._session
+            if session is None:  # gone meanwhile: the reconnect sends the state again
+                return
+            try:
+                session.write_leds(report)
+            except usb.core.USBError as exc:
+                # a gone panel is noticed (and reconnected) by the reading thread; until
+                # then, do not hammer it: retry on the next session
+                self._problems.warning("led_write", "%s: LED report not taken: %s",
+                                       self.config.describe(), _plain(exc))
+                with self._led_lock:
+                    self._leds_dirty = True
+                    self._led_failed_on = session
 
 
 def _plain(exc: BaseException) -> str:

@@ -50,7 +50,9 @@ log = logging.getLogger("pokdeng.drivers.line_panel")
 MAX_LINE = 64
 STATUS_QUERY = b"status?\n"
 STATUS_ANSWER_SECONDS = 2.0  # warn when the panel has not said where its key switch is by then
-READ_TIMEOUT_S = 0.05
+# An idle panel wakes the process once a second; a stop or an LED change cuts the read short
+# (pyserial's cancel_read), so neither waits for the timeout.
+READ_TIMEOUT_S = 1.0
 
 
 class PanelLineError(ValueError):
@@ -200,6 +202,7 @@ class LinePanel(Driver):
                 if name in self.config.leds:
                     self._led_states[name] = bool(on)
                     self._led_pending[name] = bool(on)
+        self._link.wake()  # the driver thread writes them as soon as its read returns
 
     # -- the driver thread (callbacks of the serial link) -------------------------------------
     def _run(self, stop: threading.Event) -> None:

@@ -132,7 +132,8 @@ class SerialLink:
                 return False
 
     def wake(self) -> None:
-        """Cut a blocking read short so the thread notices a stop at once."""
+        """Cut a blocking read short so the thread notices a stop (or new work) at once; a wake
+        with no read in progress makes the next read return at once."""
         port = self._port
         cancel = getattr(port, "cancel_read", None)
         if cancel is not None:

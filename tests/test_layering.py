@@ -21,6 +21,7 @@ WINGS = {  # package prefix -> level; the most specific prefix wins
     "controller.transports": 2,
     "controller.durability": 3,
     "drivers": 3,
+    "controller.display": 3,  # the screens: above rules and table, below service
     "controller.service": 4,
     "controller.commands": 5,
     "controller.__main__": 5,  # `python -m controller` runs the command line

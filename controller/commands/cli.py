@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "controller.commands.rtp",
     "controller.commands.replay",
     "controller.commands.journal",
+    "controller.commands.roadmap",
     "controller.commands.run",
     "controller.commands.config_check",
     "controller.commands.status",

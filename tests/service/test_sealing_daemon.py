@@ -4,10 +4,10 @@ A simulated shoe on a real pty, a line panel on a pty, the daemon as a subproces
 sink, JSON logs at INFO and a real NOTIFY_SOCKET. Betting is open for the whole capture (600 s):
 good cards are dealt, then odd frames that each name a card of the round (damaged, split,
 repeated, unknown). While betting is still open the test reads every channel that leaves the
-table — events, log lines, ``STATUS=``, ``status``, ``watch`` and supervisor replies, and with a
-broker the MQTT health topic and the metrics textfile — and none may name a card of the round,
-its tag id or a raw frame (``tests/support/sealing.py``). Then the supervisor cancels the round,
-and ``fault_detail`` events must carry what was held back.
+table — events, log lines, ``STATUS=``, ``status``, ``watch``, ``roadmap`` and supervisor
+replies, and with a broker the MQTT health topic and the metrics textfile — and none may name a
+card of the round, its tag id or a raw frame (``tests/support/sealing.py``). Then the
+supervisor cancels the round, and ``fault_detail`` events must carry what was held back.
 """
 
 from __future__ import annotations
@@ -141,6 +141,15 @@ class Table:
         self.captured.append((f"`{' '.join(args)}`", text))
         return text
 
+    def roadmap(self) -> None:
+        """``roadmap`` reads the journal, which holds the sealed cards: capture what it prints."""
+        journal = str(self.root / "state" / "journal.sqlite")
+        for args in ((), ("--json",), ("--svg", "-")):
+            result = cli("roadmap", journal, *args)
+            assert result.returncode == 0, result.stderr
+            self.captured.append((f"`{' '.join(('roadmap',) + args)}`",
+                                  result.stdout + result.stderr))
+
     def supervisor(self, *args: str) -> dict[str, Any]:
         result = cli("supervisor", "--socket", self.sock, "--json", *args)
         self.captured.append((f"`supervisor {' '.join(args)}` reply",
@@ -174,6 +183,7 @@ class Table:
         self.command("status")
         self.command("status", "--json")
         self.command("watch", "--once")
+        self.roadmap()
         refused = self.supervisor("resume")
         assert refused["ok"] is False and "misread card" in refused["error"]
         dealt = self.client.status()["cards_dealt"]
