@@ -29,6 +29,9 @@ COMMAND_MODULES = (
     "controller.commands.read_shoe",
     "controller.commands.read_panel",
     "controller.commands.bench",
+    "controller.commands.version",
+    "controller.commands.completion",
+    "controller.commands.manpage",
 )
 
 

@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="journal and demo state (default: a new directory under /tmp)")
     parser.add_argument("--events", metavar="FILE",
                         help="also write the backend events as JSON Lines to FILE")
+    parser.add_argument("--metrics", metavar="FILE.prom",
+                        help="also write Prometheus metrics to FILE.prom (node_exporter textfile)")
     parser.add_argument("--quiet", action="store_true", help="print only the round results")
     parser.add_argument("--display-port", type=int, metavar="PORT",
                         help="serve the dealer display on 127.0.0.1:PORT (default: 8080 if "
@@ -49,4 +51,5 @@ def run_demo(args: argparse.Namespace) -> int:
         raise SystemExit("pokdeng-table demo: --display-port must be 0..65535")
     return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
                             state_dir=args.state_dir, events=args.events, quiet=args.quiet,
-                            display=not args.no_display, display_port=args.display_port))
+                            display=not args.no_display, display_port=args.display_port,
+                            metrics=args.metrics))

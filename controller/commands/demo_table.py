@@ -90,6 +90,7 @@ class DemoOptions:
     quiet: bool = False
     display: bool = True
     display_port: int | None = None  # None: DISPLAY_PORT if free, else any free port
+    metrics: str | None = None
 
 
 class DemoError(Exception):
@@ -145,8 +146,9 @@ def display_port(wanted: int | None) -> int:
 
 
 def demo_config(state_dir: Path, shoe_link: Path, events: Path,
-                display: int | None = None) -> Config:
-    """The demo table's config; ``display``: the display's port (None: no display)."""
+                display: int | None = None, metrics: Path | None = None) -> Config:
+    """The demo table's config; ``display``: the display's port (None: no display);
+    ``metrics``: the Prometheus textfile to write (None: none)."""
     import yaml
 
     socket = state_dir / "control.sock"
@@ -162,7 +164,10 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path,
     key_file = demo_key_file(state_dir)
     if key_file is not None:
         text += DEMO_KEYED_JOURNAL.format(key_file=json.dumps(str(key_file)))
-    return parse_config(yaml.safe_load(text), "demo config")
+    data = yaml.safe_load(text)
+    if metrics is not None:
+        data["metrics"] = {"textfile": str(metrics)}
+    return parse_config(data, "demo config")
 
 
 # --- the view ----------------------------------------------------------------------------------
@@ -441,8 +446,10 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     shoe_link = state_dir / "shoe.pty"
     if shoe_link.is_symlink() or shoe_link.exists():
         shoe_link.unlink()  # left by a demo that was killed: its pty is gone
+    metrics = Path(options.metrics).resolve() if options.metrics else None
     config = demo_config(state_dir, shoe_link, events,
-                         display_port(options.display_port) if options.display else None)
+                         display_port(options.display_port) if options.display else None,
+                         metrics)
     setup_logging(config.logging.level, config.logging.format, stream=sys.stderr)
 
     resumed = (state_dir / "journal.sqlite").exists()

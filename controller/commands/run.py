@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return EX_CONFIG
-    setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format,
+                  table=config.table.table_id)
     if not args.clock_speed > 0:
         print("--clock-speed must be > 0", file=sys.stderr)
         return 2

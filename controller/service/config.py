@@ -260,6 +260,14 @@ class JournalKeySource:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus metrics as a node_exporter textfile (no port opened); off without a path."""
+
+    textfile: str | None = None
+    interval_s: float = 15.0
+
+
+@dataclass(frozen=True)
 class Config:
     table: MachineSettings
     state_dir: str
@@ -273,6 +281,7 @@ class Config:
     source: str | None = None
     display: DisplaySettings | None = None  # the dealer display's web page; None: off
     journal_key: JournalKeySource = JournalKeySource()
+    metrics: MetricsConfig = MetricsConfig()
 
     @property
     def http(self) -> Any:
@@ -504,6 +513,20 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
     return DisplaySettings(host=host, port=port, max_clients=max_clients)
 
 
+def _read_metrics(s: Section | None) -> MetricsConfig:
+    if s is None:
+        return MetricsConfig()
+    textfile = s.get_path("textfile", None)
+    if isinstance(textfile, str) and not textfile.endswith(".prom"):
+        s.error("textfile", f"must end in .prom (node_exporter's textfile collector reads only "
+                            f"those), got {_show(textfile)}")
+    config = MetricsConfig(textfile=textfile,
+                           interval_s=s.get_float("interval_s", MetricsConfig.interval_s,
+                                                  minval=1, maxval=3600))
+    s.finish()
+    return config
+
+
 def parse_config(data: Any, source: str | None = None,
                  environ: Mapping[str, str] = os.environ) -> Config:
     """Validate a loaded YAML document; raise ConfigError listing every problem."""
@@ -527,13 +550,15 @@ def parse_config(data: Any, source: str | None = None,
     logging_config = _read_logging(root.get_section("logging"))
     journal, journal_key = _read_journal(root.get_section("journal"))
     display = _read_display(root.get_section("display"))
+    metrics = _read_metrics(root.get_section("metrics"))
     root.finish()
     if errors:
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
-                  journal=journal, source=source, display=display, journal_key=journal_key)
+                  journal=journal, source=source, display=display, journal_key=journal_key,
+                  metrics=metrics)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

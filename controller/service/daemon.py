@@ -47,6 +47,7 @@ from typing import Any
 
 import structlog
 
+from controller import __version__
 from controller import transports as transport_module
 from controller.display.server import DisplayServer
 from controller.durability.journal import Journal, JournalCorrupt, JournalError, verify_file
@@ -60,14 +61,17 @@ from controller.service.config import EX_CONFIG, Config, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
 from controller.service.display_link import DisplayStartError, start_display
+from controller.service.health_reporter import HealthReporter, health_reporter_for
 from controller.service.held_inputs import HeldInputs
 from controller.service.journal_check import JournalCheck
 from controller.service.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.logging_setup import bind_table_context
+from controller.service.metrics_writer import MetricsWriter, metrics_writer_for
 from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
 from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
+from controller.service.software_identity import current_identity
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
 from controller.service.time_sync import SyncReading, read_kernel_sync
@@ -75,6 +79,7 @@ from controller.table.inputs import (
     BackendStatus,
     ControllerFault,
     Input,
+    Software,
     Supervisor,
     Tick,
     with_time,
@@ -142,6 +147,8 @@ class Daemon:
         self.control_handler: TableControl | None = None
         self.control: ControlServer | None = None
         self.display: DisplayServer | None = None  # the dealer display, when configured
+        self.health: HealthReporter | None = None  # the MQTT health topic (fleet view)
+        self.metrics: MetricsWriter | None = None  # the node_exporter textfile
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.clock_watch: ClockWatch = ClockWatch(self.clock, time_sync)
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
@@ -157,6 +164,7 @@ class Daemon:
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
         self.journal_check: JournalCheck | None = None
+        self._software: dict[str, str] | None = None  # set by start()
 
     # -- posting (any thread) -----------------------------------------------------------------
     def post(self, inp: Input) -> None:
@@ -189,6 +197,10 @@ class Daemon:
 
     def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, Any]]:
         return self.board.wait_for_change(version, timeout)
+
+    def software(self) -> dict[str, Any]:
+        """The software this daemon runs (version, digest), as health and metrics name it."""
+        return dict(self._software) if self._software else {"version": __version__}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -224,6 +236,7 @@ class Daemon:
             for entry in journal.recent_entries("supervisor", LAST_ACTIONS_KEPT)
             if isinstance(entry.input, Supervisor))
         self.clock.catch_up(self._last_at)
+        self._journal_software(machine)
         # A betting deadline that passed while we were down closes betting now.
         self._handle(Tick(0.0))
         self.clock_watch.start(machine.clock_sync)
@@ -231,6 +244,9 @@ class Daemon:
         self._publish(machine.status())
         try:
             self.outbox = self._start_outbox()
+            # before the drivers: every input from the devices is counted
+            self.metrics = metrics_writer_for(self.config, self.board, self.outbox, journal,
+                                              self.software())
             self.drivers = self._create_drivers()
         except (TransportConfigError, DriverConfigError, ConfigError) as exc:
             raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
@@ -244,10 +260,13 @@ class Daemon:
                                             self.outbox, self.retention)
         self.control = self._start_control(self.control_handler)
         self._start_display()
+        self.health = health_reporter_for(self.config, self.board, self.outbox, journal,
+                                          self.software())
         status = self.snapshot()
         log.info("ready", seconds=round(time.monotonic() - started, 3),
                  journal=self.config.journal_path, records=journal.record_count(),
-                 last_seq=journal.last_event_seq(), state=status.get("state"))
+                 last_seq=journal.last_event_seq(), state=status.get("state"),
+                 software=self._software)
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
@@ -257,6 +276,13 @@ class Daemon:
                                           on_change=lambda: self.queue.put(_REPUBLISH),
                                           verify=lambda path: verify_file(path, key))
         self.journal_check.start()
+
+    def _journal_software(self, machine: TableMachine) -> None:
+        """Journal the software when it is not the journal's last: shoe_started names it and
+        a change is announced (software_changed), from the journal, also in replay."""
+        self._software = current_identity().as_dict()
+        if machine.software != self._software:
+            self._handle(Software(0.0, **self._software))
 
     def _recover(self) -> tuple[Journal, TableMachine]:
         try:
@@ -373,6 +399,8 @@ class Daemon:
             self.control.close()
         if self.display is not None:
             self.display.close()
+        if self.health is not None:
+            self.health.stop()
         if self.retention is not None:
             self.retention.stop()
         if self.outbox is not None:
@@ -386,6 +414,8 @@ class Daemon:
                 self.outbox.stop()
             except Exception:
                 log.exception("outbox did not stop cleanly")
+        if self.metrics is not None:
+            self.metrics.stop()  # the last figures, deliveries on the way down included
         if self.journal is not None:
             if self.machine is not None and not self._storage_fault:
                 mark_head(self.journal)  # where a clean stop left the journal
@@ -535,6 +565,8 @@ class Daemon:
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
         if isinstance(inp, Supervisor):
             self._last_actions.record(inp, events)
+        if self.metrics is not None:
+            self.metrics.metrics.count(inp.kind, events)
         for event in events:
             log.info(event["type"], seq=event["seq"], data=event.get("data"))
             if event["type"] == "shoe_started":

@@ -33,6 +33,10 @@ def status_line(status: dict[str, Any]) -> str:
     elif status.get("paused"):
         reason = fault.get("reason") if isinstance(fault, dict) else None
         parts.append(f"PAUSED: {reason}" if reason else "PAUSED")
+    if status.get("drained"):
+        parts.append("drained: safe to stop")
+    elif status.get("draining"):
+        parts.append("draining: finishing the round")
     devices = status.get("devices") or {}
     lost = [name for name, up in devices.items() if up is False]
     if lost:

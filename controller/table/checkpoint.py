@@ -36,6 +36,8 @@ def capture(machine: TableMachine) -> dict[str, Any]:
         "last_fault": machine.last_fault.to_dict() if machine.last_fault else None,
         "clock_sync": machine.clock_sync,
         "last_clock_step": machine.last_clock_step,
+        "software": machine.software,
+        "draining": machine.draining,
     }
 
 
@@ -64,5 +66,8 @@ def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
     # Checkpoints taken before the clock was reported have neither: unknown, no step seen.
     machine.clock_sync = str(checkpoint.get("clock_sync") or "unknown")
     machine.last_clock_step = checkpoint.get("last_clock_step")
+    software = checkpoint.get("software")  # absent from checkpoints taken before it existed
+    machine.software = dict(software) if isinstance(software, dict) else None
+    machine.draining = bool(checkpoint.get("draining"))  # absent from older checkpoints
     if checkpoint["paused"]:
         machine.restore_paused()

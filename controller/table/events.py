@@ -51,6 +51,9 @@ EVENT_TYPES = (
     "clock_status",
     "backend_unreachable",
     "backend_restored",
+    "software_changed",
+    "drain_started",
+    "drain_ended",
 )
 
 

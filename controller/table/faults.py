@@ -159,6 +159,7 @@ KEY_AT_PAUSE = "key_at_pause"
 RESUME_BLOCKED = "resume_blocked"
 NO_CARD_OWED = "no_card_owed"
 CARD_NOT_IN_SHOE = "card_not_in_shoe"
+DRAINING = "draining"
 
 REJECTIONS: dict[str, Rule] = {
     rule.code: rule
@@ -226,6 +227,13 @@ REJECTIONS: dict[str, Rule] = {
             "of it is already drawn, or the shoe is used up.",
             "`input_rejected` (the card is not echoed); stays paused, the card is still owed.",
             "Check the card and enter the one actually drawn, or `cancel_round`.",
+        ),
+        Rule(
+            DRAINING,
+            "`start_round` while the table is draining (supervisor `drain`, before an "
+            "upgrade): the round that was open has finished, no new one starts.",
+            "`input_rejected`: \"draining: safe to stop\"; the dealer's prompt says the same.",
+            "Stop the daemon (upgrade), or supervisor `resume` to take rounds again.",
         ),
     )
 }

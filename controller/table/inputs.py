@@ -18,7 +18,9 @@ Kinds::
     {"at": 41.0, "kind": "fault", "code": "journal_unwritable", "reason": "disk full"}
     {"at": 42.0, "kind": "clock", "sync": "not_synchronised", "max_error_s": 16.0}
     {"at": 43.0, "kind": "clock", "sync": "synchronised", "step_s": -3600.0}
-    {"at": 42.0, "kind": "backend", "name": "http", "reachable": false, "reason": "…404…"}
+    {"at": 44.0, "kind": "backend", "name": "http", "reachable": false, "reason": "…404…"}
+    {"at": 45.0, "kind": "software", "version": "0.1.0", "digest": "sha256:…",
+     "digest_of": "record"}
 
 ``fault`` is raised by the controller itself (not a device): something the table cannot work
 without failed, so the table pauses with that code and reason until the supervisor resumes.
@@ -35,6 +37,9 @@ says it is synchronised (``sync``: synchronised, not_synchronised or unknown), i
 ``card`` and ``cut_card`` may carry ``tag``: the RFID tag id the shoe read, journaled so a
 restarted daemon still knows which physical cards the open shoe has given (duplicate tags). A
 tag is as sealed as its card: it never reaches an event, the status or a log line.
+``software`` is journaled by the daemon when it starts with other software than the journal last
+recorded (controller/service/software_identity.py): replay takes the version and digest that
+``shoe_started`` carries from the journal, never from the code that replays it.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.
 """
@@ -53,8 +58,10 @@ BUTTONS = ("new_shoe", "start_round", "reveal", "cancel_round", "end_shoe")
 SWITCHES = ("pause",)
 DEVICES = ("shoe", "panel")
 CLOCK_SYNC_STATES = ("synchronised", "not_synchronised", "unknown")
-SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card", "reveal")
+SUPERVISOR_ACTIONS = ("pause", "resume", "cancel_round", "end_shoe", "enter_card", "reveal",
+                      "drain")
 MAX_BACKEND_NAME_CHARS = 64
+DIGESTS_OF = ("record", "sources")  # the installed files' RECORD, or an editable install's .py
 MAX_DETAIL_CHARS = 300  # a line may quote a megabyte of text; its error message does not
 
 
@@ -226,8 +233,21 @@ class Tick:
         return {}
 
 
+@dataclass(frozen=True, slots=True)
+class Software:
+    """The software the daemon runs (journaled when it changed): version and file digest."""
+    at: float
+    version: str
+    digest: str
+    digest_of: str  # "record" or "sources" (DIGESTS_OF)
+    kind = "software"
+
+    def data(self) -> dict[str, Any]:
+        return {"version": self.version, "digest": self.digest, "digest_of": self.digest_of}
+
+
 Input = (Button | CardScan | CutCard | Misread | Switch | DeviceStatus | Supervisor
-         | ControllerFault | BackendStatus | Tick | ClockReport)
+         | ControllerFault | BackendStatus | Tick | ClockReport | Software)
 
 
 def to_dict(inp: Input) -> dict[str, Any]:
@@ -260,6 +280,7 @@ _ALLOWED_KEYS = {
     "backend": {"name", "reachable", "reason"},
     "tick": set(),
     "clock": {"sync", "max_error_s", "step_s"},
+    "software": {"version", "digest", "digest_of"},
 }
 
 
@@ -391,6 +412,13 @@ def from_dict(obj: Any) -> Input:
             reason = _optional_text(obj, "reason")
             return BackendStatus(at, name, _bool(_require(obj, "reachable", kind), "reachable"),
                                  reason or "")
+        if kind == "software":
+            version = _optional_text(obj, "version")
+            digest = _optional_text(obj, "digest")
+            if not version or not digest:
+                raise ScriptError('"software" input needs a "version" and a "digest"')
+            return Software(at, version, digest,
+                            _choice(_require(obj, "digest_of", kind), DIGESTS_OF, "digest_of"))
         return Tick(at)
     except CardCodeError as exc:
         raise ScriptError(str(exc)) from None

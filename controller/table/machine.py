@@ -35,7 +35,7 @@ from transitions import Machine
 
 from controller.rules.cards import Card, ShoeComposition, ShoeCompositionError
 from controller.rules.hands import HAND_ORDER, round_result_data
-from controller.table import checkpoint, faults, views
+from controller.table import checkpoint, drain, faults, software, views
 from controller.table.events import iso_time, make_event
 from controller.table.inputs import (
     BackendStatus,
@@ -47,6 +47,7 @@ from controller.table.inputs import (
     DeviceStatus,
     Input,
     Misread,
+    Software,
     Supervisor,
     Switch,
     Tick,
@@ -75,7 +76,7 @@ log.addHandler(logging.NullHandler())
 # The events a supervisor action causes that carry who took it.
 SUPERVISOR_ATTRIBUTED_EVENTS = frozenset(
     {"paused", "resumed", "round_cancelled", "shoe_ended", "card_dealt", "input_rejected",
-     "hand_revealed"})
+     "hand_revealed", "drain_started", "drain_ended"})
 # Dealer buttons that still work while the table is paused.
 BUTTONS_WHILE_PAUSED = frozenset({"cancel_round"})
 
@@ -100,6 +101,8 @@ class TableMachine(ProcedureTriggers):
         # The system clock as the controller last reported it (docs/clock.md).
         self.clock_sync = "unknown"
         self.last_clock_step: dict[str, Any] | None = None
+        self.software: dict[str, str] | None = None  # the last software input (software.py)
+        self.draining = False  # no new round starts (drain.py)
         self._reset_shoe()
         self._events: list[dict[str, Any]] = []
         self._now = 0.0
@@ -538,10 +541,12 @@ class TableMachine(ProcedureTriggers):
             self.shoe_number += 1
             self._reset_shoe()
             self.open_shoe()
-            self._emit("shoe_started")
+            self._emit("shoe_started", software.shoe_started_data(self.software))
 
     def _button_start_round(self, inp: Button) -> None:
-        if self.state != "ready":
+        if self.draining:
+            self._reject(inp, faults.DRAINING, drain.REFUSAL)
+        elif self.state != "ready":
             self._reject(inp, faults.NOT_ALLOWED,
                          f"start_round is not possible now: {STATE_WORDS[self.state]}")
         elif not self.devices["shoe"]:
@@ -615,12 +620,23 @@ class TableMachine(ProcedureTriggers):
             self._fault(faults.SUPERVISOR_PAUSE, "paused by the supervisor")
 
     def _supervisor_resume(self, inp: Supervisor) -> None:
+        if self.draining:  # releases the drain only; a pause needs its own resume
+            self.draining = False
+            self._emit("drain_ended")
+            return
         blocker = self._resume_blocker() if self.hold == "paused" else (
             faults.NOT_PAUSED, "the table is not paused")
         if blocker:
             self._reject(inp, *blocker)
         else:
             self._resume()
+
+    def _supervisor_drain(self, inp: Supervisor) -> None:
+        if self.draining:
+            self._reject(inp, faults.NOT_ALLOWED, "the table is already draining")
+        else:
+            self.draining = True
+            self._emit("drain_started", {"round_open": self.round is not None})
 
     def _supervisor_cancel_round(self, inp: Supervisor) -> None:
         self._on_cancel_round(inp, "cancelled by the supervisor")
@@ -666,6 +682,7 @@ class TableMachine(ProcedureTriggers):
 
     _SUPERVISOR_ACTIONS: ClassVar[dict[str, Callable[[TableMachine, Supervisor], None]]] = {
         "pause": _supervisor_pause,
+        "drain": _supervisor_drain,
         "resume": _supervisor_resume,
         "cancel_round": _supervisor_cancel_round,
         "end_shoe": _supervisor_end_shoe,
@@ -693,6 +710,13 @@ class TableMachine(ProcedureTriggers):
     def _on_tick(self, inp: Tick) -> None:
         pass  # the clock moved; due timers already fired
 
+    def _on_software(self, inp: Software) -> None:
+        current = software.identity(inp)
+        if software.changed(self.software, current):
+            self._emit("software_changed", {"from": self.software, "to": current},
+                       round_=None)
+        self.software = current
+
     _HANDLERS: ClassVar[dict[type, Callable[[TableMachine, Any], None]]] = {
         Button: _on_button,
         CardScan: _on_card,
@@ -705,6 +729,7 @@ class TableMachine(ProcedureTriggers):
         BackendStatus: _on_backend,
         Tick: _on_tick,
         ClockReport: _on_clock,
+        Software: _on_software,
     }
 
     # --- views (controller.table.views) ---------------------------------------------------

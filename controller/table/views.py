@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.rules.hands import HAND_ORDER
+from controller.table import drain
 from controller.table.events import iso_time, seconds_of
 from controller.table.procedure import ROUND_TARGETS, STATE_WORDS
 
@@ -32,6 +33,8 @@ def prompt(machine: TableMachine) -> str:
     if machine.hold == "paused":
         reason = machine.fault.reason if machine.fault else "paused"
         return f"PAUSED: {reason} — call supervisor"
+    if machine.state in ("ready", "no_shoe") and drain.drained(machine):
+        return drain.PROMPT
     if machine.state == "no_shoe":
         if not machine.devices["shoe"]:
             return "shoe disconnected — reconnect it, then press NEW SHOE"
@@ -119,6 +122,7 @@ def status(machine: TableMachine) -> dict[str, Any]:
         "rounds_played": machine.rounds_played,
         "prompt": prompt(machine),
         "hands": {},
+        **drain.status_fields(machine),
     }
     if rnd is not None and not rnd.betting_open:
         view["hands"] = {pos: hand.to_event_data() for pos, hand in rnd.revealed.items()}

@@ -48,9 +48,10 @@ def make_daemon(state_dir: Path, clock: TableClock | None = None) -> Daemon:
 
 
 def table_input_kinds(journal: Journal) -> list[str]:
-    """The journaled inputs' kinds but the controller's clock reports (an unsynchronised
-    clock, as in a container, is reported when the table starts)."""
-    return [inp.kind for inp in journal.inputs() if inp.kind != "clock"]
+    """The journaled inputs' kinds but the controller's own reports at start: the clock (an
+    unsynchronised clock, as in a container, is reported when the table starts) and the
+    software (journaled at the first start)."""
+    return [inp.kind for inp in journal.inputs() if inp.kind not in ("clock", "software")]
 
 
 def run_in_thread(daemon: Daemon) -> threading.Thread:
@@ -78,7 +79,7 @@ def test_inputs_are_stamped_with_a_clock_that_never_goes_back(state_dir: Path) -
     daemon.request_stop()
     daemon.run()
     with Journal(state_dir / "journal.sqlite") as journal:
-        stamps = [inp.at for inp in journal.inputs() if inp.kind != "clock"]
+        stamps = [inp.at for inp in journal.inputs() if inp.kind not in ("clock", "software")]
     assert len(stamps) == 3
     assert stamps == sorted(stamps) and stamps[0] >= 2000.0
 

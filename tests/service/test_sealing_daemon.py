@@ -4,9 +4,10 @@ A simulated shoe on a real pty, a line panel on a pty, the daemon as a subproces
 sink, JSON logs at INFO and a real NOTIFY_SOCKET. Betting is open for the whole capture (600 s):
 good cards are dealt, then odd frames that each name a card of the round (damaged, split,
 repeated, unknown). While betting is still open the test reads every channel that leaves the
-table — events, log lines, ``STATUS=``, ``status``, ``watch``, ``roadmap``, supervisor replies
-and the dealer display (its event stream, ``/state.json`` and ``/roadmap.svg``) — and none may
-name a card of the round, its tag id or a raw frame (``tests/support/sealing.py``). Then the
+table — events, log lines, ``STATUS=``, ``status``, ``watch``, ``roadmap``, supervisor replies,
+the dealer display (its event stream, ``/state.json`` and ``/roadmap.svg``), and with a broker
+the MQTT health topic and the metrics textfile — and none may name a card of the round, its tag
+id or a raw frame (``tests/support/sealing.py``). Then the
 supervisor cancels the round, and ``fault_detail`` events must carry what was held back.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.rules.cards import ALL_CARDS, parse_card
 from controller.service.control import ControlClient, ControlError
@@ -40,6 +42,7 @@ from support.daemon_helpers import (
     wait_status,
 )
 from support.display_helpers import SseReader, free_port, request
+from support.health_helpers import HealthSubscriber
 from support.sealing import Leaks, sealed_chain_hashes
 from support.waiting import wait_until
 
@@ -89,7 +92,7 @@ class Watcher:
 class Table:
     """One daemon on a simulated shoe and a line panel, and what left it."""
 
-    def __init__(self, root: Path, protocol: str):
+    def __init__(self, root: Path, protocol: str, mqtt_port: int | None = None):
         self.root = root
         # no heartbeats: the test numbers the PDT frames it writes itself, with no race
         self.shoe = ShoeSimulator(root / "shoe", protocol, heartbeat_seconds=3600).start()
@@ -103,6 +106,15 @@ class Table:
         self.config = daemon_config(root, root / "shoe", self.panel.path, betting_seconds=600,
                                     shoe=options,
                                     display={"listen": f"127.0.0.1:{self.display_port}"})
+        #: the fleet channels: the MQTT health topic and the metrics textfile
+        self.health: HealthSubscriber | None = None
+        self.metrics = root / "table.prom"
+        if mqtt_port is not None:
+            data = yaml.safe_load(self.config.read_text())
+            data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mqtt_port}
+            data["metrics"] = {"textfile": str(self.metrics), "interval_s": 1}
+            self.config.write_text(yaml.safe_dump(data))
+            self.health = HealthSubscriber(mqtt_port)
         self.sock = str(root / "control.sock")
         self.client = ControlClient(self.sock)
         self.notify = NotifyListener(root / "notify")
@@ -121,6 +133,8 @@ class Table:
             self.screen.close()
         stop_daemon(self.proc, signal.SIGKILL)  # a no-op once it stopped
         self.notify.close()
+        if self.health is not None:
+            self.health.close()
         self.shoe.close(drain_timeout=0.2)
         self.panel.close()
 
@@ -205,9 +219,17 @@ class Table:
         assert self.screen is not None
         self.cut = {"notify": len(self.notify.messages), "watch": len(self.watcher.taken()),
                     "screen": len(self.screen.raw)}
+        if self.health is not None:
+            self.health.wait_for(lambda m: m["paused"] and m["state"] == "betting")
+            self.cut["health"] = len(self.health.texts)
+            wait_until(lambda: "pokdeng_table_paused" in self._metrics_text(), 10, "metrics")
+            self.captured.append(("metrics textfile", self._metrics_text()))
         answer = self.supervisor("cancel-round")
         self.captured.pop()  # its reply comes after the round is cancelled
         assert answer["ok"] is True and "round_cancelled" in answer["events"], answer
+
+    def _metrics_text(self) -> str:
+        return self.metrics.read_text() if self.metrics.exists() else ""
 
     # -- what left the table --------------------------------------------------------------------
     def delivered_events(self) -> tuple[list[dict[str, Any]], list[str]]:
@@ -233,6 +255,9 @@ class Table:
             found += self.leaks.found_in("watch", status)
         assert self.screen is not None
         found += self.leaks.found_in("display stream", self.screen.raw[:self.cut["screen"]])
+        if self.health is not None:
+            for text in self.health.texts[:self.cut["health"]]:
+                found += self.leaks.found_in("mqtt health topic", text)
         for channel, payload in self.captured:
             found += self.leaks.found_in(channel, payload)
         return found
@@ -243,8 +268,8 @@ def table_for() -> Iterator[Callable[[str], Table]]:
     tables: list[Table] = []
     root = Path(tempfile.mkdtemp(prefix="seal-", dir="/tmp"))  # short socket paths
 
-    def make(protocol: str) -> Table:
-        tables.append(Table(root, protocol))
+    def make(protocol: str, mqtt_port: int | None = None) -> Table:
+        tables.append(Table(root, protocol, mqtt_port))
         return tables[-1]
 
     yield make
@@ -414,3 +439,22 @@ def test_pdt_odd_frames_stay_sealed_until_the_round_is_cancelled(table_for) -> N
     frames = evidence_values(details, "frame") | evidence_values(details, "frame_again")
     assert any(",CARD,7S?*" in f for f in frames) and any(",CARD,9C*" in f for f in frames)
     assert any("partial read QH" in f for f in frames), details
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+def test_health_topic_and_metrics_stay_sealed_while_betting_is_open(table_for, mosquitto) -> None:
+    """The fleet channels, through the same story: a misread card while betting is open."""
+    table = table_for("beetek", mosquitto.port)
+    damaged = b"<Card:KD?>"
+
+    def odd_frames(t: Table) -> None:
+        t.leaks.add_frame(damaged.decode())
+        t.shoe.send_raw(b" [Game]" + damaged + b" ")
+        t.wait(lambda s: s["paused"] and s["card_owed"])
+
+    run_sealed(table, odd_frames, ())
+    assert table.health is not None and table.cut["health"] > 0
+    assert any('"misread"' in text for text in table.health.texts[:table.cut["health"]])
+    assert any(channel == "metrics textfile" and 'code="misread"' in payload
+               for channel, payload in table.captured)

@@ -125,11 +125,13 @@ def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
 
 
 def start_daemon(config: Path, notify: Path, log: Path, umask: int | None = None,
-                 **env: str) -> subprocess.Popen:
-    """``run --config`` in its own process; ``umask``: the one it is started with."""
+                 cwd: str | None = None, **env: str) -> subprocess.Popen:
+    """``run --config`` in its own process; ``umask``: the one it is started with; ``cwd``:
+    where (``python -m`` imports from there first: elsewhere, PYTHONPATH decides)."""
     environment = {**os.environ, "NOTIFY_SOCKET": str(notify), **env}
     return subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, env=environment,
+                            cwd=cwd,
                             preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 

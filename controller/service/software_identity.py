@@ -1,0 +1,163 @@
+"""Which software this is: the version and a digest of the installed files.
+
+A regulator's question is "is the code on this table the code that was certified?". Two
+answers, and the digest says which it gave (``digest_of``):
+
+- ``record``: the package is installed (a wheel, ``pip install``): the digest is SHA-256 over
+  the installed distribution's RECORD entries for the packages' files (``controller/``,
+  ``drivers/``: each file's path and recorded hash, read with ``importlib.metadata``), and
+  ``verify_installed`` re-hashes each of those files against its RECORD entry, naming those
+  that differ or are missing;
+- ``sources``: an editable install, or code run from a checkout: no RECORD describes the
+  files, so the digest is over the packages' ``.py`` files as they are (path and SHA-256 of
+  each), and there is nothing to verify them against.
+
+The daemon journals the result in a ``software`` input when it differs from the journal's last
+one (controller/table/software.py), so replay never asks the running code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import controller
+import drivers
+from controller import __version__
+
+DISTRIBUTION = "pokdeng-table"
+PACKAGES = (controller, drivers)  # the top-level packages the distribution installs
+
+
+@dataclass(frozen=True)
+class SoftwareIdentity:
+    version: str
+    digest: str
+    digest_of: str  # "record" or "sources"
+    where: str      # the RECORD file, or the directory of the sources
+
+    def as_dict(self) -> dict[str, str]:
+        return {"version": self.version, "digest": self.digest, "digest_of": self.digest_of}
+
+
+@dataclass
+class Verification:
+    identity: SoftwareIdentity
+    checked: int = 0
+    differing: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    #: why nothing could be checked (no RECORD describes the running files), else None
+    cannot: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.cannot is None and not self.differing and not self.missing
+
+
+def _installed_distribution() -> importlib.metadata.Distribution | None:
+    """The installed distribution, when it is a normal install of the code running now."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    direct_url = dist.read_text("direct_url.json")
+    if direct_url:
+        try:
+            if json.loads(direct_url).get("dir_info", {}).get("editable"):
+                return None
+        except (ValueError, AttributeError):
+            pass
+    running = Path(controller.__file__).resolve()
+    if Path(str(dist.locate_file("controller/__init__.py"))).resolve() != running:
+        return None  # another copy runs (a checkout on PYTHONPATH): RECORD is not about it
+    return dist
+
+
+def _recorded(dist: importlib.metadata.Distribution) -> list[importlib.metadata.PackagePath]:
+    """RECORD's entries for the packages' files: the code. Not the console script, which the
+    installer writes for its interpreter (and records where ``pip --target`` did not put it)."""
+    names = {package.__name__ for package in PACKAGES}
+    return sorted((f for f in dist.files or () if f.hash is not None and f.parts[0] in names),
+                  key=str)
+
+
+def _source_files() -> list[tuple[str, Path]]:
+    found = []
+    for package in PACKAGES:
+        root = Path(package.__file__).resolve().parent
+        for path in root.rglob("*.py"):
+            if "__pycache__" not in path.parts:
+                found.append((f"{package.__name__}/{path.relative_to(root).as_posix()}", path))
+    return sorted(found)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def current_identity() -> SoftwareIdentity:
+    """The running software's version and digest (no file is re-hashed for ``record``)."""
+    dist = _installed_distribution()
+    digest = hashlib.sha256()
+    if dist is not None:
+        for entry in _recorded(dist):
+            assert entry.hash is not None
+            digest.update(f"{entry},{entry.hash.mode}={entry.hash.value}\n".encode())
+        record = Path(str(dist.locate_file(f"{_dist_info(dist)}/RECORD")))
+        return SoftwareIdentity(__version__, f"sha256:{digest.hexdigest()}", "record",
+                                str(record))
+    for name, path in _source_files():
+        digest.update(f"{name}\0{_sha256_file(path)}\n".encode())
+    where = str(Path(controller.__file__).resolve().parent.parent)
+    return SoftwareIdentity(__version__, f"sha256:{digest.hexdigest()}", "sources", where)
+
+
+def _dist_info(dist: importlib.metadata.Distribution) -> str:
+    for entry in dist.files or ():
+        if entry.name == "RECORD":
+            return str(entry.parent)
+    return "?.dist-info"
+
+
+def _recorded_hash(path: Path, mode: str) -> str:
+    digest = hashlib.new(mode)
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def verify_installed() -> Verification:
+    """Re-hash every installed file against its RECORD entry."""
+    identity = current_identity()
+    dist = _installed_distribution()
+    if dist is None:
+        return Verification(identity, cannot=(
+            f"the running code ({identity.where}) is an editable install or a checkout: no "
+            f"RECORD describes its files (the digest is over its .py files as they are now)"))
+    result = Verification(identity)
+    for entry in _recorded(dist):
+        assert entry.hash is not None
+        path = Path(str(dist.locate_file(entry)))
+        result.checked += 1
+        try:
+            if _recorded_hash(path, entry.hash.mode) != entry.hash.value:
+                result.differing.append(str(entry))
+        except FileNotFoundError:
+            result.missing.append(str(entry))
+        except (OSError, ValueError) as exc:  # unreadable, or a hash mode we do not know
+            result.differing.append(f"{entry} ({exc})")
+    return result
+
+
+def describe(identity: SoftwareIdentity) -> dict[str, Any]:
+    return {**identity.as_dict(), "where": identity.where}

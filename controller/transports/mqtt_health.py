@@ -1,0 +1,113 @@
+"""The retained per-table health topic ``<prefix>/<table>/health`` on the MQTT broker.
+
+A connection of its own, beside the event transport's, because MQTT gives each connection
+one last will and the event connection's is its ``status`` topic: this one's will is the
+health topic's ``{"state": "offline", "reason": "connection lost", …}`` (retained), so a table
+that dies or loses its network shows offline without saying so. It uses the ``transports.mqtt``
+settings (broker, TLS, user); its client id is the transport's with ``-health`` appended.
+
+``publish`` never blocks the caller on the network: paho queues the message (QoS 1, retained)
+and the latest one is published again on every reconnect, replacing the will the broker may
+have sent meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.transports import TransportConfigError, read_secret
+from controller.transports.mqtt import MqttTransportSettings
+
+log = logging.getLogger("pokdeng.transports.mqtt.health")
+
+#: how long an orderly stop waits for the broker to take the offline message
+CLOSE_WAIT_S = 2.0
+
+
+def health_topic(settings: MqttTransportSettings, table: str) -> str:
+    return f"{settings.topic_prefix.strip('/')}/{table}/health"
+
+
+def _payload(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class MqttHealthPublisher:
+    """Publishes one table's health, retained; its last will says the table is offline."""
+
+    def __init__(self, settings: MqttTransportSettings, table: str, will: dict[str, Any]):
+        self.topic = health_topic(settings, table)
+        self.client_id = (settings.client_id or f"pokdeng-table-{table}") + "-health"
+        self._lock = threading.Lock()
+        self._latest: bytes | None = None
+        self._connected = threading.Event()
+        protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
+        extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             protocol=protocol, **extra)
+        client.enable_logger(logging.getLogger("pokdeng.transports.mqtt.health.paho"))
+        # The same broker account and TLS as the event transport (its settings, checked there).
+        if settings.username:
+            password = None
+            if settings.password_file or settings.password_credential:
+                password = read_secret("mqtt transport: password_file", settings.password_file,
+                                       settings.password_credential).decode("utf-8")
+            client.username_pw_set(settings.username, password)
+        if settings.use_tls:
+            try:
+                client.tls_set(ca_certs=settings.ca_file)
+            except (OSError, ValueError) as exc:
+                raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
+        client.will_set(self.topic, _payload(will), qos=1, retain=True)
+        client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        self._client = client
+        try:
+            client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
+        except (OSError, ValueError) as exc:
+            raise TransportConfigError(
+                f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
+        client.loop_start()
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
+                    properties: Any) -> None:
+        if reason_code.is_failure:
+            log.error("mqtt health connection refused: %s", reason_code)
+            return
+        self._connected.set()
+        with self._lock:
+            latest = self._latest
+        if latest is not None:  # replaces the will the broker may have published meanwhile
+            client.publish(self.topic, latest, qos=1, retain=True)
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
+                       properties: Any) -> None:
+        self._connected.clear()
+
+    def publish(self, message: dict[str, Any]) -> None:
+        """Queue ``message`` as the topic's retained value (sent now or on reconnect)."""
+        payload = _payload(message)
+        with self._lock:
+            self._latest = payload
+        if self._connected.is_set():
+            self._client.publish(self.topic, payload, qos=1, retain=True)
+
+    def close(self, offline: dict[str, Any]) -> None:
+        """An orderly stop: the retained value becomes ``offline``, then disconnect (no will)."""
+        with self._lock:
+            self._latest = _payload(offline)
+        if self._connected.is_set():
+            info = self._client.publish(self.topic, _payload(offline), qos=1, retain=True)
+            try:
+                info.wait_for_publish(CLOSE_WAIT_S)
+            except (RuntimeError, ValueError):
+                log.warning("mqtt health: the offline message may not have reached the broker")
+        self._client.disconnect()
+        self._client.loop_stop()

@@ -1,0 +1,176 @@
+"""Software identity: the version and a digest of the installed files, `version --verify`
+against a real non-editable install (re-hashing its files against RECORD), the `software`
+input the daemon journals, `shoe_started` naming it and `software_changed` on an upgrade —
+replayed from the journal, not from the code that replays."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.durability.journal import Journal
+from controller.table.events import validate_event
+from controller.table.inputs import ScriptError, Software, from_dict, to_dict
+from controller.table.machine import MachineSettings, TableMachine
+from drivers.sim.shoe import ShoeSimulator
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    daemon_config,
+    start_daemon,
+    stop_daemon,
+)
+from support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def run_cli(*args: str, pythonpath: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd="/")
+
+
+def copy_sources(target: Path) -> Path:
+    """The packages as a checkout has them, in ``target`` (to change a file safely)."""
+    for package in ("controller", "drivers"):
+        shutil.copytree(REPO / package, target / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def test_software_input_round_trips_and_refuses_bad_values() -> None:
+    inp = Software(0.0, "0.1.0", "sha256:" + "a" * 64, "record")
+    assert from_dict(to_dict(inp)) == inp
+    with pytest.raises(ScriptError, match="digest_of"):
+        from_dict({"at": 0, "kind": "software", "version": "1", "digest": "x",
+                   "digest_of": "guess"})
+    with pytest.raises(ScriptError, match='"version"'):
+        from_dict({"at": 0, "kind": "software", "digest": "x", "digest_of": "record"})
+
+
+def test_the_machine_keeps_the_software_across_a_checkpoint() -> None:
+    settings = MachineSettings(table_id="T1")
+    machine = TableMachine(settings)
+    first = Software(0.0, "0.1.0", "sha256:" + "a" * 64, "sources")
+    assert machine.handle(first) == []  # the first software is no change
+    restored = TableMachine.from_checkpoint(settings, machine.checkpoint())
+    assert restored.handle(first) == []
+    upgraded = Software(1.0, "0.2.0", "sha256:" + "b" * 64, "record")
+    (changed,) = restored.handle(upgraded)
+    validate_event(changed)
+    assert changed["type"] == "software_changed"
+    assert changed["data"] == {"from": first.data(), "to": upgraded.data()}
+
+
+def test_version_of_a_checkout_is_a_digest_over_its_sources(tmp_path: Path) -> None:
+    sources = copy_sources(tmp_path / "src")
+    plain = run_cli("version", "--json", pythonpath=sources)
+    assert plain.returncode == 0, plain.stderr
+    identity = json.loads(plain.stdout)
+    assert identity["digest_of"] == "sources" and DIGEST.match(identity["digest"])
+    assert identity["where"] == str(sources)
+    verify = run_cli("version", "--verify", pythonpath=sources)
+    assert verify.returncode == 2 and "cannot verify" in verify.stderr
+    # one changed byte in one file changes the digest
+    hands = sources / "controller" / "rules" / "hands.py"
+    hands.write_text(hands.read_text() + "\n# changed\n")
+    again = json.loads(run_cli("version", "--json", pythonpath=sources).stdout)
+    assert again["digest"] != identity["digest"] and again["version"] == identity["version"]
+    assert run_cli("--version", pythonpath=sources).stdout.strip() == \
+        f"pokdeng-table {identity['version']}"
+
+
+@pytest.mark.slow
+def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    copy_sources(build)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, build / name)
+    target = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--target", str(target), str(build)],
+        capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    good = run_cli("version", "--verify", "--json", pythonpath=target)
+    assert good.returncode == 0, good.stdout + good.stderr
+    report = json.loads(good.stdout)
+    assert report["ok"] and report["digest_of"] == "record" and report["checked"] > 50
+    assert report["where"].endswith("RECORD") and DIGEST.match(report["digest"])
+    assert "verified: all" in run_cli("version", "--verify", pythonpath=target).stdout
+
+    # a changed file and a deleted one: exit 1, each named; the digest (of RECORD) stays
+    hands = target / "controller" / "rules" / "hands.py"
+    hands.write_text(hands.read_text().replace("return", "return  ", 1))
+    (target / "drivers" / "debounce.py").unlink()
+    bad = run_cli("version", "--verify", pythonpath=target)
+    assert bad.returncode == 1
+    assert "changed: controller/rules/hands.py" in bad.stderr
+    assert "missing: drivers/debounce.py" in bad.stderr
+    assert "NOT VERIFIED: 2 of" in bad.stderr
+    after = json.loads(run_cli("version", "--json", pythonpath=target).stdout)
+    assert after["digest"] == report["digest"]
+
+
+@pytest.mark.slow
+def test_the_daemon_journals_its_software_and_announces_a_change(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    shoe, panel = devices
+    sources = copy_sources(short_dir / "src")
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path)
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    journal_path = short_dir / "state" / "journal.sqlite"
+    events_file = short_dir / "events.jsonl"
+    env = {"PYTHONPATH": f"{sources}:{REPO / 'tests'}"}
+    first = json.loads(run_cli("version", "--json", pythonpath=sources).stdout)
+    try:
+        proc = start_daemon(config, notify.path, log, cwd="/", **env)
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        panel.send("new_shoe")
+        wait_until(lambda: "shoe_started" in events_file.read_text()
+                   if events_file.exists() else False, 15, "shoe_started")
+        assert stop_daemon(proc) == 0
+        # the same software again: nothing new is journaled
+        proc = start_daemon(config, notify.path, log, cwd="/", **env)
+        notify.wait_for("READY", "1", count=2)
+        assert stop_daemon(proc) == 0
+        # an upgrade: one file changed
+        hands = sources / "controller" / "rules" / "hands.py"
+        hands.write_text(hands.read_text() + "\n# 0.1.0 with a fix\n")
+        second = json.loads(run_cli("version", "--json", pythonpath=sources).stdout)
+        proc = start_daemon(config, notify.path, log, cwd="/", **env)
+        notify.wait_for("READY", "1", count=3)
+        assert stop_daemon(proc) == 0
+    finally:
+        stop_daemon(proc, signal.SIGKILL)
+        notify.close()
+    software = [{k: first[k] for k in ("version", "digest", "digest_of")},
+                {k: second[k] for k in ("version", "digest", "digest_of")}]
+    with Journal(str(journal_path)) as journal:
+        entries = list(journal.entries())
+    journaled = [e.input.data() for e in entries if isinstance(e.input, Software)]
+    assert journaled == software  # once per change, not once per start
+    events = [event for entry in entries for event in entry.events]
+    (started,) = [e for e in events if e["type"] == "shoe_started"]
+    assert started["data"]["software"] == software[0]
+    (changed,) = [e for e in events if e["type"] == "software_changed"]
+    assert changed["data"] == {"from": software[0], "to": software[1]}
+    assert changed["shoe"] == 1 and changed["round"] is None
+    for event in events:
+        validate_event(event)
+    # replay from the journal, by this code (a third digest): the very same events
+    machine = TableMachine(MachineSettings(table_id="T1", betting_seconds=2))
+    for entry in entries:
+        assert machine.handle(entry.input) == entry.events
