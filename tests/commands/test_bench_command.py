@@ -44,7 +44,7 @@ def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bench_times_start_and_verify_by_journal_size(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = bench("--skip", "rtp,replay,journal,latency,daemon,soak", "--start-shoes", "1,3",
+    done = bench("--skip", "rtp,replay,journal,latency,daemon,display,soak", "--start-shoes", "1,3",
                  "--json", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     figures = {row["figure"]: row for row in json.loads(out.read_text())}
