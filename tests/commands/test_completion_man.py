@@ -41,7 +41,7 @@ def test_bash_completion_parses_and_completes_commands_and_choices() -> None:
     script = result.stdout
     assert subprocess.run(["bash", "-n"], input=script, text=True, timeout=30).returncode == 0
     assert complete(script, "pokdeng-table", "sup") == ["supervisor"]
-    assert complete(script, "pokdeng-table", "supervisor", "re") == ["resume"]
+    assert complete(script, "pokdeng-table", "supervisor", "re") == ["resume", "reveal"]
     assert set(complete(script, "pokdeng-table", "")) >= set(top_level_commands())
     assert "--verify" in complete(script, "pokdeng-table", "version", "--")
 

@@ -8,8 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
+from controller.service import clock_watch
 from controller.service.clock import TableClock
 from controller.service.clock_watch import ClockWatch
 from controller.service.time_sync import (
@@ -89,6 +91,14 @@ class Mono:
         return self.now
 
 
+@pytest.fixture
+def fresh_clock_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock watch's logger, not yet bound: a daemon run earlier in this process (with
+    cache_logger_on_first_use) would keep it writing past ``capture_logs``."""
+    monkeypatch.setattr(clock_watch, "log", structlog.get_logger("pokdeng.clock"))
+
+
+@pytest.mark.usefixtures("fresh_clock_log")
 def test_a_sync_change_is_reported_once_and_logged_once() -> None:
     mono = Mono()
     readings = Readings(*[SyncReading(NOT_SYNCHRONISED, 16.0)] * 3,
@@ -117,6 +127,7 @@ def test_the_journaled_state_is_not_news() -> None:
     assert watch.reports() == []
 
 
+@pytest.mark.usefixtures("fresh_clock_log")
 def test_a_step_is_reported_with_the_sync_state_and_logged_once() -> None:
     wall_offset = [0.0]
     mono = Mono()

@@ -26,7 +26,8 @@ def health_validator() -> Draft202012Validator:
 class HealthSubscriber:
     """A paho client on ``<prefix>/<table>/health``: every message with its retain flag."""
 
-    def __init__(self, port: int, table: str = "T1", prefix: str = "pokdeng"):
+    def __init__(self, port: int, table: str = "T1", prefix: str = "pokdeng",
+                 login: tuple[str, str] | None = None):
         self.topic = f"{prefix}/{table}/health"
         self.messages: list[tuple[dict[str, Any], bool]] = []
         self.texts: list[str] = []
@@ -34,6 +35,8 @@ class HealthSubscriber:
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2,
                                   client_id=f"health-sub-{time.time()}")
         self.client.on_message = self._on_message
+        if login is not None:
+            self.client.username_pw_set(*login)
         subscribed = threading.Event()
         self.client.on_subscribe = lambda *a: subscribed.set()
         self.client.on_connect = lambda c, *a: c.subscribe(self.topic, qos=1)

@@ -9,12 +9,21 @@ import logging
 
 import pytest
 
+from controller.durability.anchors import strip_anchor
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
 from controller.transports import create
+from controller.transports.mqtt import MqttTransportSettings
+from controller.transports.mqtt_health import MqttHealthPublisher
+from support.health_helpers import HealthSubscriber
 from support.journal_helpers import TABLE, fill
 from support.waiting import wait_until
 from testkit.backends import MqttReceiver
+
+
+def unanchored(events: list[dict]) -> list[dict]:
+    """The events as journaled: without the anchor each carries on the way out."""
+    return [strip_anchor(event) for event in events]
 
 pytestmark = pytest.mark.mosquitto
 
@@ -63,13 +72,15 @@ def test_a_broker_restart_without_persistence_loses_nothing(mosquitto_factory, t
     finally:
         receiver.close()
         journal.close()
-    assert receiver.stored == written  # every event once, in seq order, no gap
+    assert unanchored(receiver.stored) == written  # every event once, in seq order, no gap
     assert receiver.sessions == [False, False]  # the restart lost the session
     assert receiver.asked == [1, first_lost]  # on each connect: from the next one it needs
     # repeats (the resend) carry the very same bytes
-    by_id = {e["id"]: json.dumps(e, sort_keys=True) for e in written}
-    assert all(json.dumps(json.loads(p), sort_keys=True) == by_id[json.loads(p)["id"]]
-               for p in receiver.payloads)
+    first_payload: dict[str, bytes] = {}
+    for payload in receiver.payloads:
+        assert first_payload.setdefault(json.loads(payload)["id"], payload) == payload
+    by_id = {e["id"]: e for e in written}
+    assert all(strip_anchor(json.loads(p)) == by_id[i] for i, p in first_payload.items())
 
 
 def test_a_resend_request_is_bounded_by_what_was_published(mosquitto_factory, tmp_path, caplog):
@@ -165,5 +176,36 @@ def test_the_studio_acl_lets_a_table_publish_its_own_events_and_hear_its_resends
         receiver.close()
         intruder.close()
         journal.close()
-    assert receiver.stored == written
+    assert unanchored(receiver.stored) == written
     assert intruder.payloads == []
+
+
+def test_the_studio_acl_lets_a_table_publish_its_health_and_the_fleet_read_every_table(
+        mosquitto_factory, tmp_path):
+    broker = mosquitto_factory(users={TABLE: "table pass", "fleet": "fleet pass",
+                                      "T8": "other table"}, acl=True)
+    passwords = {}
+    for user, secret in ((TABLE, "table pass"), ("T8", "other table")):
+        passwords[user] = tmp_path / f"{user}.password"
+        passwords[user].write_text(secret + "\n")
+
+    def publisher(user: str, table: str) -> MqttHealthPublisher:
+        settings = MqttTransportSettings(host="127.0.0.1", port=broker.port, username=user,
+                                         password_file=str(passwords[user]))
+        return MqttHealthPublisher(settings, table, will={"state": "offline"})
+
+    fleet = HealthSubscriber(broker.port, "+", login=("fleet", "fleet pass"))
+    own = publisher(TABLE, TABLE)
+    forger = publisher("T8", TABLE)  # another table's account, writing this table's health
+    try:
+        own.publish({"table": TABLE, "state": "ready"})
+        fleet.wait_for(lambda m: m.get("state") == "ready", 10, "the table's own health")
+        forger.publish({"table": TABLE, "state": "forged"})
+        own.publish({"table": TABLE, "state": "betting"})
+        fleet.wait_for(lambda m: m.get("state") == "betting", 10, "the next health message")
+    finally:
+        forger.close({"state": "offline"})
+        own.close({"table": TABLE, "state": "offline"})
+        fleet.client.loop_stop()
+        fleet.client.disconnect()
+    assert "forged" not in " ".join(fleet.texts)  # the broker dropped the other table's write
