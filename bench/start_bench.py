@@ -9,7 +9,7 @@ the READY=1 datagram; then the whole ``pokdeng-table journal verify FILE`` proce
 With ``--legacy`` each size is also measured on a journal written without checkpoints (a
 journal from before they existed: the long replay, from record 1).
 
-    python bench/start_bench.py [--shoes 1,50,500] [--full] [--legacy]
+    python bench/start_bench.py [--shoes 1,50,500] [--full] [--legacy] [--repo CHECKOUT]
 """
 
 from __future__ import annotations
@@ -41,16 +41,17 @@ SIZES = (1, 50, 500)
 FULL_SIZES = (1, 50, 500, 1500)
 
 
-def _ready_seconds(config: Path, notify_path: Path, log: Path, timeout: float = 600) -> float:
+def _ready_seconds(config: Path, notify_path: Path, log: Path, timeout: float = 600,
+                   repo: Path = REPO) -> float:
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
-    env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), "PYTHONPATH": str(repo)}
     command = [sys.executable, "-m", "controller", "run", "--config", str(config)]
     try:
         with open(log, "ab") as out:
             began = time.monotonic()
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    cwd=REPO)
+                                    cwd=repo)
             try:
                 while time.monotonic() - began < timeout:
                     ready, _, _ = select.select([notify], [], [], 0.05)
@@ -71,8 +72,10 @@ def _ready_seconds(config: Path, notify_path: Path, log: Path, timeout: float = 
         notify_path.unlink(missing_ok=True)
 
 
-def measure_size(shoes: int, checkpoints: bool = True) -> dict[str, float]:
-    """Start → READY and ``journal verify`` on a journal of ``shoes`` shoes."""
+def measure_size(shoes: int, checkpoints: bool = True,
+                 repo: Path = REPO) -> dict[str, float]:
+    """Start → READY and ``journal verify`` on a journal of ``shoes`` shoes, with the code of
+    the checkout ``repo`` (another one gives the figures before a change)."""
     work = Path(tempfile.mkdtemp(prefix="pdsb-", dir="/tmp"))
     shoe = ShoeSimulator(work / "shoe", "beetek").start()
     master, slave = os.openpty()
@@ -100,10 +103,11 @@ def measure_size(shoes: int, checkpoints: bool = True) -> dict[str, float]:
             "journal": {"archive": False},
             "logging": {"level": "info", "format": "json"},
         }))
-        ready_s = _ready_seconds(config, work / "notify", work / "daemon.log")
+        ready_s = _ready_seconds(config, work / "notify", work / "daemon.log", repo=repo)
         began = time.monotonic()
         verify = subprocess.run([sys.executable, "-m", "controller", "journal", "verify",
-                                 str(journal)], capture_output=True, text=True, cwd=REPO)
+                                 str(journal)], capture_output=True, text=True, cwd=repo,
+                                env={**os.environ, "PYTHONPATH": str(repo)})
         verify_s = time.monotonic() - began
         if verify.returncode != 0:
             raise RuntimeError(f"journal verify failed: {verify.stdout}{verify.stderr}")
@@ -139,13 +143,15 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="add 1,500 shoes (slow to build)")
     parser.add_argument("--legacy", action="store_true",
                         help="also measure journals written without checkpoints")
+    parser.add_argument("--repo", type=Path, default=REPO,
+                        help="run the daemon from this checkout (e.g. the code before a change)")
     args = parser.parse_args()
     sizes = FULL_SIZES if args.full else SIZES
     if args.shoes:
         sizes = tuple(int(s) for s in args.shoes.split(","))
     for shoes in sizes:
         for checkpoints in (True, False) if args.legacy else (True,):
-            print(describe(measure_size(shoes, checkpoints)), flush=True)
+            print(describe(measure_size(shoes, checkpoints, args.repo.resolve())), flush=True)
     return 0
 
 

@@ -10,6 +10,7 @@ import socket
 import tempfile
 from pathlib import Path
 
+import pytest
 import structlog
 
 from controller.service.logging_setup import bind_table_context, setup_logging
@@ -98,4 +99,24 @@ def test_a_receiver_that_does_not_read_never_blocks_the_sender() -> None:
             notifier = Notifier({"NOTIFY_SOCKET": path})
             results = [notifier.watchdog() for _ in range(500)]  # far beyond the queue length
             assert results[0] is True and results[-1] is False
+            notifier.close()
+
+
+def test_a_long_replay_extends_the_start_timeout_while_it_moves() -> None:
+    from controller.service.recovery_hooks import StartupProgress
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        path = str(Path(tmp) / "n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.bind(path)
+            notifier = Notifier({"NOTIFY_SOCKET": path})
+            progress = StartupProgress(notifier, every_s=3600.0, extend_by_s=30.0)
+            progress(5000)
+            progress(10000)  # within the interval: not sent again
+            assert receive(sock) == ("EXTEND_TIMEOUT_USEC=30000000\n"
+                                     "STATUS=recovering the journal: 5000 records replayed")
+            assert progress.sent == 1
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(4096)
             notifier.close()
