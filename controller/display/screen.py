@@ -105,6 +105,40 @@ def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
+#: the clock row's words by the kernel's synchronisation state (docs/clock.md)
+CLOCK_WORDS = {"synchronised": "synced", "not_synchronised": "NOT SYNCED", "unknown": "unknown"}
+#: backlog from which a transport that still delivers is shown as falling behind
+BACKLOG_WARNING = 50
+
+
+def backend_row(name: str, backend: Any, unreachable: Mapping[str, Any]) -> dict[str, Any]:
+    """A transport's line: up to date, what it still has to send, or why it cannot."""
+    if not isinstance(backend, Mapping) or "error" in backend:
+        return {"name": name, "ok": False, "text": "no status"}
+    backlog = int(backend.get("backlog") or 0)
+    state = str(backend.get("state") or "?")
+    waiting = f", {backlog} to send" if backlog else ""
+    if name in unreachable:  # failing past its unreachable_after_s (docs/backend.md)
+        return {"name": name, "ok": False, "text": f"UNREACHABLE{waiting}"}
+    if state not in ("ok", "starting"):  # retrying, refused, no subscriber, disconnected
+        return {"name": name, "ok": False, "text": f"{state}{waiting}"}
+    return {"name": name, "ok": backlog < BACKLOG_WARNING,
+            "text": f"{backlog} to send" if backlog else "up to date"}
+
+
+def journal_row(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The journal's line: writable, and what the full check after start-up found."""
+    journal = status.get("journal")
+    if journal is None:
+        return None
+    if journal != "ok":
+        return {"name": "journal", "ok": False, "text": "CANNOT WRITE"}
+    check = status.get("journal_check")
+    if isinstance(check, Mapping) and check.get("state") == "failed":
+        return {"name": "journal", "ok": False, "text": "CHECK FAILED"}
+    return {"name": "journal", "ok": True, "text": "ok"}
+
+
 def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """One line per part of the table: ok (True/False) and its words."""
     devices = status.get("devices") or {}
@@ -117,19 +151,16 @@ def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> lis
     switch = status.get("switch")
     if switch is not None:
         rows.append({"name": "key", "ok": switch == "run", "text": str(switch).upper()})
+    unreachable = status.get("backends_unreachable") or {}
     for name, backend in sorted((backends or {}).items()):
-        if not isinstance(backend, Mapping) or "error" in backend:
-            rows.append({"name": name, "ok": False, "text": "no status"})
-            continue
-        backlog = int(backend.get("backlog") or 0)
-        state = str(backend.get("state") or "?")
-        ok = backlog < 50 and state not in ("failing", "error", "stopped")
-        rows.append({"name": name, "ok": ok,
-                     "text": f"{backlog} to send" if backlog else "up to date"})
-    journal = status.get("journal")
+        rows.append(backend_row(name, backend, unreachable))
+    journal = journal_row(status)
     if journal is not None:
-        rows.append({"name": "journal", "ok": journal == "ok",
-                     "text": "ok" if journal == "ok" else "CANNOT WRITE"})
+        rows.append(journal)
+    sync = status.get("clock_sync")
+    if sync is not None:  # an unsynchronised clock puts wrong times on every event
+        rows.append({"name": "clock", "ok": sync == "synchronised",
+                     "text": CLOCK_WORDS.get(str(sync), str(sync))})
     return rows
 
 

@@ -111,14 +111,34 @@ def test_the_roadmap_and_results_follow_the_round_results_once() -> None:
     assert svg.count('class="bead"') == 5 * len(results)
 
 
-def test_health_lists_devices_key_backends_and_journal() -> None:
+def test_health_lists_devices_key_backends_journal_and_clock() -> None:
     machine = TableMachine(MachineSettings())
     status = dict(machine.status(), journal="ok")
-    rows = Screen().view(status, {"http": {"backlog": 120, "state": "retrying"}})["health"]
+    rows = Screen().view(status, {"http": {"backlog": 120, "state": "ok"},
+                                  "file": {"backlog": 0, "state": "ok"}})["health"]
     by_name = {row["name"]: row for row in rows}
-    assert set(by_name) == {"shoe", "panel", "key", "http", "journal"}
+    assert set(by_name) == {"shoe", "panel", "key", "http", "file", "journal", "clock"}
     assert by_name["http"] == {"name": "http", "ok": False, "text": "120 to send"}
+    assert by_name["file"] == {"name": "file", "ok": True, "text": "up to date"}
     assert by_name["key"]["ok"] and by_name["journal"]["ok"]
+    assert by_name["clock"] == {"name": "clock", "ok": False, "text": "unknown"}
+
+
+def test_health_says_why_a_backend_or_the_journal_is_in_trouble() -> None:
+    status = dict(TableMachine(MachineSettings()).status(), journal="ok",
+                  clock_sync="synchronised",
+                  backends_unreachable={"mqtt": "no subscriber for 30 s"},
+                  journal_check={"state": "failed", "reason": "record 7: hash differs"})
+    rows = Screen().view(status, {"http": {"backlog": 3, "state": "refused"},
+                                  "mqtt": {"backlog": 40, "state": "no subscriber"},
+                                  "file": {"error": "gone"}})["health"]
+    by_name = {row["name"]: (row["ok"], row["text"]) for row in rows}
+    assert by_name["http"] == (False, "refused, 3 to send")
+    assert by_name["mqtt"] == (False, "UNREACHABLE, 40 to send")
+    assert by_name["file"] == (False, "no status")
+    assert by_name["journal"] == (False, "CHECK FAILED")
+    assert by_name["clock"] == (True, "synced")
+    assert by_name["key"] == (True, "RUN")
 
 
 def test_the_pages_dark_dress_for_the_roadmap_matches_its_drawing() -> None:
