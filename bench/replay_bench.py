@@ -4,6 +4,7 @@ Crash recovery rebuilds the table by replaying the journal through a fresh machi
 time to replay one whole shoe is what a restart costs. Goal: one shoe in under 50 ms.
 
     python bench/replay_bench.py [--shoes 40]
+    python bench/replay_bench.py --profile [--top 10]   # where the time goes (cProfile)
 
 Prints: rounds per second over many shoes (machine only, and with events serialised to JSON
 lines as `pokdeng-table replay` does), and the median / worst time for one whole 8-deck shoe.
@@ -58,10 +59,37 @@ def measure(shoes: int = 40) -> dict[str, dict[str, float]]:
     return figures
 
 
+def profile(shoes: int, top: int) -> str:
+    """cProfile's table of the ``top`` functions by own time, replaying ``shoes`` shoes with
+    their events encoded as JSON lines (what recovery and ``replay`` do)."""
+    import cProfile
+    import io
+    import pstats
+
+    settings = MachineSettings()
+    scripts = [shoe_script(seed) for seed in range(shoes)]
+    replay_shoe(scripts[0], settings, True)  # imports and caches outside the profile
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for script in scripts:
+        replay_shoe(script, settings, True)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shoes", type=int, default=40)
+    parser.add_argument("--profile", action="store_true",
+                        help="print cProfile's top functions (own time) instead of figures")
+    parser.add_argument("--top", type=int, default=10, help="rows of the profile (10)")
     args = parser.parse_args()
+    if args.profile:
+        print(profile(args.shoes, args.top), end="")
+        return
     for mode, f in measure(args.shoes).items():
         label = "machine + JSON lines" if mode == "json" else "machine only"
         print(f"[{label}] {f['shoes']} shoes, {f['inputs']} inputs, {f['events']} events, "
