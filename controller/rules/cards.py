@@ -125,6 +125,7 @@ class ShoeComposition:
             raise ValueError(f"decks must be at least 1, got {decks}")
         self.decks = decks
         self.drawn: Counter[Card] = Counter()
+        self._cards_drawn = 0  # the sum of ``drawn``, kept as cards are drawn (read per card)
 
     @property
     def size(self) -> int:
@@ -132,7 +133,7 @@ class ShoeComposition:
 
     @property
     def cards_drawn(self) -> int:
-        return sum(self.drawn.values())
+        return self._cards_drawn
 
     @property
     def cards_left(self) -> int:
@@ -156,6 +157,7 @@ class ShoeComposition:
     def draw(self, card: Card) -> None:
         self.check_draw(card)
         self.drawn[card] += 1
+        self._cards_drawn += 1
 
 
 def new_shoe_cards(decks: int = DEFAULT_DECKS) -> list[Card]:
