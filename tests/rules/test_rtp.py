@@ -86,3 +86,17 @@ def test_rtp_figures_are_the_recorded_ones_to_the_digit(decks: int) -> None:
     # a faster enumeration must print the very same text, fractions and floats alike.
     recorded = json.loads(RECORDED.read_text(encoding="utf-8"))[str(decks)]
     assert json.dumps(compute_rtp(decks).to_json_data()) == json.dumps(recorded)
+
+
+@pytest.mark.slow
+def test_hand_kinds_settle_like_every_hand_of_their_kind() -> None:
+    # The enumeration settles one representative per kind of hand: the fold is sound only
+    # while settle() reads nothing a kind leaves out. Checked over every pair of classes.
+    from controller.rules.hands import settle
+    from controller.rules.rtp import _CLASSES, _hand, _kinds, _settled
+
+    of_class, _ = _kinds()
+    table = _settled()
+    for p, player in enumerate(_CLASSES):
+        for b, banker in enumerate(_CLASSES):
+            assert settle(_hand(*player), _hand(*banker)) == table[of_class[p]][of_class[b]]
