@@ -125,11 +125,13 @@ class ShoeComposition:
             raise ValueError(f"decks must be at least 1, got {decks}")
         self.decks = decks
         self.drawn: Counter[Card] = Counter()
-        self._cards_drawn = 0  # the sum of ``drawn``, kept as cards are drawn (read per card)
+        # read for every card: kept rather than recomputed (``_cards_drawn`` is drawn's sum)
+        self._size = decks * CARDS_PER_DECK
+        self._cards_drawn = 0
 
     @property
     def size(self) -> int:
-        return self.decks * CARDS_PER_DECK
+        return self._size
 
     @property
     def cards_drawn(self) -> int:
@@ -144,7 +146,7 @@ class ShoeComposition:
 
     def check_draw(self, card: Card) -> None:
         """Raise ShoeCompositionError if drawing ``card`` is impossible in this shoe."""
-        if self.cards_drawn >= self.size:
+        if self._cards_drawn >= self._size:
             raise ShoeCompositionError(
                 f"{card.code} would be card {self.cards_drawn + 1} of a {self.size}-card shoe"
             )
