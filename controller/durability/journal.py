@@ -85,10 +85,14 @@ class JournalCorrupt(JournalError):
         super().__init__(f"{path}: {result.describe()}")
 
 
+# One encoder for every body (json.dumps builds a new one per call when given options).
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                      allow_nan=False)
+
+
 def canonical_json(obj: Any) -> str:
     """The one text form of a JSON value that the chain hashes: sorted keys, no spaces, UTF-8."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _CANONICAL_ENCODER.encode(obj)
 
 
 def record_hash(n: int, kind: str, event_seq: int | None, written: float, prev_hash: str,

@@ -125,14 +125,17 @@ class ShoeComposition:
             raise ValueError(f"decks must be at least 1, got {decks}")
         self.decks = decks
         self.drawn: Counter[Card] = Counter()
+        # read for every card: kept rather than recomputed (``_cards_drawn`` is drawn's sum)
+        self._size = decks * CARDS_PER_DECK
+        self._cards_drawn = 0
 
     @property
     def size(self) -> int:
-        return self.decks * CARDS_PER_DECK
+        return self._size
 
     @property
     def cards_drawn(self) -> int:
-        return sum(self.drawn.values())
+        return self._cards_drawn
 
     @property
     def cards_left(self) -> int:
@@ -143,7 +146,7 @@ class ShoeComposition:
 
     def check_draw(self, card: Card) -> None:
         """Raise ShoeCompositionError if drawing ``card`` is impossible in this shoe."""
-        if self.cards_drawn >= self.size:
+        if self._cards_drawn >= self._size:
             raise ShoeCompositionError(
                 f"{card.code} would be card {self.cards_drawn + 1} of a {self.size}-card shoe"
             )
@@ -156,6 +159,7 @@ class ShoeComposition:
     def draw(self, card: Card) -> None:
         self.check_draw(card)
         self.drawn[card] += 1
+        self._cards_drawn += 1
 
 
 def new_shoe_cards(decks: int = DEFAULT_DECKS) -> list[Card]:

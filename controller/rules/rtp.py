@@ -10,16 +10,19 @@ To stay fast it enumerates over card *classes* with multiplicities instead of 41
   second as a spade or a heart (weight x1 or x3);
 - given the Player's two cards, the Banker's hand only matters through its two ranks and
   whether it is suited; the number of ordered Banker deals of each such class is counted
-  from the 13x4 table of remaining copies.
+  from the 13x4 table of remaining copies, once per pair of ranks the Player took;
+- ``settle`` reads a hand's points, value, combination, flush and pair, never its cards, so
+  the 338 classes fold into a few dozen kinds and every outcome comes from a table of
+  ``settle`` over pairs of kinds; weights are summed per outcome and added to the tallies once.
 All counts are exact integers; results are exact fractions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
+from operator import mul
 from typing import Any
 
 from controller.rules.cards import CARDS_PER_DECK, DEFAULT_DECKS, RANKS, SUITS, Card
@@ -36,29 +39,62 @@ def _hand(rank_a: int, rank_b: int, suited: bool) -> Hand:
     return evaluate_hand((first, second))
 
 
+def _rules_key(hand: Hand) -> tuple[Any, ...]:
+    """Everything of a hand that ``settle`` reads: all of it but the cards themselves.
+
+    Hands with the same key settle alike against any hand, so the 338 hand classes fold into a
+    few dozen kinds and ``settle`` runs once per pair of kinds instead of once per pair of
+    classes (tests/rules/test_rtp.py checks the fold against every pair of classes)."""
+    return (hand.points, hand.tenths, hand.combo, hand.flush, hand.pair)
+
+
+#: every hand class: (first rank, second rank, suited)
+_CLASSES = tuple((a, b, suited) for a in range(len(RANKS)) for b in range(len(RANKS))
+                 for suited in (True, False))
+
+
 @cache
-def _settle(player: Hand, banker: Hand) -> PositionResult:
-    return settle(player, banker)
+def _kinds() -> tuple[tuple[int, ...], list[Hand]]:
+    """Each class's kind (an index), and a representative hand of each kind."""
+    index: dict[tuple[Any, ...], int] = {}
+    representatives: list[Hand] = []
+    of_class = []
+    for a, b, suited in _CLASSES:
+        hand = _hand(a, b, suited)
+        key = _rules_key(hand)
+        if key not in index:
+            index[key] = len(representatives)
+            representatives.append(hand)
+        of_class.append(index[key])
+    return tuple(of_class), representatives
 
 
-def _banker_class_counts(remaining: list[list[int]]) -> Iterator[tuple[int, int, bool, int]]:
-    """Yield (rank_a, rank_b, suited, ordered_deals) for the Banker's two cards."""
-    ranks = range(len(RANKS))
+@cache
+def _settled() -> list[list[PositionResult]]:
+    """``settle`` of every Player kind against every Banker kind."""
+    _, hands = _kinds()
+    return [[settle(player, banker) for banker in hands] for player in hands]
+
+
+def _banker_kind_deals(remaining: list[list[int]]) -> list[int]:
+    """Ordered two-card Banker deals from ``remaining`` (13 ranks x 4 suits), per hand kind."""
+    of_class, hands = _kinds()
+    deals = [0] * len(hands)
     totals = [sum(row) for row in remaining]
-    for a in ranks:
-        row_a = remaining[a]
-        for b in ranks:
-            row_b = remaining[b]
-            if a == b:  # the same card twice needs two copies of it
-                suited = sum(n * (n - 1) for n in row_a)
-                offsuit = totals[a] * totals[a] - sum(n * n for n in row_a)
+    squares = [sum(map(mul, row, row)) for row in remaining]
+    class_index = 0
+    for a, row_a in enumerate(remaining):
+        for b, row_b in enumerate(remaining):
+            if a == b:  # the same card twice needs two copies of it: sum of n * (n - 1)
+                suited = squares[a] - totals[a]
+                offsuit = totals[a] * totals[a] - squares[a]
             else:
-                suited = sum(x * y for x, y in zip(row_a, row_b))
+                suited = sum(map(mul, row_a, row_b))
                 offsuit = totals[a] * totals[b] - suited
-            if suited:
-                yield a, b, True, suited
-            if offsuit:
-                yield a, b, False, offsuit
+            deals[of_class[class_index]] += suited  # _CLASSES order: suited, then offsuit
+            deals[of_class[class_index + 1]] += offsuit
+            class_index += 2
+    return deals
 
 
 @dataclass
@@ -126,27 +162,37 @@ def compute_rtp(decks: int = DEFAULT_DECKS) -> RtpReport:
     """Enumerate every ordered (Player, Banker) deal of a fresh shoe of ``decks`` decks."""
     if decks < 1:
         raise ValueError(f"decks must be at least 1, got {decks}")
+    of_class, _ = _kinds()
+    settled = _settled()
+    # The Banker's deals depend on which two cards the Player took, not on their order nor on
+    # the suits' names: (r1 spade, r2 heart) leaves what (r2 spade, r1 heart) leaves, suits
+    # swapped. One count per unordered pair of ranks and suitedness.
+    banker_deals: dict[tuple[int, int, bool], list[int]] = {}
+    # weight of each (outcome, Player bet return, Pair bet return), summed over all deals
+    weights: dict[tuple[str, int, int], int] = {}
+    for class_index, (r1, r2, player_suited) in enumerate(_CLASSES):
+        remaining = [[decks] * len(SUITS) for _ in RANKS]
+        suit2 = SPADE if player_suited else HEART
+        remaining[r1][SPADE] -= 1
+        if remaining[r2][suit2] == 0:
+            continue  # a one-deck shoe has one copy of each card
+        player_deals = decks * remaining[r2][suit2]
+        remaining[r2][suit2] -= 1
+        # suit symmetry: 4 suits for the first card, 1 (same) or 3 (other) for the second
+        player_deals *= 4 * (1 if player_suited else 3)
+        removed = (min(r1, r2), max(r1, r2), player_suited)
+        if removed not in banker_deals:
+            banker_deals[removed] = _banker_kind_deals(remaining)
+        results = settled[of_class[class_index]]
+        for banker_kind, deals in enumerate(banker_deals[removed]):
+            if deals:
+                result = results[banker_kind]
+                key = (result.outcome, result.player_bet_return, result.pair_bet_return)
+                weights[key] = weights.get(key, 0) + player_deals * deals
     player_tally, pair_tally = BetTally(), BetTally()
-    rank_count = len(RANKS)
-    for r1 in range(rank_count):
-        for r2 in range(rank_count):
-            for player_suited in (True, False):
-                remaining = [[decks] * len(SUITS) for _ in range(rank_count)]
-                suit2 = SPADE if player_suited else HEART
-                remaining[r1][SPADE] -= 1
-                if remaining[r2][suit2] == 0:
-                    continue  # a one-deck shoe has one copy of each card
-                player_deals = decks * remaining[r2][suit2]
-                remaining[r2][suit2] -= 1
-                # suit symmetry: 4 suits for the first card, 1 (same) or 3 (other) for the second
-                player_deals *= 4 * (1 if player_suited else 3)
-                player = _hand(r1, r2, player_suited)
-                for a, b, banker_suited, banker_deals in _banker_class_counts(remaining):
-                    result = _settle(player, _hand(a, b, banker_suited))
-                    weight = player_deals * banker_deals
-                    player_tally.add(weight, result.outcome, result.player_bet_return)
-                    pair_outcome = "win" if result.pair_bet_return else "lose"
-                    pair_tally.add(weight, pair_outcome, result.pair_bet_return)
+    for (outcome, player_return, pair_return), weight in weights.items():
+        player_tally.add(weight, outcome, player_return)
+        pair_tally.add(weight, "win" if pair_return else "lose", pair_return)
     size = decks * CARDS_PER_DECK
     deals = size * (size - 1) * (size - 2) * (size - 3)
     if player_tally.weight != deals:  # the enumeration must cover every deal exactly once

@@ -45,8 +45,10 @@ def mermaid_diagram() -> str:
         "",
         "Two orthogonal machines. The **procedure** says where the shoe and the round are; "
         "the **hold** says whether the table runs. While the hold is `paused` the procedure "
-        "does not move, except by `cancel_round` and supervisor `end_shoe`. A transition "
-        "whose source and target are the same state stays in it (counting burns or cards). "
+        "does not move, except by `cancel_round` and supervisor `end_shoe`. Counting burns, "
+        "dealing cards and revealing hands happen inside a state and are not drawn; a "
+        "transition whose source and target are the same state stays in it (a fault while "
+        "paused). "
         "Conditions are in brackets; where a trigger has two rows, the first whose condition "
         "holds is taken.",
         "",

@@ -58,6 +58,7 @@ EVENT_TYPES = (
 
 
 
+@lru_cache(maxsize=64)  # an input's events, and a round's deadline, share one time
 def iso_time(at: float) -> str:
     """Table-clock seconds (Unix time) as ISO-8601 UTC with milliseconds, e.g. ``…00.500Z``."""
     return (
@@ -103,9 +104,13 @@ def make_event(
     }
 
 
+# One encoder for every line: json.dumps builds a new one per call when given options.
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def to_json_line(event: dict[str, Any]) -> str:
     """One event as a compact JSON line (stable key order, UTF-8 kept)."""
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return _LINE_ENCODER.encode(event)
 
 
 # --- schemas -------------------------------------------------------------------------------

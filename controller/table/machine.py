@@ -290,7 +290,6 @@ class TableMachine(ProcedureTriggers):
         position = HAND_ORDER[len(self.round.revealed)]
         hand = self.round.hand(position)
         self.round.revealed[position] = hand
-        self.reveal_hand()
         self._emit("hand_revealed", {"position": position, **hand.to_event_data()})
         if len(self.round.revealed) == len(HAND_ORDER):
             data = round_result_data(self.round.revealed)
@@ -383,7 +382,8 @@ class TableMachine(ProcedureTriggers):
             self.composition.draw(card)
             self.burned += 1
             self._emit("card_burned", {"number": self.burned, "burn_count": self.burn_count})
-            self.burn_shoe_card()
+            if self.burn_count_reached():  # the last burn: the shoe is ready for rounds
+                self.burn_shoe_card()
         elif self.state == "ready":
             self.composition.draw(card)
             self._fault(faults.CARD_NO_ROUND,
@@ -405,7 +405,8 @@ class TableMachine(ProcedureTriggers):
             if entered:
                 data["entered"] = True  # typed in by the supervisor after a misread
             self._emit("card_dealt", data)
-            self.deal_card()
+            if self.state == "dealing" and self.all_round_cards_dealt():
+                self.deal_card()  # the last card after betting closed: reveal
 
     def _set_aside(self, card: Card) -> None:
         """A card out of play still left the shoe: count it when it is a possible card."""

@@ -29,23 +29,22 @@ PROCEDURE_STATES = (
 ROUND_STATES = ("betting", "dealing", "revealing")
 SHOE_SETUP_STATES = ("awaiting_flip", "burning")
 
+# Only moves between states are transitions. Counting a burn, dealing a card and revealing a
+# hand inside a state are plain steps of the machine: as transitions that stay put they cost a
+# trigger each (a few hundred a shoe) and changed nothing.
 PROCEDURE_TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "open_shoe", "source": "no_shoe", "dest": "awaiting_flip"},
     {"trigger": "show_flip_card", "source": "awaiting_flip", "dest": "burning"},
     {"trigger": "burn_shoe_card", "source": "burning", "dest": "ready",
      "conditions": "burn_count_reached", "after": "announce_burn_completed"},
-    {"trigger": "burn_shoe_card", "source": "burning", "dest": None},
     {"trigger": "open_round", "source": "ready", "dest": "betting"},
-    {"trigger": "deal_card", "source": "betting", "dest": None},
     {"trigger": "deal_card", "source": "dealing", "dest": "revealing",
      "conditions": "all_round_cards_dealt", "after": "reveal_when_automatic"},
-    {"trigger": "deal_card", "source": "dealing", "dest": None},
     {"trigger": "close_betting", "source": "betting", "dest": "revealing",
      "conditions": "all_round_cards_dealt", "before": "announce_betting_closed",
      "after": "reveal_when_automatic"},
     {"trigger": "close_betting", "source": "betting", "dest": "dealing",
      "before": "announce_betting_closed"},
-    {"trigger": "reveal_hand", "source": "revealing", "dest": None},
     {"trigger": "settle_round", "source": "revealing", "dest": "no_shoe",
      "conditions": "is_last_round", "after": "announce_shoe_ended_by_cut_card"},
     {"trigger": "settle_round", "source": "revealing", "dest": "ready"},
@@ -82,7 +81,6 @@ class ProcedureTriggers:
     open_round: Callable[[], bool]
     deal_card: Callable[[], bool]
     close_betting: Callable[[], bool]
-    reveal_hand: Callable[[], bool]
     settle_round: Callable[[], bool]
     cancel_open_round: Callable[[], bool]
     close_shoe: Callable[[], bool]

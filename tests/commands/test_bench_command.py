@@ -26,13 +26,16 @@ def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     assert lines[1].split()[:2] == ["figure", "value"]
     figures = {row["figure"]: row for row in json.loads(out.read_text())}
     assert set(figures) == {"exact RTP, whole process", "replay rounds/s (machine)",
-                            "replay rounds/s (+ JSON lines)", "replay one shoe, median / worst",
+                            "replay rounds/s (+ JSON lines)", "replay one shoe",
                             "journal appends/s (fsync each)", "journal append p50 / p99",
                             "journal verify"}
     for figure, row in figures.items():
         assert figure in done.stdout
         assert row["value"] not in ("FAILED", "?", "")
     assert float(figures["replay rounds/s (machine)"]["value"].replace(",", "")) > 0
+    for figure, unit in (("exact RTP, whole process", "s"), ("replay one shoe", "ms")):
+        low, middle, high = figures[figure]["value"].removesuffix(f" {unit}").split(" / ")
+        assert 0 < float(low) <= float(middle) <= float(high)  # min / median / max of runs
 
 
 def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,28 @@ def test_rtp_rejects_bad_decks():
     proc = subprocess.run([sys.executable, "-m", "controller", "rtp", "--decks", "zero"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "expected a whole number" in proc.stderr
+
+
+RECORDED = Path(__file__).with_name("data") / "rtp_by_decks.json"
+
+
+@pytest.mark.parametrize("decks", range(1, 9))
+def test_rtp_figures_are_the_recorded_ones_to_the_digit(decks: int) -> None:
+    # Recorded from the first, plain enumeration (one settle per Player and Banker class):
+    # a faster enumeration must print the very same text, fractions and floats alike.
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))[str(decks)]
+    assert json.dumps(compute_rtp(decks).to_json_data()) == json.dumps(recorded)
+
+
+@pytest.mark.slow
+def test_hand_kinds_settle_like_every_hand_of_their_kind() -> None:
+    # The enumeration settles one representative per kind of hand: the fold is sound only
+    # while settle() reads nothing a kind leaves out. Checked over every pair of classes.
+    from controller.rules.hands import settle
+    from controller.rules.rtp import _CLASSES, _hand, _kinds, _settled
+
+    of_class, _ = _kinds()
+    table = _settled()
+    for p, player in enumerate(_CLASSES):
+        for b, banker in enumerate(_CLASSES):
+            assert settle(_hand(*player), _hand(*banker)) == table[of_class[p]][of_class[b]]
