@@ -120,18 +120,6 @@ class JournalCheck:
                 log.exception("journal check: status update failed")
 
 
-def check_text(status: dict[str, Any] | None) -> str | None:
-    """One line for ``status`` and STATUS=: "running", "ok at <time>", "FAILED: <reason>"."""
-    if not isinstance(status, dict):
-        return None
-    state = status.get("state")
-    if state == "ok":
-        return f"ok at {status.get('at')} ({status.get('records')} records)"
-    if state == "failed":
-        return f"FAILED: {status.get('reason')}"
-    return str(state) if state else None
-
-
 def main(argv: list[str]) -> int:
     """The child's side: verify one journal file, print the result as JSON."""
     try:
