@@ -163,14 +163,15 @@ def cli_rows() -> list[Row]:
     from bench.cli_bench import measure
 
     f = measure(repeat=5)
-    floor = f["rows"][0]["median_s"]
     rows: list[Row] = []
-    for row in f["rows"][1:]:
+    for row in f["rows"]:
+        name = row["command"] if row["command"].startswith("python") else \
+            f"pokdeng-table {row['command']}"
         goal = f"; goal {row['goal']}" if row["goal"] else ""
-        rows.append((f"{row['command']}, whole process",
-                     " / ".join(f"{row[key] * 1000:.0f}" for key in ("min_s", "median_s", "max_s"))
-                     + " ms", f"min / median / max; x{row['ratio']:.1f} python -c pass "
-                              f"({floor * 1000:.0f} ms){goal}"))
+        rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
+                                      for key in ("min_s", "median_s", "max_s")) + " ms",
+                     f"whole process, min / median / max of {row['runs']}; "
+                     f"x{row['ratio']:.1f} python -c pass{goal}"))
     return rows
 
 

@@ -23,12 +23,15 @@ def test_bench_times_each_command_against_the_interpreter(tmp_path: Path) -> Non
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     figures = {row["figure"]: row for row in json.loads(out.read_text())}
-    assert set(figures) == {"--version, whole process", "status --json, whole process",
-                            "replay (one shoe), whole process", "rtp --json, whole process"}
+    assert set(figures) == {"python -c pass", "pokdeng-table --version",
+                            "pokdeng-table status --json", "pokdeng-table replay (one shoe)",
+                            "pokdeng-table rtp --json"}
     for figure, row in figures.items():
         assert figure in done.stdout
         low, middle, high = (float(ms) for ms in row["value"].removesuffix(" ms").split(" / "))
         assert 0 < low <= middle <= high
-        assert "python -c pass" in row["note"]
-    assert "goal <= x3" in figures["--version, whole process"]["note"]
-    assert "goal < 0.2 s" in figures["replay (one shoe), whole process"]["note"]
+        assert "whole process, min / median / max of 5" in row["note"]
+    assert "x1.0 python -c pass" in figures["python -c pass"]["note"]
+    assert "goal <= x3" in figures["pokdeng-table --version"]["note"]
+    assert "goal <= x3" in figures["pokdeng-table status --json"]["note"]
+    assert "goal < 0.2 s" in figures["pokdeng-table replay (one shoe)"]["note"]
