@@ -14,6 +14,9 @@ Runs, in this order, and prints one table of figures at the end:
   press -> the page's status, p50/max (bench/display_bench.py; same idle window);
 - start: start to READY and ``journal verify`` on journals of 1, 50 and 500 shoes (--full adds
   1,500), built once and cached (bench/start_bench.py);
+- cli: each command's whole process against ``python -c pass``: ``--version``, ``status --json``
+  (a running daemon), a shoe's ``replay``, ``rtp --json``; min / median / max of 5
+  (bench/cli_bench.py);
 - soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak/; needs
   mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
 
@@ -39,7 +42,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "start", "soak")
+PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "start", "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -169,6 +172,22 @@ def start_rows(full: bool, sizes: str | None) -> list[Row]:
     return rows
 
 
+def cli_rows() -> list[Row]:
+    from bench.cli_bench import measure
+
+    f = measure(repeat=5)
+    rows: list[Row] = []
+    for row in f["rows"]:
+        name = row["command"] if row["command"].startswith("python") else \
+            f"pokdeng-table {row['command']}"
+        goal = f"; goal {row['goal']}" if row["goal"] else ""
+        rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
+                                      for key in ("min_s", "median_s", "max_s")) + " ms",
+                     f"whole process, min / median / max of {row['runs']}; "
+                     f"x{row['ratio']:.1f} python -c pass{goal}"))
+    return rows
+
+
 def soak_rows(shoes: int) -> list[Row]:
     rows: list[Row] = []
     if not os.access(MOSQUITTO, os.X_OK):
@@ -241,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
         ("start", lambda: start_rows(args.full, args.start_shoes)),
+        ("cli", cli_rows),
         ("soak", lambda: soak_rows(args.soak_shoes)),
     ]
     rows: list[Row] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
 
@@ -27,6 +26,10 @@ class Registry:
 
     def available(self) -> dict[str, str]:
         """Every known name with its target."""
+        # importlib.metadata (email, zipfile, csv…) only when a plugin is looked up, not for
+        # every command that imports a registry's errors
+        from importlib.metadata import entry_points
+
         found = dict(self.builtin)
         for ep in entry_points(group=self.group):
             found.setdefault(ep.name, ep.value)

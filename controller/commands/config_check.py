@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.service.config import DEBUG_NOT_SEALED, EX_CONFIG, ConfigError
-from controller.service.startup_checks import load_checked_config
+from controller.service.config_errors import EX_CONFIG, ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def check_config(args: argparse.Namespace) -> int:
+    from controller.service.config import DEBUG_NOT_SEALED
+    from controller.service.startup_checks import load_checked_config
+
     try:
         config = load_checked_config(args.file)
     except ConfigError as exc:

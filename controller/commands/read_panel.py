@@ -13,7 +13,6 @@ SIGTERM ends it.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
@@ -74,6 +73,8 @@ def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from controller.commands import device_reader
     from controller.service.config import ConfigError
     from drivers import registry

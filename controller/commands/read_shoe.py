@@ -15,7 +15,6 @@ the config line naming it printed on stdout (``controller/commands/learn_cut.py`
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from typing import Any
@@ -58,6 +57,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from controller.commands import device_reader
     from drivers.base import DriverConfigError
     from drivers.protocols.base import Problem, hex_dump

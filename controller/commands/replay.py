@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from controller.table.machine import REVEAL_MODES, MachineSettings
+from controller.table.reveal_modes import REVEAL_MODES
+
+if TYPE_CHECKING:
+    from controller.table.machine import MachineSettings
 
 
 class ConfigError(ValueError):
@@ -65,6 +68,7 @@ def replay(lines: TextIO, settings: MachineSettings, out: Any, source: str) -> N
 
 def run(args: argparse.Namespace) -> int:
     from controller.table.inputs import ScriptError
+    from controller.table.machine import MachineSettings
 
     try:
         settings = settings_from_config(args.config) if args.config else MachineSettings()

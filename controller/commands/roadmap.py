@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +155,8 @@ def write_output(target: str, content: str) -> None:
         sys.stdout.write(content)
         sys.stdout.flush()
         return
+    import tempfile
+
     path = Path(target)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.service.config import EX_CONFIG, ConfigError
+from controller.service.config_errors import EX_CONFIG, ConfigError
 from controller.service.private_files import creates_private_files
 
 

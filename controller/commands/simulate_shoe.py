@@ -13,11 +13,7 @@ reader that comes late gets the cards at the script's pace.
 from __future__ import annotations
 
 import argparse
-import logging
-import random
-import signal
 import sys
-import threading
 from typing import Any
 
 PROG = "simulate-shoe"
@@ -54,6 +50,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+    import random
+    import signal
+    import threading
+
     from controller.table.inputs import ScriptError, read_script
     from drivers.sim.shoe import ShoeSimulator, SimulatorError, shoe_inputs, shoe_side
 

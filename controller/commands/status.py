@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from controller.service.control import (
@@ -13,7 +12,7 @@ from controller.service.control import (
     client_command,
     socket_path,
 )
-from controller.service.journal_check import check_text
+from controller.service.journal_check_text import check_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -132,6 +131,8 @@ def clock_text(status: dict[str, Any]) -> str | None:
 
 def _clock_text(seconds: Any) -> str:
     """A wall-clock time (Unix seconds) as UTC, e.g. ``2026-12-01 00:10:27Z``."""
+    from datetime import UTC, datetime
+
     try:
         return datetime.fromtimestamp(float(seconds), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     except (TypeError, ValueError, OverflowError, OSError):

@@ -19,7 +19,6 @@ from controller.service.control import (
     client_command,
     socket_path,
 )
-from controller.table.views import seconds_left_now
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -35,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def betting_seconds_left(status: dict[str, Any]) -> float | None:
     """Table seconds until betting closes, when betting is open and the clock is known."""
+    from controller.table.views import seconds_left_now
+
     now = status.get("now")
     if isinstance(now, bool) or not isinstance(now, (int, float)):
         return None

@@ -22,10 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
-log = structlog.get_logger("pokdeng.retention")
-
 DAY_S = 86400.0
 DELIVERY_WAIT_S = 30.0   # how long a shoe's end waits for the backends before archiving
 DELIVERY_POLL_S = 0.1
@@ -53,6 +49,11 @@ class JournalRetention:
                  machine_settings: Any, *,
                  wait_delivered: Callable[[int, float], bool] | None = None,
                  interval_s: float = DAY_S, key: bytes | None = None):
+        # structlog (and asyncio under it) here, not at the top: the config reader imports
+        # RetentionSettings, and `config check` or `status --config` log nothing
+        import structlog
+
+        self._log = structlog.get_logger("pokdeng.retention")
         self.journal_path = Path(journal_path)
         self.key = key  # a keyed journal's chain key (archiving checks the chain first)
         self.settings = settings
@@ -90,8 +91,9 @@ class JournalRetention:
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_S)
             if self._thread.is_alive():
-                log.warning("stopping while a journal archive run is still going; an "
-                            "interrupted run leaves the journal whole and is redone next time")
+                self._log.warning("stopping while a journal archive run is still going; an "
+                                  "interrupted run leaves the journal whole and is redone "
+                                  "next time")
 
     # -- the thread ---------------------------------------------------------------------------
     def _main(self) -> None:
@@ -120,7 +122,7 @@ class JournalRetention:
                 if self._wait_delivered(seq, min(1.0, deadline - time.monotonic())):
                     return
             except Exception as exc:  # the archive run that follows reports what is wrong
-                log.warning("cannot read the delivery positions", error=str(exc))
+                self._log.warning("cannot read the delivery positions", error=str(exc))
                 return
 
     def _delivery_recorded(self, seq: int, timeout: float) -> bool:
@@ -156,17 +158,18 @@ class JournalRetention:
                 key=self.key)
         except Exception as exc:  # the table plays on; the next run tries again
             error = f"{type(exc).__name__}: {exc}"
-            log.error("journal archive failed; nothing was removed from the journal",
-                      error=error)
+            self._log.error("journal archive failed; nothing was removed from the journal",
+                            error=error)
         seconds = round(time.monotonic() - started, 3)
         if result is not None and result.archived:
-            log.info("journal archived", records=result.records,
-                     first_record=result.first_record, last_record=result.last_record,
-                     events=f"{result.first_seq}-{result.last_seq}", shoes=list(result.shoes),
-                     file=str(result.file), seconds=seconds)
+            self._log.info("journal archived", records=result.records,
+                           first_record=result.first_record, last_record=result.last_record,
+                           events=f"{result.first_seq}-{result.last_seq}",
+                           shoes=list(result.shoes),
+                           file=str(result.file), seconds=seconds)
         elif result is not None:
-            log.info("journal archive: nothing archived", reason=result.reason,
-                     seconds=seconds)
+            self._log.info("journal archive: nothing archived", reason=result.reason,
+                           seconds=seconds)
         with self._lock:
             self._status.update(running=False, runs=self._status["runs"] + 1,
                                 last_run_at=time.time(), last_error=error,

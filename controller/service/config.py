@@ -28,13 +28,12 @@ from typing import Any
 from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
 from controller.durability.retention import RetentionSettings
+from controller.service.config_errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config_yaml import YamlProblems, read_yaml_file
-from controller.table.machine import MachineSettings
+from controller.table.records import MachineSettings
 from controller.transports import OptionConflict
 from drivers import registry
 from drivers.base import DriverConfigError
-
-EX_CONFIG = 78  # sysexits.h: configuration error; the unit does not restart on it
 
 DEFAULT_STATE_DIR = "/var/lib/pokdeng-table"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -42,35 +41,7 @@ LOG_FORMATS = ("auto", "json", "console")
 
 _MISSING: Any = object()
 
-
-MAX_ERRORS_LISTED = 50    # a broken file can make thousands; the first ones say enough
-MAX_MESSAGE_CHARS = 500   # drivers quote option values whole
 MAX_SHOWN_CHARS = 60      # a quoted value in a message
-
-
-class ConfigError(Exception):
-    """The configuration is not usable; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: list[str], source: str | None = None):
-        self.errors = list(errors)
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(where + "; ".join(self.listed()))
-
-    def listed(self) -> list[str]:
-        """The errors to show: the first MAX_ERRORS_LISTED, each clipped, then how many more."""
-        shown = [message[:MAX_MESSAGE_CHARS] + ("…" if len(message) > MAX_MESSAGE_CHARS else "")
-                 for message in self.errors[:MAX_ERRORS_LISTED]]
-        hidden = len(self.errors) - len(shown)
-        return shown + ([f"… and {hidden} more"] if hidden else [])
-
-    def report(self) -> str:
-        """Plain text for stderr: one problem a line."""
-        head = f"{self.source}: " if self.source else ""
-        count = len(self.errors)
-        lines = [f"{head}{count} configuration error{'s' if count != 1 else ''}:"]
-        lines += [f"  {message}" for message in self.listed()]
-        return "\n".join(lines)
 
 
 def _show(value: Any) -> str:
@@ -306,8 +277,6 @@ class Config:
 # --- readers, one per section -----------------------------------------------------------------
 
 def _read_table(s: Section) -> MachineSettings | None:
-    from controller.table.machine import MachineSettings  # the table's rules load on use
-
     return _read_settings(s, MachineSettings)
 
 

@@ -32,8 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from controller.service.config import EX_CONFIG, ConfigError, load_config
-from controller.service.control_protocol import normalise_action
+from controller.service.config_errors import EX_CONFIG, ConfigError
 
 MAX_ANSWER = 1024 * 1024
 CONNECT_RETRY_S = 3.0  # how long a client keeps trying a full or restarting socket
@@ -139,6 +138,10 @@ class ControlClient:
         return reply["status"]
 
     def supervisor(self, action: str, card: str | None = None) -> dict[str, Any]:
+        # here, not at the top: the protocol module reads the table's inputs, which status
+        # and watch never need
+        from controller.service.control_protocol import normalise_action
+
         message: dict[str, Any] = {"cmd": "supervisor", "action": normalise_action(action)}
         if card is not None:
             message["card"] = card
@@ -200,5 +203,8 @@ def socket_path(args: Any) -> str:
     if getattr(args, "socket", None):
         return args.socket
     if getattr(args, "config", None):
+        # here, not at the top: status, watch and supervisor start without the config reader
+        from controller.service.config import load_config
+
         return load_config(args.config).control.socket
     return DEFAULT_SOCKET

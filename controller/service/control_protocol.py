@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.table.inputs import SUPERVISOR_ACTIONS
-
 MAX_REQUEST = 4096
 MAX_DEPTH = 4
 MAX_NUMBER_CHARS = 32
@@ -80,10 +78,18 @@ def parse_request(line: bytes) -> dict[str, Any]:
     return request
 
 
+def _supervisor_actions() -> tuple[str, ...]:
+    # the table's inputs (a dozen dataclasses) on the server's side only: the supervisor
+    # command imports this module for normalise_action
+    from controller.table.inputs import SUPERVISOR_ACTIONS
+
+    return SUPERVISOR_ACTIONS
+
+
 def requested_action(request: dict[str, Any]) -> str | None:
     """The supervisor action a request names, when it is a known one."""
     action = request.get("action")
-    if isinstance(action, str) and normalise_action(action) in SUPERVISOR_ACTIONS:
+    if isinstance(action, str) and normalise_action(action) in _supervisor_actions():
         return normalise_action(action)
     return None
 
@@ -92,7 +98,8 @@ def supervisor_request(request: dict[str, Any]) -> tuple[str, str | None]:
     """(action, card) of a supervisor request; RequestError when it is not a valid one."""
     action = requested_action(request)
     if action is None:
-        raise RequestError(f"unknown supervisor action; one of: {', '.join(SUPERVISOR_ACTIONS)}")
+        raise RequestError(f"unknown supervisor action; one of: "
+                           f"{', '.join(_supervisor_actions())}")
     card = request.get("card")
     if action == "enter_card" and not isinstance(card, str):
         raise RequestError("enter_card needs the card, e.g. 9D")

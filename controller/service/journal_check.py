@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from controller.durability.journal import JournalError, VerifyResult, verify_file
+from controller.service.journal_check_text import check_text  # noqa: F401 (its old home)
 from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
@@ -118,18 +119,6 @@ class JournalCheck:
                 self._on_change()
             except Exception:
                 log.exception("journal check: status update failed")
-
-
-def check_text(status: dict[str, Any] | None) -> str | None:
-    """One line for ``status`` and STATUS=: "running", "ok at <time>", "FAILED: <reason>"."""
-    if not isinstance(status, dict):
-        return None
-    state = status.get("state")
-    if state == "ok":
-        return f"ok at {status.get('at')} ({status.get('records')} records)"
-    if state == "failed":
-        return f"FAILED: {status.get('reason')}"
-    return str(state) if state else None
 
 
 def main(argv: list[str]) -> int:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.durability.disk import fsync_directory
-from controller.service.config import Config
 from controller.transports import TransportConfigError, read_secret
+
+if TYPE_CHECKING:  # `journal verify --key-file` reads a key without the config reader
+    from controller.service.config import Config
 
 MIN_KEY_BYTES = 16   # shorter keys can be guessed; `openssl rand -hex 32` gives 64
 

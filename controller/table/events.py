@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 ENVELOPE_VERSION = 1
@@ -122,6 +121,9 @@ class EventSchemaError(ValueError):
 
 def load_schema(name: str) -> dict[str, Any]:
     """A schema file from ``controller/table/schemas/`` by name without ``.json``."""
+    # here, not at the top: importlib.resources (zipfile, tempfile…) only when validating
+    from importlib import resources
+
     path = resources.files("controller.table").joinpath("schemas", f"{name}.json")
     text = path.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)

@@ -9,8 +9,8 @@ from typing import Any
 from controller.rules.cards import DEFAULT_DECKS, MAX_DECKS, Card
 from controller.rules.hands import HAND_ORDER, Hand, evaluate_hand
 from controller.table.procedure import CARDS_PER_ROUND
+from controller.table.reveal_modes import REVEAL_MODES as REVEAL_MODES  # re-exported
 
-REVEAL_MODES = ("auto", "button")
 #: what a table id may be: it names the table in every event and topic
 TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 

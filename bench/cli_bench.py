@@ -1,0 +1,225 @@
+"""Command-line start-up: each command as a whole process, the way a shell or a script runs it.
+
+Side by side in one run, ``--repeat`` times each (min / median / max), the runs interleaved so
+that a busy moment of the machine falls on every command alike:
+
+- ``python -c pass``: the interpreter alone, the floor every command stands on;
+- ``pokdeng-table --version``;
+- ``pokdeng-table status --json`` against a running daemon (``run`` on a simulated Bee-Tek
+  shoe and a line panel, as bench/daemon_bench.py starts it; READY before the first status);
+- ``pokdeng-table replay`` of one whole 8-deck shoe (``controller.table.scriptgen --seed 1``);
+- ``pokdeng-table rtp --json`` (8 decks: mostly the exact enumeration itself);
+
+each with its median's ratio to ``python -c pass``, what it adds to it (median minus median:
+the part that is ours; the interpreter's own start-up depends on the machine and on the .pth
+files of its site-packages) and the goal (issue 13): ``--version`` and ``status --json``
+within x3 of the interpreter, a shoe's replay under 0.2 s. The CPU time (user + system,
+median) is shown beside the wall time: on a machine shared with other work it is the steadier
+of the two.
+
+The commands run the console script next to this interpreter (``pokdeng-table``, as an
+installed table runs it; ``python -m controller`` when there is none) with the clone's code
+first on PYTHONPATH, or with ``--repo DIR``'s (an older checkout: the "before" figures). They
+get a bytecode cache of their own (PYTHONPYCACHEPREFIX in a temporary directory, filled by one
+untimed run of each), as an installed package has its .pyc files; without one every run would
+compile the sources again.
+
+    python bench/cli_bench.py [--repeat 5] [--repo DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+GOALS = {  # command -> (the most its median may be, as a ratio to python -c pass, or seconds)
+    "--version": ("ratio", 3.0),
+    "status --json": ("ratio", 3.0),
+    "replay (one shoe)": ("seconds", 0.2),
+}
+
+
+def command_prefix() -> list[str]:
+    """How a user starts pokdeng-table with this interpreter."""
+    script = Path(sys.executable).with_name("pokdeng-table")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "controller"]
+
+
+def environment(repo: Path, pycache: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONPYCACHEPREFIX": str(pycache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+@contextmanager
+def running_daemon(repo: Path, work: Path, env: dict[str, str]) -> Iterator[Path]:
+    """``pokdeng-table run`` of ``repo`` on simulated devices, READY; yields its socket."""
+    import yaml
+
+    from bench.daemon_bench import wait_ready
+    from controller.service.control_access import own_group
+    from drivers.sim.shoe import ShoeSimulator
+
+    shoe = ShoeSimulator(work / "shoe", "beetek").start()
+    master, slave = os.openpty()
+    config = work / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "table": {"id": "BENCH"},
+        "state_dir": str(work / "state"),
+        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
+        "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
+        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
+        "transports": {"file": {"path": str(work / "events.jsonl")}},
+        "logging": {"level": "warning", "format": "json"},
+    }))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(work / "notify"))
+    log = open(work / "daemon.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=repo,
+                            env={**env, "NOTIFY_SOCKET": str(work / "notify")})
+    try:
+        wait_ready(notify)
+        yield work / "control.sock"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+        notify.close()
+        shoe.close(drain_timeout=0.2)
+        os.close(master)
+        os.close(slave)
+
+
+def cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one process from start to exit; a failure stops the benchmark.
+    The CPU time (user + system) hardly moves when other work shares the machine; the wall
+    time does."""
+    cpu_before = cpu_of_children()
+    began = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=300)
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[-3:])} exited {done.returncode}: "
+                           f"{done.stderr.decode(errors='replace').strip()[-200:]}")
+    return elapsed, cpu_of_children() - cpu_before
+
+
+def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
+    """min / median / max seconds of each command over ``repeat`` interleaved rounds, and
+    each median's ratio to ``python -c pass``."""
+    repo = repo.resolve()
+    work = Path(tempfile.mkdtemp(prefix="pdc-", dir="/tmp"))
+    env = environment(repo, work / "pycache")
+    shoe_script = work / "shoe.jsonl"
+    shoe_script.write_text(subprocess.run(
+        [sys.executable, "-m", "controller.table.scriptgen", "--seed", "1"], env=env, cwd=repo,
+        capture_output=True, text=True, check=True).stdout)
+    pdt = command_prefix()
+    try:
+        with running_daemon(repo, work, env) as control:
+            commands = {
+                "python -c pass": [sys.executable, "-c", "pass"],
+                "--version": [*pdt, "--version"],
+                "status --json": [*pdt, "status", "--json", "--socket", str(control)],
+                "replay (one shoe)": [*pdt, "replay", str(shoe_script)],
+                "rtp --json": [*pdt, "rtp", "--json"],
+            }
+            for argv in commands.values():  # fills the bytecode cache; not timed
+                run_once(argv, env, work)
+            times: dict[str, list[float]] = {name: [] for name in commands}
+            cpu: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(repeat):
+                for name, argv in commands.items():
+                    wall, used = run_once(argv, env, work)
+                    times[name].append(wall)
+                    cpu[name].append(used)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    floor = statistics.median(times["python -c pass"])
+    cpu_floor = statistics.median(cpu["python -c pass"])
+    rows = []
+    for name, values in times.items():
+        median = statistics.median(values)
+        cpu_median = statistics.median(cpu[name])
+        rows.append({"command": name, "min_s": min(values), "median_s": median,
+                     "max_s": max(values), "ratio": median / floor, "runs": len(values),
+                     "added_s": median - floor,
+                     "cpu_median_s": cpu_median, "cpu_ratio": cpu_median / cpu_floor,
+                     "goal": goal_text(name), "met": goal_met(name, median, median / floor)})
+    return {"repo": str(repo), "runs_as": " ".join(Path(part).name for part in pdt),
+            "repeat": repeat, "rows": rows}
+
+
+def goal_text(name: str) -> str:
+    kind, limit = GOALS.get(name, ("", 0.0))
+    return {"ratio": f"<= x{limit:g}", "seconds": f"< {limit:g} s"}.get(kind, "")
+
+
+def goal_met(name: str, median: float, ratio: float) -> bool | None:
+    kind, limit = GOALS.get(name, ("", 0.0))
+    if kind == "ratio":
+        return ratio <= limit
+    if kind == "seconds":
+        return median < limit
+    return None
+
+
+def table(figures: dict[str, Any]) -> str:
+    lines = [f"{'':<20} {'wall time':^35}        {'CPU time':^16}",
+             f"{'command':<20} {'min':>8} {'median':>8} {'max':>8} {'added':>8} {'ratio':>6}"
+             f"  {'median':>8} {'ratio':>6}  goal (wall median)", "-" * 105]
+    for row in figures["rows"]:
+        met = {True: " met", False: " NOT met", None: ""}[row["met"]]
+        ms = [f"{row[key] * 1000:6.0f}ms" for key in ("min_s", "median_s", "max_s")]
+        lines.append(f"{row['command']:<20} {' '.join(ms)} {row['added_s'] * 1000:+6.0f}ms"
+                     f" {row['ratio']:5.1f}x"
+                     f"  {row['cpu_median_s'] * 1000:6.0f}ms {row['cpu_ratio']:5.1f}x"
+                     f"  {row['goal']}{met}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each (default 5)")
+    parser.add_argument("--repo", type=Path, default=REPO,
+                        help="time this checkout's code instead (e.g. an older one: before)")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.repeat < 3:
+        parser.error("--repeat must be at least 3")
+    figures = measure(args.repeat, args.repo)
+    print(f"pokdeng-table start-up, {figures['repo']}, run as {figures['runs_as']}, "
+          f"{figures['repeat']} interleaved runs each, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(table(figures))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
