@@ -8,6 +8,13 @@ accepts (in arrival order), counts repeats, checks that a repeated id always car
 body, and stores each event once as that verifier's de-duplication says. It can be told to
 answer with a status, drop connections, stall, or go away entirely (connection refused) and
 come back on the same port.
+
+Each ``WebhookBackend`` listens on a path of its own (``/events/<random token>``) and answers
+any other path 404 without recording it (``strays`` counts them). The port is the kernel's
+pick and is handed out again once freed: a table of an earlier test (or another checkout's
+run on the same machine) whose outbox still retries its old URL, with the same table id and
+test secret, would otherwise land its events here, and same ids with other bodies look
+exactly like a table re-issuing ids.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -75,6 +83,7 @@ class WebhookBackend:
         self.bodies: dict[str, str] = {}              # id -> canonical body first seen
         self.conflicts: list[str] = []                # ids that came back with another body
         self.requests = 0
+        self.strays = 0                               # requests for another backend's path
         self.bad_signatures = 0
         self.truncated = 0                            # requests cut short by a dying client
         self.idempotency_keys: list[str] = []
@@ -87,12 +96,13 @@ class WebhookBackend:
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
         self.port = port
+        self.path = f"/events/{secrets.token_hex(8)}"  # this backend's own; see the module doc
         self.up()
 
     # -- control ------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/events"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     def up(self) -> None:
         backend = self
@@ -149,6 +159,11 @@ class WebhookBackend:
             handler.close_connection = True
             with self.lock:
                 self.truncated += 1
+            return
+        if handler.path != self.path:  # a table that was sending to an earlier backend
+            with self.lock:
+                self.strays += 1
+            self._reply(handler, 404, b'{"error":"not this backend"}')
             return
         with self.lock:
             self.requests += 1
