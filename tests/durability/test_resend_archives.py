@@ -9,6 +9,7 @@ archive files it wrote read back for the resend.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -177,14 +178,27 @@ def test_mqtt_backend_starting_late_catches_up_through_the_archives(mosquitto, t
     assert late.stored == early.stored
 
 
+def edit_an_event(archive: Path) -> int:
+    """Change one archived event's body and recompress the file: the record's number."""
+    lines = gzip.decompress(archive.read_bytes()).decode().splitlines()
+    index = next(i for i, line in enumerate(lines[1:], 1) if json.loads(line)["kind"] == "event")
+    record = json.loads(lines[index])
+    record["body"] = record["body"].replace('"type":', '"type": ', 1)  # another byte, same JSON
+    lines[index] = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    archive.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return int(record["n"])
+
+
+@pytest.mark.parametrize("manifest_too", [False, True], ids=["file", "file-and-manifest"])
 def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal(
-        tmp_path, caplog):
-    table = ArchivingTable(tmp_path / "journal.sqlite")
+        tmp_path, caplog, manifest_too):
+    table = ArchivingTable(tmp_path / "journal.sqlite", KEY)
     sink = tmp_path / "sink.jsonl"
     transport = create("file", {"path": str(sink)}, table=TABLE)
     try:
-        with Outbox(table.path, [transport], idle_poll_s=0.05, resend_interval_s=0.1) \
-                as outbox:
+        with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
+                Outbox(table.path, [transport], idle_poll_s=0.05, resend_interval_s=0.1,
+                       archives=table.archives()) as outbox:
             for seed in (1, 2):
                 table.shoe(seed)
                 table.archive(outbox)
@@ -192,24 +206,29 @@ def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal
             outbox.notify()
             horizon = table.journal.last_event_seq()
             assert outbox.wait_delivered(horizon, 20)
-            # One record of the second archive edited and the file recompressed (so gzip
-            # reads it): its SHA-256 no longer matches the manifest.
-            directory = archive_dir_for(table.path)
-            manifest = json.loads((directory / MANIFEST_NAME).read_text())
-            damaged = directory / manifest["archives"][1]["file"]
-            lines = gzip.decompress(damaged.read_bytes()).decode().splitlines()
-            lines[5] = lines[5].replace('"event"', '"event" ', 1)
-            damaged.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
-            delivered = len(sink.read_text().splitlines())
+            transport.request_resend(1)  # sound archives: walked, and remembered as such
+            wait_until(lambda: caplog.text.count(f"resend done up to seq {horizon}") == 1, 10,
+                       "the first resend")
+            whole = len(sink.read_text().splitlines())
+            assert whole == 2 * horizon
 
-            with caplog.at_level(logging.INFO, logger="pokdeng.outbox"):
-                transport.request_resend(1)
-                wait_until(lambda: f"resend done up to seq {horizon}" in caplog.text, 10,
-                           "the resend")
+            directory = archive_dir_for(table.path)
+            manifest_path = directory / MANIFEST_NAME
+            manifest = json.loads(manifest_path.read_text())
+            damaged = directory / manifest["archives"][1]["file"]
+            record = edit_an_event(damaged)
+            if manifest_too:  # someone who also fixed the manifest's SHA-256
+                manifest["archives"][1]["sha256"] = hashlib.sha256(
+                    damaged.read_bytes()).hexdigest()
+                manifest_path.write_text(json.dumps(manifest))
+            transport.request_resend(1)
+            wait_until(lambda: caplog.text.count(f"resend done up to seq {horizon}") == 2, 10,
+                       "the second resend")
     finally:
         table.close()
-    resent = [json.loads(line)["seq"] for line in sink.read_text().splitlines()[delivered:]]
+    resent = [json.loads(line)["seq"] for line in sink.read_text().splitlines()[whole:]]
     assert resent == list(range(table.archived_up_to + 1, horizon + 1))
-    assert f"{damaged.name}: damaged or edited: its SHA-256 differs from the manifest" \
-        in caplog.text
+    problem = f"record {record}: hash does not match the record's contents" if manifest_too \
+        else "damaged or edited: its SHA-256 differs from the manifest"
+    assert f"{damaged.name}: {problem}" in caplog.text
     assert f"events up to seq {table.archived_up_to} are archived and cannot be read" in caplog.text
