@@ -261,15 +261,16 @@ class _Worker:
             log.info("outbox %s: resend from seq %d asked; nothing to resend: published up to "
                      "seq %d, the rest follows in order", self.name, from_seq, horizon)
             return
-        first = max(from_seq, horizon - RESEND_MAX_EVENTS + 1)
-        if first > from_seq:
-            log.warning("outbox %s: resend from seq %d asked; resending only the last %d "
-                        "events, from seq %d (ask again for more)", self.name, from_seq,
-                        RESEND_MAX_EVENTS, first)
-        if self.resend_next is not None:  # one already running: widen it
-            first = min(first, self.resend_next)
-        first = self.resends.start(conn, first, max(horizon, self.resend_until))
-        self.resend_next, self.resend_until = first, max(horizon, self.resend_until)
+        # From where the backend asked (or a running resend's next seq, if lower), at most
+        # resend_max_events: a backend catching up asks again from where this one stops.
+        first = from_seq if self.resend_next is None else min(from_seq, self.resend_next)
+        limit = self.outbox.resend_max_events
+        first = self.resends.start(conn, first, min(horizon, first + limit - 1))
+        self.resend_next, self.resend_until = first, min(horizon, first + limit - 1)
+        if self.resend_until < horizon:
+            log.warning("outbox %s: resend from seq %d asked; resending %d events, up to seq "
+                        "%d (ask again from seq %d for more)", self.name, from_seq, limit,
+                        self.resend_until, self.resend_until + 1)
         log.info("outbox %s: resending seq %d-%d as the backend asked", self.name, first,
                  self.resend_until)
 
@@ -282,6 +283,7 @@ class Outbox:
                  on_backend_change: BackendListener | None = None,
                  known_unreachable: Iterable[str] = (),
                  resend_interval_s: float = RESEND_MIN_INTERVAL_S,
+                 resend_max_events: int = RESEND_MAX_EVENTS,
                  archives: ArchiveSource | None = None):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
         restart); their next delivery is reported to ``on_backend_change`` as a recovery.
@@ -292,6 +294,7 @@ class Outbox:
         self.idle_poll_s = idle_poll_s
         self.on_backend_change = on_backend_change
         self.resend_interval_s = resend_interval_s
+        self.resend_max_events = resend_max_events
         self._rand = rand
         self._stop = threading.Event()
         self._lock = threading.Lock()

@@ -232,3 +232,30 @@ def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal
         else "damaged or edited: its SHA-256 differs from the manifest"
     assert f"{damaged.name}: {problem}" in caplog.text
     assert f"events up to seq {table.archived_up_to} are archived and cannot be read" in caplog.text
+
+
+def test_a_resend_is_bounded_from_where_the_backend_asked_and_goes_on_when_asked_again(
+        tmp_path, caplog):
+    """At most resend_max_events per request, from the seq asked: a backend catching up from
+    seq 1 gets 1..N, then asks from N+1 (the last N events would leave it a gap forever)."""
+    table = ArchivingTable(tmp_path / "journal.sqlite")
+    sink = tmp_path / "sink.jsonl"
+    transport = create("file", {"path": str(sink)}, table=TABLE)
+    try:
+        with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
+                Outbox(table.path, [transport], idle_poll_s=0.05, resend_interval_s=0.1,
+                       resend_max_events=40) as outbox:
+            for seed in (1, 2):
+                table.shoe(seed)
+                table.archive(outbox)
+            assert table.archived_up_to > 80  # both windows come from the archives
+            delivered = len(sink.read_text().splitlines())
+            for ask, done in ((1, 40), (41, 80)):
+                transport.request_resend(ask)
+                wait_until(lambda d=done: f"resend done up to seq {d}" in caplog.text, 10,
+                           f"the resend from {ask}")
+                assert f"(ask again from seq {done + 1} for more)" in caplog.text
+    finally:
+        table.close()
+    resent = [json.loads(line)["seq"] for line in sink.read_text().splitlines()[delivered:]]
+    assert resent == list(range(1, 81))
