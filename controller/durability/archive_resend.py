@@ -105,18 +105,26 @@ def _linked_entries(directory: Path, base: ArchiveBase) -> list[dict[str, Any]]:
     if manifest is None:
         raise ArchiveError(f"{directory}: no archive manifest (records 1..{base.records} are "
                            "archived)")
-    entries = sorted((e for e in manifest["archives"]
-                      if isinstance(e, dict) and e.get("last_record", 0) <= base.records),
-                     key=lambda e: e.get("first_record", 0))
+    # Entries past the base are leftovers of an interrupted archive run (archive.py); an
+    # entry without a whole range leaves a gap the linking below names.
+    entries = sorted((e for e in manifest["archives"] if isinstance(e, dict)
+                      and isinstance(e.get("last_record"), int)
+                      and e["last_record"] <= base.records),
+                     key=lambda e: e["first_record"] if isinstance(e.get("first_record"), int)
+                     else 0)
     next_record, prev_hash, next_seq = 1, GENESIS_HASH, 1
     for entry in entries:
         if entry.get("first_record") != next_record or entry.get("prev_hash") != prev_hash \
                 or entry.get("first_seq") != next_seq:
             raise ArchiveError(f"{directory / MANIFEST_NAME}: {entry.get('file')} does not follow "
                                f"record {next_record - 1} of the archive before it")
-        next_record = int(entry["last_record"]) + 1
-        prev_hash = str(entry["last_hash"])
-        next_seq = int(entry["last_seq"]) + 1
+        try:
+            next_record = int(entry["last_record"]) + 1
+            prev_hash = str(entry["last_hash"])
+            next_seq = int(entry["last_seq"]) + 1
+        except (KeyError, TypeError, ValueError):
+            raise ArchiveError(f"{directory / MANIFEST_NAME}: {entry.get('file')}: its range "
+                               "is incomplete") from None
     if (next_record - 1, prev_hash, next_seq - 1) != (base.records, base.hash, base.seq):
         raise ArchiveError(f"{directory / MANIFEST_NAME}: the archives end at record "
                            f"{next_record - 1}, the journal's archive base is record "
@@ -194,7 +202,7 @@ class ResendReader:
         try:
             self._archived.extend(archived_events(self.source, conn, first, until,
                                                   self._checked))
-        except JournalError as exc:
+        except (JournalError, OSError) as exc:  # the live journal is still resent
             log.warning("outbox %s: resend from seq %d asked; events up to seq %d are archived "
                         "and cannot be read (%s); resending from seq %d (pokdeng-table journal "
                         "export --archives has them)", self.transport, first, base.seq, exc,
