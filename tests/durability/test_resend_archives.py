@@ -189,9 +189,9 @@ def edit_an_event(archive: Path) -> int:
     return int(record["n"])
 
 
-@pytest.mark.parametrize("manifest_too", [False, True], ids=["file", "file-and-manifest"])
+@pytest.mark.parametrize("damage", ["file", "file-and-manifest", "manifest-range"])
 def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal(
-        tmp_path, caplog, manifest_too):
+        tmp_path, caplog, damage):
     table = ArchivingTable(tmp_path / "journal.sqlite", KEY)
     sink = tmp_path / "sink.jsonl"
     transport = create("file", {"path": str(sink)}, table=TABLE)
@@ -216,11 +216,19 @@ def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal
             manifest_path = directory / MANIFEST_NAME
             manifest = json.loads(manifest_path.read_text())
             damaged = directory / manifest["archives"][1]["file"]
-            record = edit_an_event(damaged)
-            if manifest_too:  # someone who also fixed the manifest's SHA-256
+            if damage == "manifest-range":  # an entry that lost its end
+                del manifest["archives"][1]["last_hash"]
+                problem = f"{MANIFEST_NAME}: {damaged.name}: its range is incomplete"
+            else:
+                record = edit_an_event(damaged)
+                problem = f"{damaged.name}: damaged or edited: its SHA-256 differs from the " \
+                    "manifest"
+            if damage == "file-and-manifest":  # someone who also fixed the manifest's SHA-256
                 manifest["archives"][1]["sha256"] = hashlib.sha256(
                     damaged.read_bytes()).hexdigest()
-                manifest_path.write_text(json.dumps(manifest))
+                problem = f"{damaged.name}: record {record}: hash does not match the record's " \
+                    "contents"
+            manifest_path.write_text(json.dumps(manifest))
             transport.request_resend(1)
             wait_until(lambda: caplog.text.count(f"resend done up to seq {horizon}") == 2, 10,
                        "the second resend")
@@ -228,9 +236,7 @@ def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal
         table.close()
     resent = [json.loads(line)["seq"] for line in sink.read_text().splitlines()[whole:]]
     assert resent == list(range(table.archived_up_to + 1, horizon + 1))
-    problem = f"record {record}: hash does not match the record's contents" if manifest_too \
-        else "damaged or edited: its SHA-256 differs from the manifest"
-    assert f"{damaged.name}: {problem}" in caplog.text
+    assert problem in caplog.text
     assert f"events up to seq {table.archived_up_to} are archived and cannot be read" in caplog.text
 
 
