@@ -4,10 +4,17 @@ wrap these are in tests/conftest.py).
 
 ``WebhookBackend`` is a threading ``http.server`` that checks each request with the backend
 verifier published in docs/durability.md (signature and time window), records every event it
-accepts (in arrival order), counts repeats, checks that a repeated id always carries the same
-body, and stores each event once as that verifier's de-duplication says. It can be told to
+accepts (in arrival order), counts repeats, and stores each event once as that verifier's
+de-duplication says, keeping the ids it reports as repeated with another body. It can be told to
 answer with a status, drop connections, stall, or go away entirely (connection refused) and
 come back on the same port.
+
+Each ``WebhookBackend`` listens on a path of its own (``/events/<random token>``) and answers
+any other path 404 without recording it (``strays`` counts them). The port is the kernel's
+pick and is handed out again once freed: a table of an earlier test (or another checkout's
+run on the same machine) whose outbox still retries its old URL, with the same table id and
+test secret, would otherwise land its events here, and same ids with other bodies look
+exactly like a table re-issuing ids.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -71,10 +79,10 @@ class WebhookBackend:
         self.lock = threading.Lock()
         self.events: list[dict[str, Any]] = []       # every accepted event, repeats included
         self.stored: list[dict[str, Any]] = []       # each event once, in first-seen order
-        self.seen: set[str] = set()                   # the stored ids
-        self.bodies: dict[str, str] = {}              # id -> canonical body first seen
+        self.seen: dict[str, str] = {}                # stored id -> its canonical body
         self.conflicts: list[str] = []                # ids that came back with another body
         self.requests = 0
+        self.strays = 0                               # requests for another backend's path
         self.bad_signatures = 0
         self.truncated = 0                            # requests cut short by a dying client
         self.idempotency_keys: list[str] = []
@@ -87,12 +95,13 @@ class WebhookBackend:
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
         self.port = port
+        self.path = f"/events/{secrets.token_hex(8)}"  # this backend's own; see the module doc
         self.up()
 
     # -- control ------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/events"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     def up(self) -> None:
         backend = self
@@ -150,6 +159,11 @@ class WebhookBackend:
             with self.lock:
                 self.truncated += 1
             return
+        if handler.path != self.path:  # a table that was sending to an earlier backend
+            with self.lock:
+                self.strays += 1
+            self._reply(handler, 404, b'{"error":"not this backend"}')
+            return
         with self.lock:
             self.requests += 1
             self.last_request = (dict(handler.headers), body)
@@ -176,13 +190,10 @@ class WebhookBackend:
         batch = json.loads(body)
         with self.received:
             self.idempotency_keys.append(handler.headers.get("Idempotency-Key", ""))
-            for event in batch["events"]:
-                text = json.dumps(event, sort_keys=True)
-                first = self.bodies.setdefault(event["id"], text)
-                if first != text:
-                    self.conflicts.append(event["id"])
-                self.events.append(event)
-            self.stored += documented_verifier().new_events(batch["events"], self.seen)
+            self.events += batch["events"]
+            fresh, conflicts = documented_verifier().new_events(batch["events"], self.seen)
+            self.stored += fresh
+            self.conflicts += conflicts
             self.received.notify_all()
             extra, self.reply_extra = self.reply_extra, {}
         self._reply(handler, 200, json.dumps({"ok": True, **extra}).encode())

@@ -49,6 +49,31 @@ def _betting_open_before(conn: sqlite3.Connection, n: int) -> bool:
     return closed is None
 
 
+class Anchoring:
+    """Adds each event's anchor where the chain allows one, event by event in journal order
+    (the rule of the module's doc). ``betting_open``: whether a round's betting window is
+    open just before the first event given."""
+
+    def __init__(self, keyed: bool, betting_open: bool = False):
+        self.keyed = keyed
+        self.betting_open = betting_open
+
+    def add(self, event: dict[str, Any], n: int, digest: str) -> dict[str, Any]:
+        """``event`` (journal record ``n``, hash ``digest``), anchored unless it is sealed."""
+        if not self.keyed:
+            kind = event.get("type")
+            if kind == "round_opened":  # its record chains over closed rounds only
+                sealed, self.betting_open = False, True
+            elif kind in BETTING_ENDS:
+                sealed, self.betting_open = False, False
+            else:
+                sealed = self.betting_open
+            if sealed:
+                return event
+        event["anchor"] = anchor_of(n, digest)
+        return event
+
+
 def anchored_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[dict[str, Any]]:
     """Events with seq greater than ``seq`` (at most ``limit``), each with its anchor where the
     chain allows one (see the module's doc)."""
@@ -56,24 +81,9 @@ def anchored_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> lis
     rows = conn.execute(
         "SELECT n, body, hash FROM records WHERE event_seq > ? ORDER BY event_seq LIMIT ?",
         (seq, limit)).fetchall()
-    events = []
     betting_open = False if keyed or not rows else _betting_open_before(conn, rows[0][0])
-    for n, body, digest in rows:
-        event = json.loads(body)
-        if not keyed:
-            kind = event.get("type")
-            if kind == "round_opened":  # its record chains over closed rounds only
-                sealed, betting_open = False, True
-            elif kind in BETTING_ENDS:
-                sealed, betting_open = False, False
-            else:
-                sealed = betting_open
-            if sealed:
-                events.append(event)
-                continue
-        event["anchor"] = anchor_of(n, digest)
-        events.append(event)
-    return events
+    anchoring = Anchoring(keyed, betting_open)
+    return [anchoring.add(json.loads(body), n, digest) for n, body, digest in rows]
 
 
 def strip_anchor(event: dict[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,10 @@ while it lasts ("refused" for a backend that refuses us) and clears it on recove
 record have it), and again when it delivers.
 
 A backend may ask for events again (``Transport.request_resend``): the outbox resends them
-from the journal, at most ``RESEND_MAX_EVENTS`` per request and one request per
-``RESEND_MIN_INTERVAL_S``, and never past what it had already delivered when asked (the
-published horizon), so a resend can show nothing new.
+from the journal and, for archived shoes, from the checked archives (archive_resend.py), at
+most ``RESEND_MAX_EVENTS`` per request and one request per ``RESEND_MIN_INTERVAL_S``, and
+never past what it had already delivered when asked (the published horizon), so a resend
+can show nothing new.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.durability.anchors import anchored_events_after
+from controller.durability.archive_resend import ArchiveSource, ResendReader
 from controller.durability.journal import JournalError, connect, read_base
 from controller.transports import Transport, TransportError
 
@@ -85,6 +87,7 @@ class _Worker:
         self.next_resend_at = 0.0
         self.resend_next: int | None = None      # resending seq resend_next..resend_until
         self.resend_until = 0
+        self.resends = ResendReader(outbox.archives, self.name)
         self.thread = threading.Thread(target=self._main, name=f"outbox-{self.name}",
                                        daemon=True)
 
@@ -142,9 +145,8 @@ class _Worker:
         """A resend's next events while one runs, else the events after the delivered seq;
         each with its journal record's anchor where sealing allows (anchors.py)."""
         if self.resend_next is not None:
-            events = [e for e in anchored_events_after(conn, self.resend_next - 1,
-                                                       self.transport.batch_max)
-                      if e["seq"] <= self.resend_until]
+            events = self.resends.batch(conn, self.resend_next, self.resend_until,
+                                        self.transport.batch_max)
             if events:
                 return events
             log.info("outbox %s: resend done up to seq %d", self.name, self.resend_until)
@@ -259,20 +261,16 @@ class _Worker:
             log.info("outbox %s: resend from seq %d asked; nothing to resend: published up to "
                      "seq %d, the rest follows in order", self.name, from_seq, horizon)
             return
-        first = max(from_seq, horizon - RESEND_MAX_EVENTS + 1)
-        if first > from_seq:
-            log.warning("outbox %s: resend from seq %d asked; resending only the last %d "
-                        "events, from seq %d (ask again for more)", self.name, from_seq,
-                        RESEND_MAX_EVENTS, first)
-        base = read_base(conn)
-        if base is not None and first <= base.seq:
-            log.warning("outbox %s: resend from seq %d asked; events up to seq %d are archived "
-                        "(pokdeng-table journal export --archives); resending from seq %d",
-                        self.name, first, base.seq, base.seq + 1)
-            first = base.seq + 1
-        if self.resend_next is not None:  # one already running: widen it
-            first = min(first, self.resend_next)
-        self.resend_next, self.resend_until = first, max(horizon, self.resend_until)
+        # From where the backend asked (or a running resend's next seq, if lower), at most
+        # resend_max_events: a backend catching up asks again from where this one stops.
+        first = from_seq if self.resend_next is None else min(from_seq, self.resend_next)
+        limit = self.outbox.resend_max_events
+        first = self.resends.start(conn, first, min(horizon, first + limit - 1))
+        self.resend_next, self.resend_until = first, min(horizon, first + limit - 1)
+        if self.resend_until < horizon:
+            log.warning("outbox %s: resend from seq %d asked; resending %d events, up to seq "
+                        "%d (ask again from seq %d for more)", self.name, from_seq, limit,
+                        self.resend_until, self.resend_until + 1)
         log.info("outbox %s: resending seq %d-%d as the backend asked", self.name, first,
                  self.resend_until)
 
@@ -284,13 +282,19 @@ class Outbox:
                  idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
                  on_backend_change: BackendListener | None = None,
                  known_unreachable: Iterable[str] = (),
-                 resend_interval_s: float = RESEND_MIN_INTERVAL_S):
+                 resend_interval_s: float = RESEND_MIN_INTERVAL_S,
+                 resend_max_events: int = RESEND_MAX_EVENTS,
+                 archives: ArchiveSource | None = None):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
-        restart); their next delivery is reported to ``on_backend_change`` as a recovery."""
+        restart); their next delivery is reported to ``on_backend_change`` as a recovery.
+        ``archives``: where resends find archived shoes (default: beside the journal, plain
+        chain; a keyed journal's needs its key)."""
         self.path = Path(journal_path)
+        self.archives = archives or ArchiveSource.beside(self.path)
         self.idle_poll_s = idle_poll_s
         self.on_backend_change = on_backend_change
         self.resend_interval_s = resend_interval_s
+        self.resend_max_events = resend_max_events
         self._rand = rand
         self._stop = threading.Event()
         self._lock = threading.Lock()

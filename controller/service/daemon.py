@@ -50,6 +50,7 @@ import structlog
 from controller import __version__
 from controller import transports as transport_module
 from controller.display.server import DisplayServer
+from controller.durability.archive_resend import ArchiveSource
 from controller.durability.journal import Journal, JournalCorrupt, JournalError, verify_file
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover, recover_report
@@ -307,10 +308,15 @@ class Daemon:
         if transports is None:
             transports = build_transports(self.config)
         assert self.machine is not None
+        assert self.journal is not None
         recorded_down = dict(self.machine.backends_unreachable)
+        # Resends reach archived shoes through the archives retention writes, checked with
+        # the journal's own key.
+        archives = ArchiveSource.beside(self.config.journal_path, self.config.journal.archive_dir,
+                                        self.journal.chain.key)
         outbox = Outbox(self.config.journal_path, transports,
                         on_backend_change=self._backend_changed,
-                        known_unreachable=recorded_down)
+                        known_unreachable=recorded_down, archives=archives)
         for name in sorted(set(recorded_down) - {t.name for t in transports}):
             # recorded unreachable, now gone from the config: nothing will report it back
             self.post(BackendStatus(0.0, name, True, "no longer configured"))

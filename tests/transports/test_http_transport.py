@@ -14,9 +14,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from controller.durability.anchors import strip_anchor
+from controller.durability.journal import Journal
+from controller.durability.outbox import Outbox
 from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
-from support.journal_helpers import TABLE, event
+from controller.transports.signing import signed_now
+from support.journal_helpers import TABLE, event, fill
+from support.waiting import wait_until
 from testkit.backends import documented_verifier, make_certificate
 
 
@@ -145,6 +150,50 @@ def test_refused_connection_and_timeout_are_transient(webhook, webhook_secret):
         webhook.down()
         with pytest.raises(TransientError, match="ConnectionRefused"):
             t.deliver([event(1)])
+
+
+def test_a_reply_slower_than_timeout_s_brings_the_batch_twice_and_the_verifier_stores_it_once(
+        webhook, webhook_secret, tmp_path):
+    """docs/backend.md: a reply slower than timeout_s makes the whole batch come again. The
+    real webhook stores the first attempt and answers it after the table gave up; the table
+    sends the same batch again; the documented verifier stores each event once."""
+    journal = Journal(tmp_path / "journal.db")
+    written = fill(journal, 12)
+    webhook.stall_s = 1.0
+    webhook.fail_with = ["stall"]  # the first request only
+    table_side = create("http", {"url": webhook.url, "secret_file": str(webhook_secret),
+                                 "allow_insecure": True, "timeout_s": 0.3, "batch_max": 100,
+                                 "backoff_initial_s": 0.01, "backoff_max_s": 0.05},
+                        table=TABLE)
+    try:
+        with Outbox(journal.path, [table_side]) as outbox:
+            assert outbox.wait_delivered(written[-1]["seq"], 10)
+            wait_until(lambda: len(webhook.events) == 2 * len(written), 5,
+                       "the stalled first attempt to be stored too")
+    finally:
+        journal.close()
+    key = f"{TABLE}:1-{len(written)}"
+    assert webhook.idempotency_keys == [key, key]          # the whole batch, twice
+    assert webhook.repeats() == len(written)
+    assert webhook.events[:len(written)] == webhook.events[len(written):]  # the same bodies
+    assert [strip_anchor(e) for e in webhook.stored] == written  # each event once, in order
+    assert webhook.conflicts == [] and webhook.bad_signatures == 0
+
+    # The same id with another body is the one thing a repeat may never be: the verifier names
+    # it, and the first body stands.
+    changed = {**webhook.stored[3], "data": {"index": 99, "target": "P5"}}
+    body = encode_batch(TABLE, [changed])
+    parts = urlsplit(webhook.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    try:
+        conn.request("POST", parts.path, body=body, headers={
+            "Content-Type": "application/json",
+            **signed_now(webhook_secret.read_bytes().rstrip(b"\n"), body)})
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+    assert webhook.conflicts == [changed["id"]]
+    assert [strip_anchor(e) for e in webhook.stored] == written
 
 
 def test_secret_from_a_systemd_credential(webhook, webhook_secret, tmp_path, monkeypatch):

@@ -285,12 +285,14 @@ def secret_file(tmp_path) -> Path:
 def verified(messages: list[tuple[bytes, dict[str, str]]]) -> list[dict]:
     """The events a backend running the documented verifier stores, each once; every message
     must carry a good signature, and nothing but the timestamp and the signature."""
-    verifier, seen, stored = documented_verifier(), set(), []
+    verifier, seen, stored = documented_verifier(), {}, []
     for payload, properties in messages:
         assert set(properties) == {"x-pokdeng-timestamp", "x-pokdeng-signature"}
         assert verifier.signature_ok(SECRET, properties["x-pokdeng-timestamp"],
                                      properties["x-pokdeng-signature"], payload, time.time())
-        stored += verifier.new_events([json.loads(payload)], seen)
+        fresh, conflicts = verifier.new_events([json.loads(payload)], seen)
+        assert conflicts == []
+        stored += fresh
     return stored
 
 
