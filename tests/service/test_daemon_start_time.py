@@ -25,7 +25,9 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
@@ -127,14 +129,8 @@ def test_sigkill_mid_round_on_a_big_journal_restarts_with_the_same_events(
     daemon = Started(directory, panel)
     try:
         panel.wait_connected()
-        panel.send("new_shoe")
-        wait_status(daemon.client, lambda s: s["state"] == "awaiting_flip")
-        shoe.send_card("5H")
-        for card in ("2C", "3C", "4C", "6C", "7C"):
-            shoe.send_card(card)
-        wait_status(daemon.client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(daemon.client, lambda s: s["state"] == "betting")
+        open_shoe(daemon.client, panel, shoe)
+        start_round(daemon.client, panel)
         for card in ("8D", "KD", "QS", "2H"):
             shoe.send_card(card)
         wait_status(daemon.client, lambda s: s.get("cards_dealt", 0) >= 3 or

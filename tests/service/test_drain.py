@@ -21,13 +21,14 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
 from support.waiting import wait_until
 
-FLIP, BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")
 ROUND = ("8D", "KD", "QS", "JH", "9C", "2D", "3H", "4S", "5C", "6D", "7H", "8S", "TC")
 
 
@@ -51,13 +52,8 @@ def test_drain_finishes_the_round_refuses_the_next_and_survives_a_restart(
         notify.wait_for("READY", "1")
         panel.wait_connected()
         wait_status(client, lambda s: s["devices"].get("shoe") is True)
-        panel.send("new_shoe")
-        wait_status(client, lambda s: s["state"] == "awaiting_flip")
-        for card in (FLIP, *BURNS):
-            shoe.send_card(card)
-        wait_status(client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(client, lambda s: s["betting_open"])
+        open_shoe(client, panel, shoe)
+        start_round(client, panel)
         for card in ROUND[:3]:
             shoe.send_card(card)
         wait_status(client, lambda s: s["cards_dealt"] == 3)

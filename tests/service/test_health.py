@@ -17,18 +17,21 @@ from controller.table.inputs import Button, CardScan, Supervisor
 from controller.table.machine import MachineSettings, TableMachine
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
+    BURNS,
+    FLIP,
     LinePanelPty,
     NotifyListener,
     cli,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
 from support.health_helpers import HealthSubscriber, health_validator
 from support.sealing import Leaks
 
-FLIP, BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")
 DEALT = ("8D", "KD", "QS", "JH")  # the round's burn and first hands: sealed
 
 DELIVERY = {"file": {"delivered_seq": 3, "backlog": 2, "oldest_age_s": 1.5, "state": "running",
@@ -126,13 +129,8 @@ def test_the_daemon_publishes_its_health_retained(
 
         panel.wait_connected()
         wait_status(client, lambda s: s["devices"].get("shoe") is True)
-        panel.send("new_shoe")
-        wait_status(client, lambda s: s["state"] == "awaiting_flip")
-        for card in (FLIP, *BURNS):
-            shoe.send_card(card)
-        wait_status(client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(client, lambda s: s["betting_open"])
+        open_shoe(client, panel, shoe)
+        start_round(client, panel)
         sealed_from = len(watching.messages)
         for card in DEALT:
             leaks.add_card(card)

@@ -17,7 +17,9 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
@@ -52,13 +54,8 @@ def test_a_resend_during_open_betting_sends_nothing_new(
     try:
         notify.wait_for("READY", "1")
         panel.wait_connected()
-        panel.send("new_shoe")
-        wait_status(client, lambda s: s["state"] == "awaiting_flip")
-        for card in (FLIP, *BURNS):
-            shoe.send_card(card)
-        wait_status(client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(client, lambda s: s["betting_open"])
+        open_shoe(client, panel, shoe, (FLIP, *BURNS))
+        start_round(client, panel)
         for card in SEALED:
             leaks.add_card(card)
             shoe.send_card(card)

@@ -20,7 +20,9 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
@@ -46,13 +48,8 @@ def test_a_tag_read_before_a_kill_is_a_duplicate_after_the_restart(short_dir: Pa
         notify.wait_for("READY", "1")
         panel.wait_connected()
         wait_status(client, lambda s: s["devices"].get("shoe") is True)
-        panel.send("new_shoe")
-        wait_status(client, lambda s: s["state"] == "awaiting_flip")
-        for card in ("AS", "2S"):  # the flip card orders one burn
-            shoe.send_card(card)
-        wait_status(client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(client, lambda s: s["state"] == "betting")
+        open_shoe(client, panel, shoe, ("AS", "2S"))  # the flip card orders one burn
+        start_round(client, panel)
         for card in ("KD", "3H"):
             shoe.send_card(card)
         before = wait_status(client, lambda s: s["cards_dealt"] == 2)

@@ -22,7 +22,9 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    open_shoe,
     start_daemon,
+    start_round,
     stop_daemon,
     wait_status,
 )
@@ -50,13 +52,8 @@ def test_supervisor_reveals_the_hands_of_a_table_that_lost_its_panel(
         early = cli("supervisor", "--socket", sock, "reveal")
         assert early.returncode == 1
         assert early.stderr.startswith("refused: nothing to reveal yet: ")
-        panel.send("new_shoe")
-        wait_status(client, lambda s: s["state"] == "awaiting_flip")
-        for card in SETUP:
-            shoe.send_card(card)
-        wait_status(client, lambda s: s["state"] == "ready")
-        panel.send("start_round")
-        wait_status(client, lambda s: s["state"] == "betting")
+        open_shoe(client, panel, shoe, SETUP)
+        start_round(client, panel)
         for card in ROUND:
             shoe.send_card(card)
         wait_status(client, lambda s: s["state"] == "revealing", timeout=20)

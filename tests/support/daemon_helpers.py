@@ -90,6 +90,10 @@ class LinePanelPty:
         os.write(self.master, line.encode() + b"\n")
 
     def close(self) -> None:
+        """Close both ends, once: a test that unplugs the panel closes it before the fixture
+        does, and closing a descriptor number twice closes whatever reused it meanwhile."""
+        if self._closed:
+            return
         self._closed = True
         self._thread.join(2)
         os.close(self.master)
@@ -160,6 +164,27 @@ def wait_status(client: ControlClient, predicate: Callable[[dict[str, Any]], boo
 
     return wait_until(matched, timeout, "the status to match", interval=0.03,
                       details=lambda: f"last: {json.dumps(last)[:2000]}")
+
+
+#: a flip card that orders five burns, and those burns: no round is open, nothing is sealed
+FLIP, BURNS = "5H", ("2C", "3C", "4C", "6C", "7C")
+
+
+def open_shoe(client: ControlClient, panel: Any, shoe: Any,
+              flip_and_burns: tuple[str, ...] = (FLIP, *BURNS)) -> dict[str, Any]:
+    """Press NEW SHOE on the panel and draw the flip card and its burns from the shoe: the
+    table is ready for its first round (the status that says so is returned)."""
+    panel.send("new_shoe")
+    wait_status(client, lambda s: s["state"] == "awaiting_flip")
+    for card in flip_and_burns:
+        shoe.send_card(card)
+    return wait_status(client, lambda s: s["state"] == "ready")
+
+
+def start_round(client: ControlClient, panel: Any) -> dict[str, Any]:
+    """Press START ROUND: betting opens (the status that says so is returned)."""
+    panel.send("start_round")
+    return wait_status(client, lambda s: s["betting_open"])
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
