@@ -510,6 +510,23 @@ def verify_connection(conn: sqlite3.Connection, key: bytes | None = None,
             conn.execute("ROLLBACK")
 
 
+def link_problem(chain: ChainHash, next_n: int, prev: str, n: Any, kind: Any, event_seq: Any,
+                 written: Any, body: Any, prev_hash: Any, digest: Any) -> str | None:
+    """Why a record does not hold as the next link of the chain (None when it does): its
+    number, its ``prev_hash``, its columns' types and its hash. The one rule the live journal,
+    its archives and recovery share; what a record's body must say comes after it."""
+    if n != next_n:
+        return f"missing: the next record is {n}"
+    if prev_hash != prev:
+        return "prev_hash does not match the hash of the record before it"
+    if not isinstance(body, str) or not isinstance(written, float) \
+            or kind not in ("input", "event") or not isinstance(prev_hash, str):
+        return "a column holds a value of the wrong type"
+    if chain.digest(n, kind, event_seq, written, prev_hash, body) != digest:
+        return "hash does not match the record's contents"
+    return None
+
+
 class ChainWalker:
     """Checks records one after another against the chain; shared by the live journal and its
     archives, so both are held to exactly the same rules.
@@ -531,15 +548,10 @@ class ChainWalker:
 
     def check(self, n: Any, kind: Any, event_seq: Any, written: Any, body: Any,
               prev_hash: Any, digest: Any) -> str | None:
-        if n != self.next_n:
-            return f"missing: the next record is {n}"
-        if prev_hash != self.prev:
-            return "prev_hash does not match the hash of the record before it"
-        if not isinstance(body, str) or not isinstance(written, float) \
-                or kind not in ("input", "event") or not isinstance(prev_hash, str):
-            return "a column holds a value of the wrong type"
-        if self.chain.digest(n, kind, event_seq, written, prev_hash, body) != digest:
-            return "hash does not match the record's contents"
+        problem = link_problem(self.chain, self.next_n, self.prev, n, kind, event_seq, written,
+                               body, prev_hash, digest)
+        if problem is not None:
+            return problem
         try:
             obj = json.loads(body)
         except ValueError:

@@ -33,6 +33,7 @@ from controller.durability.journal import (
     JournalError,
     VerifyResult,
     canonical_json,
+    link_problem,
     read_base,
     verify_connection,
 )
@@ -225,15 +226,10 @@ class _Tail:
 
     def _check(self, n: Any, kind: Any, event_seq: Any, written: Any, body: Any,
                prev_hash: Any, digest: Any) -> str | None:
-        if n != self.next_n:
-            return f"missing: the next record is {n}"
-        if prev_hash != self.prev:
-            return "prev_hash does not match the hash of the record before it"
-        if not isinstance(body, str) or not isinstance(written, float) \
-                or kind not in ("input", "event") or not isinstance(prev_hash, str):
-            return "a column holds a value of the wrong type"
-        if self.journal.chain.digest(n, kind, event_seq, written, prev_hash, body) != digest:
-            return "hash does not match the record's contents"
+        problem = link_problem(self.journal.chain, self.next_n, self.prev, n, kind, event_seq,
+                               written, body, prev_hash, digest)
+        if problem is not None:
+            return problem
         if kind == "input":
             if event_seq is not None:
                 return "input record carries an event seq"
