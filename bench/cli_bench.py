@@ -71,24 +71,13 @@ def environment(repo: Path, pycache: Path) -> dict[str, str]:
 @contextmanager
 def running_daemon(repo: Path, work: Path, env: dict[str, str]) -> Iterator[Path]:
     """``pokdeng-table run`` of ``repo`` on simulated devices, READY; yields its socket."""
-    import yaml
-
     from bench.daemon_bench import wait_ready
-    from controller.service.control_access import own_group
+    from bench.measuring import write_table_config
     from drivers.sim.shoe import ShoeSimulator
 
     shoe = ShoeSimulator(work / "shoe", "beetek").start()
     master, slave = os.openpty()
-    config = work / "table.yaml"
-    config.write_text(yaml.safe_dump({
-        "table": {"id": "BENCH"},
-        "state_dir": str(work / "state"),
-        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
-        "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
-        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
-        "transports": {"file": {"path": str(work / "events.jsonl")}},
-        "logging": {"level": "warning", "format": "json"},
-    }))
+    config = write_table_config(work, os.ttyname(slave), level="warning")
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(work / "notify"))
     log = open(work / "daemon.log", "ab")

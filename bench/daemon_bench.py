@@ -28,12 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller.service.control_access import own_group  # noqa: E402
+from bench.measuring import idle_figures, write_table_config  # noqa: E402
 from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 
 
@@ -54,33 +52,12 @@ def drain(sock: socket.socket) -> None:
         return
 
 
-def proc_figures(pid: int) -> tuple[float, int, int]:
-    """(cpu seconds, VmRSS kB, VmHWM kB) of a process."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(stat[11]) + int(stat[12])) / ticks
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.split()[0] if value.split() else ""
-    return cpu, int(fields["VmRSS"]), int(fields["VmHWM"])
-
-
 def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
     """Start-to-READY times over ``starts`` starts, then idle RSS and CPU over ``seconds``."""
     work = Path(tempfile.mkdtemp(prefix="pdb-", dir="/tmp"))
     shoe = ShoeSimulator(work / "shoe", "beetek").start()
     master, slave = os.openpty()
-    config = work / "table.yaml"
-    config.write_text(yaml.safe_dump({
-        "table": {"id": "BENCH"},
-        "state_dir": str(work / "state"),
-        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
-        "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
-        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
-        "transports": {"file": {"path": str(work / "events.jsonl")}},
-        "logging": {"level": "info", "format": "json"},
-    }))
+    config = write_table_config(work, os.ttyname(slave))
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(work / "notify"))
     env = {**os.environ, "NOTIFY_SOCKET": str(work / "notify"), "WATCHDOG_USEC": "10000000"}
@@ -102,14 +79,7 @@ def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
         # Read the notify socket from now on, as systemd does (WATCHDOG=1, STATUS=).
         threading.Thread(target=drain, args=(notify,), daemon=True).start()
         time.sleep(1.0)  # let start-up settle (drivers connect, first status)
-        cpu0, _, _ = proc_figures(proc.pid)
-        t0 = time.monotonic()
-        rss_samples = []
-        while time.monotonic() - t0 < seconds:
-            time.sleep(min(1.0, seconds))
-            rss_samples.append(proc_figures(proc.pid)[1])
-        cpu1, rss, hwm = proc_figures(proc.pid)
-        elapsed = time.monotonic() - t0
+        idle = idle_figures(proc.pid, seconds)
         proc.terminate()
         status = proc.wait(20)
     finally:
@@ -122,10 +92,7 @@ def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
     return {
         "starts": len(ready_times), "ready_first_s": ready_times[0],
         "ready_median_s": statistics.median(ready_times), "ready_max_s": max(ready_times),
-        "idle_seconds": elapsed, "rss_mb": rss / 1024,
-        "rss_max_sampled_mb": max(rss_samples) / 1024,
-        "hwm_mb": hwm / 1024, "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed,
-        "stop_exit_status": status,
+        **idle, "stop_exit_status": status,
     }
 
 

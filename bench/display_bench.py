@@ -31,14 +31,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_bench import drain, proc_figures, wait_ready  # noqa: E402
-from bench.measuring import percentile  # noqa: E402
-from controller.service.control_access import own_group  # noqa: E402
+from bench.daemon_bench import drain, wait_ready  # noqa: E402
+from bench.measuring import (  # noqa: E402
+    idle_figures,
+    percentile,  # noqa: E402
+    write_table_config,
+)
 from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 
 CLIENTS = 2
@@ -97,17 +98,8 @@ def measure(seconds: float = 20.0, presses: int = 20) -> dict[str, Any]:
     shoe = ShoeSimulator(work / "shoe", "beetek").start()
     master, slave = os.openpty()
     port = free_port()
-    config = work / "table.yaml"
-    config.write_text(yaml.safe_dump({
-        "table": {"id": "BENCH"},
-        "state_dir": str(work / "state"),
-        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
-        "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
-        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
-        "transports": {"file": {"path": str(work / "events.jsonl")}},
-        "logging": {"level": "info", "format": "json"},
-        "display": {"listen": f"127.0.0.1:{port}"},
-    }))
+    config = write_table_config(work, os.ttyname(slave),
+                                display={"listen": f"127.0.0.1:{port}"})
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(work / "notify"))
     env = {**os.environ, "NOTIFY_SOCKET": str(work / "notify"), "WATCHDOG_USEC": "10000000"}
@@ -132,14 +124,7 @@ def measure(seconds: float = 20.0, presses: int = 20) -> dict[str, Any]:
             latencies.append((max(arrived) - began) * 1000)
             time.sleep(0.05)
         time.sleep(1.0)  # settle
-        cpu0, _, _ = proc_figures(proc.pid)
-        t0 = time.monotonic()
-        rss_samples = []
-        while time.monotonic() - t0 < seconds:
-            time.sleep(min(1.0, seconds))
-            rss_samples.append(proc_figures(proc.pid)[1])
-        cpu1, rss, hwm = proc_figures(proc.pid)
-        elapsed = time.monotonic() - t0
+        idle = idle_figures(proc.pid, seconds)
         heard = min(len(c.states) for c in clients)
     finally:
         for client in clients:
@@ -153,9 +138,7 @@ def measure(seconds: float = 20.0, presses: int = 20) -> dict[str, Any]:
         os.close(slave)
     shutil.rmtree(work, ignore_errors=True)
     return {
-        "clients": CLIENTS, "idle_seconds": elapsed, "rss_mb": rss / 1024,
-        "rss_max_sampled_mb": max(rss_samples) / 1024, "hwm_mb": hwm / 1024,
-        "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed, "presses": presses,
+        "clients": CLIENTS, **idle, "presses": presses,
         "press_to_page_p50_ms": percentile(latencies, 50),
         "press_to_page_max_ms": max(latencies), "statuses_heard": heard,
         "stop_exit_status": status,

@@ -1,10 +1,14 @@
-"""What the benchmark scripts share: a sink that timestamps what drivers post, percentiles."""
+"""What the benchmark scripts share: a sink that timestamps what drivers post, percentiles, the
+config of a simulated table for a real daemon, and a daemon's idle figures from /proc."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 
 def percentile(values: list[float], percent: float) -> float:
@@ -38,3 +42,54 @@ class TimedSink:
             if not self.cond.wait_for(lambda: len(matching()) >= n, timeout):
                 raise SystemExit(f"timed out after {timeout:g} s waiting for {n} inputs")
             return matching()[n - 1]
+
+
+def write_table_config(work: Path, panel_tty: str, level: str = "info",
+                       **sections: Any) -> Path:
+    """``work/table.yaml``: a table on a simulated Bee-Tek shoe at ``work/shoe`` and a line panel
+    on ``panel_tty``, its state, socket and events file in ``work``; ``sections`` add to it
+    (``display=…``)."""
+    import yaml
+
+    from controller.service.control_access import own_group
+
+    config = work / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "table": {"id": "BENCH"},
+        "state_dir": str(work / "state"),
+        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
+        "panel": {"driver": "line_panel", "url": panel_tty},
+        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
+        "transports": {"file": {"path": str(work / "events.jsonl")}},
+        "logging": {"level": level, "format": "json"},
+        **sections,
+    }))
+    return config
+
+
+def proc_figures(pid: int) -> tuple[float, int, int]:
+    """CPU seconds (user + system), VmRSS and VmHWM in kB of a process, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(stat[11]) + int(stat[12])) / ticks
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.split()[0] if value.split() else ""
+    return cpu, int(fields["VmRSS"]), int(fields["VmHWM"])
+
+
+def idle_figures(pid: int, seconds: float) -> dict[str, float]:
+    """A process left alone for ``seconds``: its CPU share and memory (RSS sampled each second,
+    at the end, and its peak)."""
+    cpu0, _, _ = proc_figures(pid)
+    began = time.monotonic()
+    rss_samples = []
+    while time.monotonic() - began < seconds:
+        time.sleep(min(1.0, seconds))
+        rss_samples.append(proc_figures(pid)[1])
+    cpu1, rss, hwm = proc_figures(pid)
+    elapsed = time.monotonic() - began
+    return {"idle_seconds": elapsed, "rss_mb": rss / 1024,
+            "rss_max_sampled_mb": max(rss_samples) / 1024, "hwm_mb": hwm / 1024,
+            "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed}
