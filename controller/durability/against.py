@@ -23,8 +23,7 @@ from typing import Any
 from controller.durability.anchors import strip_anchor
 from controller.durability.archive import (
     archive_dir_for,
-    load_manifest,
-    read_archive,
+    archived_event_records,
     verify_with_archives,
 )
 from controller.durability.journal import (
@@ -32,7 +31,6 @@ from controller.durability.journal import (
     JournalKeyError,
     canonical_json,
     open_read_only,
-    read_base,
 )
 from controller.durability.recovery import first_difference
 
@@ -108,21 +106,8 @@ def _events_of(path: Path, number: int, line: str) -> list[dict[str, Any]]:
 
 def journal_events(journal_path: Path, archive_dir: Path) -> Iterator[tuple[int, int, str, str]]:
     """(record, seq, body, hash) of every event, archived ones first, in seq order."""
-    conn = open_read_only(journal_path)
-    try:
-        base = read_base(conn)
-    finally:
-        conn.close()
-    archived = 0 if base is None else base.records
-    manifest = load_manifest(archive_dir) if archived else None
-    entries = [] if manifest is None else sorted(
-        (a for a in manifest["archives"] if a["last_record"] <= archived),
-        key=lambda a: a["first_record"])
-    for entry in entries:
-        _header, records = read_archive(archive_dir / entry["file"])
-        for record in records:
-            if record.get("kind") == "event":
-                yield record["n"], record["event_seq"], record["body"], record["hash"]
+    for record in archived_event_records(journal_path, archive_dir, require_manifest=False):
+        yield record["n"], record["event_seq"], record["body"], record["hash"]
     conn = open_read_only(journal_path)
     try:
         yield from conn.execute("SELECT n, event_seq, body, hash FROM records "

@@ -564,14 +564,11 @@ def _check_archive(path: Path, entry: dict[str, Any],
     return None
 
 
-def export_with_archives(journal_path: str | Path,
-                         archive_dir: str | Path | None = None) -> Iterator[str]:
-    """Every event's canonical JSON text, archived ones first, in seq order."""
-    from controller.durability.journal import export_events
-
-    journal_path = Path(journal_path)
-    directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
-    manifest = load_manifest(directory)
+def archived_event_records(journal_path: str | Path, directory: Path,
+                           *, require_manifest: bool = True) -> Iterator[dict[str, Any]]:
+    """The archived event records of a journal (``n``, ``event_seq``, ``body``, ``hash``…), in
+    order, from the archives its ``archive_base`` says it has. ``require_manifest``: a
+    missing manifest is an error (else: no archived events)."""
     conn = open_read_only(journal_path)
     try:
         base = read_base(conn)
@@ -580,7 +577,8 @@ def export_with_archives(journal_path: str | Path,
     finally:
         conn.close()
     archived = 0 if base is None else base.records
-    if archived and manifest is None:
+    manifest = load_manifest(directory) if archived else None
+    if archived and manifest is None and require_manifest:
         raise ArchiveError(f"records 1..{archived} are archived but "
                            f"{directory / MANIFEST_NAME} is missing")
     entries = [] if manifest is None else sorted(
@@ -590,5 +588,16 @@ def export_with_archives(journal_path: str | Path,
         _header, records = read_archive(directory / entry["file"])
         for record in records:
             if record.get("kind") == "event":
-                yield record["body"]
+                yield record
+
+
+def export_with_archives(journal_path: str | Path,
+                         archive_dir: str | Path | None = None) -> Iterator[str]:
+    """Every event's canonical JSON text, archived ones first, in seq order."""
+    from controller.durability.journal import export_events
+
+    journal_path = Path(journal_path)
+    directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
+    for record in archived_event_records(journal_path, directory):
+        yield record["body"]
     yield from export_events(journal_path)
