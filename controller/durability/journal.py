@@ -143,6 +143,15 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class JournaledEvent:
+    """An event as its committed record holds it: what the outbox hands over in memory."""
+    record: int
+    seq: int
+    body: str    # the canonical JSON the chain hashed
+    hash: str
+
+
+@dataclass(frozen=True)
 class ArchiveBase:
     """Where the live journal starts once older records were archived (meta ``archive_base``).
 
@@ -290,6 +299,7 @@ class Journal:
             raise JournalCorrupt(str(self.path), VerifyResult(
                 False, self._records, 0, _first_off_head(head_records, self._records),
                 f"head says {head_records} records but the journal holds {self._records}"))
+        self._appended: list[JournaledEvent] = []
         self._closed = False
 
     # -- writing ----------------------------------------------------------------------------
@@ -344,7 +354,14 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
+            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6])
+                              for row in rows if row[1] == "event"]
             return first
+
+    def appended_events(self) -> list[JournaledEvent]:
+        """The events of the last successful ``append``, as committed (record, seq, body,
+        hash): handed to the outbox in memory, so its threads need not read them back."""
+        return self._appended
 
     # -- reading ----------------------------------------------------------------------------
     def _rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:

@@ -559,7 +559,8 @@ class Daemon:
     def _after_journal(self, inp: Input, events: list[dict[str, Any]]) -> None:
         assert self.machine is not None
         if events and self.outbox is not None:
-            self.outbox.notify()
+            # Committed: the delivery threads take them from memory, not from the disk.
+            self.outbox.publish(self.journal.appended_events())
         status = self.machine.status()
         bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
