@@ -358,6 +358,13 @@ class Journal:
                               for row in rows if row[1] == "event"]
             return first
 
+    def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
+        """No WAL checkpoint from this connection's commits (wal_checkpoints.py runs them on
+        another thread); a restarting WAL is truncated back to ``wal_bytes``."""
+        self._check_open()
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._conn.execute(f"PRAGMA journal_size_limit={int(wal_bytes)}")
+
     def appended_events(self) -> list[JournaledEvent]:
         """The events of the last successful ``append``, as committed (record, seq, body,
         hash): handed to the outbox in memory, so its threads need not read them back."""
