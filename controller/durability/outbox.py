@@ -82,6 +82,7 @@ class _Worker:
         transport.wake_outbox = self.wake.set
         self.handoff = Handoff()
         self.behind = True          # read the journal until it has nothing past the position
+        self.journal_asked = False  # notify(): events were journaled without a hand-over
         self.delivered_seq = 0
         self.recorded_seq = 0       # the position as the delivery table has it
         self.from_memory = 0        # events delivered from the handoff / read from the journal
@@ -171,6 +172,9 @@ class _Worker:
                 return events
             log.info("outbox %s: resend done up to seq %d", self.name, self.resend_until)
             self.resend_next = None
+        if self.journal_asked:
+            self.journal_asked = False  # cleared before the read: a later ask is kept
+            self.behind = True
         if not self.behind:
             handed = self.handoff.take(self.delivered_seq, self.transport.batch_max)
             if handed is not None:
@@ -319,7 +323,8 @@ class _Worker:
 
 
 class Outbox:
-    """Delivery threads for a journal's events; ``notify()`` is the only call the loop makes."""
+    """Delivery threads for a journal's events; ``publish()`` (or ``notify()``) is the only call
+    the loop makes."""
 
     def __init__(self, journal_path: str | Path, transports: Iterable[Transport], *,
                  idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
@@ -391,8 +396,10 @@ class Outbox:
             worker.thread.start()
 
     def notify(self) -> None:
-        """New events are journaled: wake every delivery thread. Never blocks."""
+        """New events are journaled (not handed over): every delivery thread looks at the
+        journal. Never blocks."""
         for worker in self._workers.values():
+            worker.journal_asked = True
             worker.wake.set()
 
     def publish(self, committed: list[JournaledEvent]) -> None:
@@ -413,7 +420,7 @@ class Outbox:
         self._next_seq = committed[-1].seq + 1
         for worker in self._workers.values():
             worker.handoff.put(handed)
-        self.notify()
+            worker.wake.set()
 
     def sources(self) -> dict[str, tuple[int, int]]:
         """Per transport: events taken from memory and events read back from the journal

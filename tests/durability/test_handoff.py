@@ -101,6 +101,24 @@ def test_an_outbox_opened_on_a_journal_mid_round_hands_over_sealed_events_sealed
     assert sink_events(sink) == read_back(tmp_path / "journal.db")
 
 
+def test_notify_alone_sends_the_threads_to_the_journal_at_once(tmp_path):
+    """Appends announced by ``notify()`` only (no hand-over) go out without waiting for the
+    idle poll, also once the thread has caught up through the handoff."""
+    sink = tmp_path / "sink.jsonl"
+    inputs = shoe_script(9, betting_seconds=15.0)[:120]
+    with Journal(tmp_path / "journal.db") as journal:
+        machine = TableMachine(MachineSettings(table_id=TABLE))
+        with Outbox(journal.path, [FileSink(FileSinkSettings(str(sink)), table=TABLE)],
+                    idle_poll_s=60) as box:
+            deal(journal, box, inputs[:60], machine)
+            assert box.wait_delivered(journal.last_event_seq(), 10)
+            for inp in inputs[60:]:
+                journal.append(inp, machine.handle(inp))
+                box.notify()
+            assert box.wait_delivered(journal.last_event_seq(), 3)
+    assert sink_events(sink) == read_back(tmp_path / "journal.db")
+
+
 def test_the_handoff_says_when_it_does_not_follow_on():
     handoff = Handoff(capacity=3)
     assert handoff.take(0, 10) == []
