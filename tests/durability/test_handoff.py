@@ -109,7 +109,7 @@ def test_notify_alone_sends_the_threads_to_the_journal_at_once(tmp_path):
     with Journal(tmp_path / "journal.db") as journal:
         machine = TableMachine(MachineSettings(table_id=TABLE))
         with Outbox(journal.path, [FileSink(FileSinkSettings(str(sink)), table=TABLE)],
-                    idle_poll_s=60) as box:
+                    idle_poll_s=60, position_record_s=60) as box:
             deal(journal, box, inputs[:60], machine)
             assert box.wait_delivered(journal.last_event_seq(), 10)
             for inp in inputs[60:]:
