@@ -134,7 +134,8 @@ class _Worker:
                 events = self._next_batch(conn)
                 if not events:
                     self._record_position(conn, due_only=True)
-                    if not self.wake.wait(self._idle_wait()):
+                    wait = self._idle_wait()
+                    if not self.wake.wait(wait) and wait >= self.outbox.idle_poll_s:
                         self.behind = True  # the safety net: look at the journal itself
                     continue
                 try:
