@@ -29,7 +29,7 @@ class HandedEvent:
 
     def event(self) -> dict[str, Any]:
         """The event exactly as ``anchored_events_after`` reads it from the journal."""
-        event = json.loads(self.body)
+        event: dict[str, Any] = json.loads(self.body)
         if self.anchor is not None:
             event["anchor"] = self.anchor
         return event
@@ -65,7 +65,7 @@ class Handoff:
                 return []
             if items[0].seq != after_seq + 1 or items[0].anchor == UNKNOWN:
                 return None
-            taken = []
+            taken: list[HandedEvent] = []
             while items and len(taken) < limit and items[0].anchor != UNKNOWN \
                     and items[0].seq == after_seq + 1 + len(taken):
                 taken.append(items.popleft())

@@ -354,8 +354,8 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
-            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6])
-                              for row in rows if row[1] == "event"]
+            self._appended = [JournaledEvent(row[0], seq, row[4], row[6])  # rows[0]: the input
+                              for row, (seq, _) in zip(rows[1:], bodies, strict=True)]
             return first
 
     def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
