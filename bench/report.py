@@ -95,6 +95,8 @@ def latency_rows(rounds: int, repeat: int) -> list[Row]:
         summary = json.loads(figures.read_text())
     rows: list[Row] = []
     runs = f"median of {summary['repeat']} runs of {summary['cards']} cards"
+    if summary.get("failed_runs"):
+        runs += f" ({len(summary['failed_runs'])} stalled and ran again)"
     for transport, name in (("mqtt", "MQTT"), ("http", "HTTP")):
         paths = summary["paths"]
         real, durable, bare = (paths[p][transport] for p in ("daemon", "durable", "bare"))
