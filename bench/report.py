@@ -6,8 +6,9 @@ Runs, in this order, and prints one table of figures at the end:
 - replay: rounds/s and one whole shoe's replay time, 3 runs (bench/replay_bench.py);
 - journal: appends/s with an fsync per input, p50/p99 (bench/journal_bench.py, on --dir);
 - latency: card frame on the shoe's pty -> ``card_dealt`` at an MQTT subscriber and at an HTTP
-  server, through the real daemon, p50/p99 and the ratio to a bare relay
-  (bench/latency_bench.py; needs mosquitto);
+  server, through the real daemon, p50/p99 against a durable bare relay (read, parse, one
+  fsync'd SQLite commit, send) with the goals' ratios, and a bare relay (no journal), each
+  --latency-repeat times (bench/latency_bench.py; needs mosquitto);
 - daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
   20 s by default, --full for 60 s);
 - display: idle RSS and CPU with the dealer display on and two pages connected, and a button
@@ -28,9 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,37 +97,37 @@ def journal_rows(shoes: int, directory: str | None) -> list[Row]:
     ]
 
 
-LATENCY_ROW = re.compile(r"^(real daemon|bare relay)\s+-> (MQTT|HTTP) \w+\s+([\d.]+)\s+([\d.]+)")
-LATENCY_RATIO = re.compile(r"^ratio real/bare (MQTT|HTTP): p50 x([\d.]+), p99 x([\d.]+)")
-
-
-def latency_rows(rounds: int) -> list[Row]:
+def latency_rows(rounds: int, repeat: int) -> list[Row]:
     if not os.access(MOSQUITTO, os.X_OK):
         return [("card -> backend latency", "skipped",
                  f"mosquitto missing at {MOSQUITTO} (apt-get install mosquitto)")]
-    done = subprocess.run([sys.executable, str(BENCH / "latency_bench.py"), "--rounds",
-                           str(rounds)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        return [("card -> backend latency", "FAILED", done.stderr.strip()[-100:])]
-    paths: dict[tuple[str, str], tuple[str, str]] = {}
-    ratios: dict[str, tuple[str, str]] = {}
-    for line in done.stdout.splitlines():
-        if m := LATENCY_ROW.match(line):
-            paths[(m[1], m[2])] = (m[3], m[4])
-        elif m := LATENCY_RATIO.match(line):
-            ratios[m[1]] = (m[2], m[3])
+    with tempfile.TemporaryDirectory(prefix="pokdeng-bench-") as scratch:
+        figures = Path(scratch) / "latency.json"
+        done = subprocess.run([sys.executable, str(BENCH / "latency_bench.py"), "--rounds",
+                               str(rounds), "--repeat", str(repeat), "--json", str(figures)],
+                              capture_output=True, text=True, timeout=900 * repeat)
+        if done.returncode != 0 or not figures.exists():
+            return [("card -> backend latency", "FAILED", done.stderr.strip()[-100:])]
+        summary = json.loads(figures.read_text())
     rows: list[Row] = []
-    for transport in ("MQTT", "HTTP"):
-        real = paths.get(("real daemon", transport))
-        bare = paths.get(("bare relay", transport))
-        ratio = ratios.get(transport)
-        if not real:
-            rows.append((f"card -> {transport} latency", "?", "latency_bench output not parsed"))
-            continue
-        note = f"bare relay {bare[0]} / {bare[1]} ms" if bare else ""
-        if ratio:
-            note += f"; ratio p50 x{ratio[0]}, p99 x{ratio[1]}"
-        rows.append((f"card -> {transport} p50 / p99", f"{real[0]} / {real[1]} ms", note))
+    runs = f"median of {summary['repeat']} runs of {summary['cards']} cards"
+    if summary.get("failed_runs"):
+        runs += f" ({len(summary['failed_runs'])} stalled and ran again)"
+    for transport, name in (("mqtt", "MQTT"), ("http", "HTTP")):
+        paths = summary["paths"]
+        real, durable, bare = (paths[p][transport] for p in ("daemon", "durable", "bare"))
+        rows.append((f"card -> {name} p50 / p99", f"{real['p50']['median']:.2f} / "
+                     f"{real['p99']['median']:.2f} ms", runs))
+        rows.append((f"  durable relay -> {name}", f"{durable['p50']['median']:.2f} / "
+                     f"{durable['p99']['median']:.2f} ms", "read, parse, fsync'd commit, send"))
+        rows.append((f"  bare relay -> {name}", f"{bare['p50']['median']:.2f} / "
+                     f"{bare['p99']['median']:.2f} ms", "read, parse, send"))
+        ratio = summary["ratios"][transport]
+        for figure in ("p50", "p99"):
+            r = ratio[figure]
+            rows.append((f"  {name} {figure} / durable relay", f"x{r['median']:.2f}",
+                         f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
+                         f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
     return rows
 
 
@@ -238,6 +239,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--journal-shoes", type=int, default=3)
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
     parser.add_argument("--latency-rounds", type=int, default=8, help="13 cards each (default 8)")
+    parser.add_argument("--latency-repeat", type=int, default=3,
+                        help="runs of each latency path (default 3): min / median / max")
     parser.add_argument("--start-shoes", metavar="SIZES", default=None,
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
     parser.add_argument("--soak-shoes", type=int, default=3)
@@ -256,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         ("rtp", rtp_rows),
         ("replay", lambda: replay_rows(args.replay_shoes)),
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
-        ("latency", lambda: latency_rows(args.latency_rounds)),
+        ("latency", lambda: latency_rows(args.latency_rounds, args.latency_repeat)),
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
         ("start", lambda: start_rows(args.full, args.start_shoes)),

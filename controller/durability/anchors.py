@@ -49,41 +49,62 @@ def _betting_open_before(conn: sqlite3.Connection, n: int) -> bool:
     return closed is None
 
 
-class Anchoring:
-    """Adds each event's anchor where the chain allows one, event by event in journal order
-    (the rule of the module's doc). ``betting_open``: whether a round's betting window is
-    open just before the first event given."""
+#: ``EventSealing.anchor`` cannot tell (the betting window's state is not known yet)
+UNKNOWN = "unknown"
 
-    def __init__(self, keyed: bool, betting_open: bool = False):
+
+class EventSealing:
+    """Decides each event's anchor in journal order: its record's anchor, None while a plain
+    chain's betting window is open, or ``UNKNOWN`` when the window's state is not known.
+
+    ``betting_open``: whether a betting window is open before the first event it is given
+    (always False for a keyed chain; None: not known until the next ``round_opened`` or
+    betting end, which settle it).
+    """
+
+    def __init__(self, keyed: bool, betting_open: bool | None):
         self.keyed = keyed
-        self.betting_open = betting_open
+        self.betting_open = False if keyed else betting_open
+
+    def anchor(self, n: int, event_type: Any, digest: str) -> dict[str, Any] | str | None:
+        if self.keyed:
+            return anchor_of(n, digest)
+        if event_type == "round_opened":  # its record chains over closed rounds only
+            self.betting_open = True
+            return anchor_of(n, digest)
+        if event_type in BETTING_ENDS:
+            self.betting_open = False
+            return anchor_of(n, digest)
+        if self.betting_open is None:
+            return UNKNOWN
+        return None if self.betting_open else anchor_of(n, digest)
 
     def add(self, event: dict[str, Any], n: int, digest: str) -> dict[str, Any]:
-        """``event`` (journal record ``n``, hash ``digest``), anchored unless it is sealed."""
-        if not self.keyed:
-            kind = event.get("type")
-            if kind == "round_opened":  # its record chains over closed rounds only
-                sealed, self.betting_open = False, True
-            elif kind in BETTING_ENDS:
-                sealed, self.betting_open = False, False
-            else:
-                sealed = self.betting_open
-            if sealed:
-                return event
-        event["anchor"] = anchor_of(n, digest)
+        """``event`` (journal record ``n``, hash ``digest``) with its anchor, unless sealed; for
+        a reader that knows the window's state (it started where it is known)."""
+        anchor = self.anchor(n, event.get("type"), digest)
+        assert anchor != UNKNOWN, "the betting window's state must be known here"
+        if anchor is not None:
+            event["anchor"] = anchor
         return event
+
+
+def sealing_after(conn: sqlite3.Connection, n: int) -> EventSealing:
+    """The sealing state for the events after record ``n`` of the journal on ``conn``."""
+    keyed = chain_kind(conn) == KEYED
+    return EventSealing(keyed, False if keyed else _betting_open_before(conn, n + 1))
 
 
 def anchored_events_after(conn: sqlite3.Connection, seq: int, limit: int) -> list[dict[str, Any]]:
     """Events with seq greater than ``seq`` (at most ``limit``), each with its anchor where the
     chain allows one (see the module's doc)."""
-    keyed = chain_kind(conn) == KEYED
     rows = conn.execute(
         "SELECT n, body, hash FROM records WHERE event_seq > ? ORDER BY event_seq LIMIT ?",
         (seq, limit)).fetchall()
-    betting_open = False if keyed or not rows else _betting_open_before(conn, rows[0][0])
-    anchoring = Anchoring(keyed, betting_open)
-    return [anchoring.add(json.loads(body), n, digest) for n, body, digest in rows]
+    if not rows:
+        return []
+    sealing = sealing_after(conn, rows[0][0] - 1)
+    return [sealing.add(json.loads(body), n, digest) for n, body, digest in rows]
 
 
 def strip_anchor(event: dict[str, Any]) -> dict[str, Any]:

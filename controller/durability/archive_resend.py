@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.durability.anchors import Anchoring, anchored_events_after
+from controller.durability.anchors import EventSealing, anchored_events_after
 from controller.durability.archive import (
     ARCHIVE_FORMAT,
     MANIFEST_NAME,
@@ -90,7 +90,7 @@ def archived_events(source: ArchiveSource, conn: sqlite3.Connection, first_seq: 
     entries = _linked_entries(source.directory, base)
     last_seq = min(last_seq, base.seq)
     events: list[dict[str, Any]] = []
-    anchoring = Anchoring(chain.keyed)  # archives start after a shoe's end: betting closed
+    anchoring = EventSealing(chain.keyed, False)  # archives start after a shoe's end: closed
     for entry in entries:
         if entry["last_seq"] < first_seq or entry["first_seq"] > last_seq:
             continue
@@ -133,7 +133,7 @@ def _linked_entries(directory: Path, base: ArchiveBase) -> list[dict[str, Any]]:
 
 
 def _read_checked(directory: Path, entry: dict[str, Any], chain: ChainHash,
-                  anchoring: Anchoring, first_seq: int, last_seq: int,
+                  anchoring: EventSealing, first_seq: int, last_seq: int,
                   checked: set[str]) -> list[dict[str, Any]]:
     """One archive's events in ``first_seq``..``last_seq``, once all of it is checked."""
     name = str(entry.get("file"))

@@ -147,6 +147,15 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class JournaledEvent:
+    """An event as its committed record holds it: what the outbox hands over in memory."""
+    record: int
+    seq: int
+    body: str    # the canonical JSON the chain hashed
+    hash: str
+
+
+@dataclass(frozen=True)
 class ArchiveBase:
     """Where the live journal starts once older records were archived (meta ``archive_base``).
 
@@ -294,6 +303,7 @@ class Journal:
             raise JournalCorrupt(str(self.path), VerifyResult(
                 False, self._records, 0, _first_off_head(head_records, self._records),
                 f"head says {head_records} records but the journal holds {self._records}"))
+        self._appended: list[JournaledEvent] = []
         self._closed = False
 
     # -- writing ----------------------------------------------------------------------------
@@ -348,7 +358,21 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
+            self._appended = [JournaledEvent(row[0], seq, row[4], row[6])  # rows[0]: the input
+                              for row, (seq, _) in zip(rows[1:], bodies, strict=True)]
             return first
+
+    def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
+        """No WAL checkpoint from this connection's commits (wal_checkpoints.py runs them on
+        another thread); a restarting WAL is truncated back to ``wal_bytes``."""
+        self._check_open()
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._conn.execute(f"PRAGMA journal_size_limit={int(wal_bytes)}")
+
+    def appended_events(self) -> list[JournaledEvent]:
+        """The events of the last successful ``append``, as committed (record, seq, body,
+        hash): handed to the outbox in memory, so its threads need not read them back."""
+        return self._appended
 
     # -- reading ----------------------------------------------------------------------------
     def _rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:

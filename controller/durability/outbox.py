@@ -1,10 +1,13 @@
-"""The outbox: one delivery thread per transport, reading journaled events in seq order.
+"""The outbox: one delivery thread per transport, delivering journaled events in seq order.
 
-The table loop only calls ``notify()`` after a journal append; it never waits on a network.
-Each thread has its own SQLite connection, reads the events after its transport's delivered
-position, hands them over in batches, and records the new position in the ``delivery`` table
-of the same database once the transport has accepted them. A crash between delivery and that
-write sends the batch again after restart (at least once; same ids, same bodies).
+The table loop calls ``publish()`` with each append's events once they are committed (or
+``notify()``); it never waits on a network. Each thread takes the events handed to it in
+memory (handoff.py) and reads the journal on its own SQLite connection whenever those do not
+follow on from its transport's delivered position (after a restart, a failure, a resend). It
+hands them over in batches and records the new position in the ``delivery`` table of the same
+database at most every ``POSITION_RECORD_S`` (and on stop), so the journal's commits rarely
+wait behind that write. A crash before the position is recorded sends those events again
+after restart (at least once; same ids, same bodies, same anchors).
 
 Failures never stop a transport: every failure (``TransientError``, ``PermanentError`` such as
 a 401 or 404, or an unexpected exception) retries the same batch after a capped exponential
@@ -23,6 +26,7 @@ can show nothing new.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import sqlite3
@@ -32,15 +36,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from controller.durability.anchors import anchored_events_after
+from controller.durability.anchors import EventSealing, anchored_events_after, sealing_after
 from controller.durability.archive_resend import ArchiveSource, ResendReader
-from controller.durability.journal import JournalError, connect, read_base
+from controller.durability.handoff import HandedEvent, Handoff
+from controller.durability.journal import JournaledEvent, JournalError, connect, read_base
 from controller.transports import Transport, TransportError
 
 log = logging.getLogger("pokdeng.outbox")
 
 #: how long an idle delivery thread sleeps without a notify (a safety net, not the trigger)
 IDLE_POLL_S = 5.0
+#: a delivered position is written to the journal's database at most this often (a crash
+#: repeats at most this long's worth of delivered events)
+POSITION_RECORD_S = 0.5
 #: at most one "still failing" warning per transport this often
 BACKLOG_LOG_EVERY_S = 10.0
 #: a backend's resend requests are served at most this often per transport
@@ -74,7 +82,14 @@ class _Worker:
         self.name = transport.name
         self.wake = threading.Event()
         transport.wake_outbox = self.wake.set
+        self.handoff = Handoff()
+        self.behind = True          # read the journal until it has nothing past the position
+        self.journal_asked = False  # notify(): events were journaled without a hand-over
         self.delivered_seq = 0
+        self.recorded_seq = 0       # the position as the delivery table has it
+        self.from_memory = 0        # events delivered from the handoff / read from the journal
+        self.from_journal = 0
+        self.record_due = 0.0       # monotonic time the position is next written
         self.state = "starting"
         self.last_error: str | None = None       # while failing; cleared on recovery
         self.last_error_at: float | None = None  # wall time of the latest failure, kept
@@ -121,15 +136,21 @@ class _Worker:
                 self._take_resend_request(conn)
                 events = self._next_batch(conn)
                 if not events:
-                    self.wake.wait(self._idle_wait())
+                    self._record_position(conn, due_only=True)
+                    wait = self._idle_wait()
+                    if not self.wake.wait(wait) and wait >= self.outbox.idle_poll_s:
+                        self.behind = True  # the safety net: look at the journal itself
                     continue
                 try:
                     self.transport.deliver(events)
                 except Exception as exc:  # every failure is retried: see the module doc
+                    self.behind = True  # the batch left the handoff: the journal has it
                     last_warning = self._failed(events, exc, last_warning)
                     continue
                 self._sent(conn, events[-1]["seq"])
+                self._record_position(conn, due_only=True)  # a busy table's positions too
         finally:
+            self._record_position(conn)
             conn.close()
             try:
                 self.transport.close()
@@ -137,9 +158,12 @@ class _Worker:
                 log.exception("outbox %s: closing the transport failed", self.name)
 
     def _idle_wait(self) -> float:
-        if self.pending_resend is None:
-            return self.outbox.idle_poll_s
-        return max(0.0, min(self.outbox.idle_poll_s, self.next_resend_at - time.monotonic()))
+        wait = self.outbox.idle_poll_s
+        if self.pending_resend is not None:
+            wait = min(wait, self.next_resend_at - time.monotonic())
+        if self.recorded_seq != self.delivered_seq:
+            wait = min(wait, self.record_due - time.monotonic())
+        return max(0.0, wait)
 
     def _next_batch(self, conn: sqlite3.Connection) -> list[dict[str, Any]]:
         """A resend's next events while one runs, else the events after the delivered seq;
@@ -151,7 +175,18 @@ class _Worker:
                 return events
             log.info("outbox %s: resend done up to seq %d", self.name, self.resend_until)
             self.resend_next = None
-        return anchored_events_after(conn, self.delivered_seq, self.transport.batch_max)
+        if self.journal_asked:
+            self.journal_asked = False  # cleared before the read: a later ask is kept
+            self.behind = True
+        if not self.behind:
+            handed = self.handoff.take(self.delivered_seq, self.transport.batch_max)
+            if handed is not None:
+                self.from_memory += len(handed)
+                return handed
+        events = anchored_events_after(conn, self.delivered_seq, self.transport.batch_max)
+        self.behind = bool(events)  # caught up: from here the handoff follows on
+        self.from_journal += len(events)
+        return events
 
     def _failed(self, events: list[dict[str, Any]], exc: Exception, last_warning: float) -> float:
         """Note a failed batch, back off, report the backend unreachable once it has failed
@@ -233,16 +268,27 @@ class _Worker:
             self._report(True)
 
     def _delivered(self, conn: sqlite3.Connection, seq: int) -> None:
+        if self.recorded_seq == self.delivered_seq:
+            # Not at once: the next events' commit is likely on its way. Within the interval.
+            self.record_due = time.monotonic() + self.outbox.position_record_s
         with self.outbox._lock:
             self.delivered_seq = seq
             self.last_delivered_at = time.time()
             self.outbox._changed.notify_all()
+
+    def _record_position(self, conn: sqlite3.Connection, *, due_only: bool = False) -> None:
+        """Write the delivered position to the delivery table (when due, with ``due_only``)."""
+        seq = self.delivered_seq
+        if seq == self.recorded_seq or (due_only and time.monotonic() < self.record_due):
+            return
         try:
             conn.execute("UPDATE delivery SET last_seq=?, updated=? WHERE transport=?",
                          (seq, time.time(), self.name))
+            self.recorded_seq = seq
         except sqlite3.Error as exc:
             # Delivered but not remembered: a restart would send these again (allowed).
             log.error("outbox %s: cannot record delivered seq %d: %s", self.name, seq, exc)
+            self.record_due = time.monotonic() + self.outbox.position_record_s
 
     # -- resend requests -----------------------------------------------------------------------
     def _take_resend_request(self, conn: sqlite3.Connection) -> None:
@@ -276,7 +322,8 @@ class _Worker:
 
 
 class Outbox:
-    """Delivery threads for a journal's events; ``notify()`` is the only call the loop makes."""
+    """Delivery threads for a journal's events; ``publish()`` (or ``notify()``) is the only call
+    the loop makes."""
 
     def __init__(self, journal_path: str | Path, transports: Iterable[Transport], *,
                  idle_poll_s: float = IDLE_POLL_S, rand: Callable[[], float] = random.random,
@@ -284,7 +331,8 @@ class Outbox:
                  known_unreachable: Iterable[str] = (),
                  resend_interval_s: float = RESEND_MIN_INTERVAL_S,
                  resend_max_events: int = RESEND_MAX_EVENTS,
-                 archives: ArchiveSource | None = None):
+                 archives: ArchiveSource | None = None,
+                 position_record_s: float = POSITION_RECORD_S):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
         restart); their next delivery is reported to ``on_backend_change`` as a recovery.
         ``archives``: where resends find archived shoes (default: beside the journal, plain
@@ -295,7 +343,11 @@ class Outbox:
         self.on_backend_change = on_backend_change
         self.resend_interval_s = resend_interval_s
         self.resend_max_events = resend_max_events
+        self.position_record_s = position_record_s
         self._rand = rand
+        # publish(): the owner loop decides the anchors of the events it hands over
+        self._sealing = EventSealing(False, None)
+        self._next_seq = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -327,8 +379,15 @@ class Outbox:
                     # them from `pokdeng-table journal export --archives`.
                     log.warning("outbox %s: new transport starts after seq %d: events 1-%d "
                                 "are archived and are not sent", name, start, start)
-                worker.delivered_seq = int(conn.execute(
+                worker.delivered_seq = worker.recorded_seq = int(conn.execute(
                     "SELECT last_seq FROM delivery WHERE transport=?", (name,)).fetchone()[0])
+            last_record, last_seq = conn.execute(
+                "SELECT MAX(n), MAX(event_seq) FROM records").fetchone()
+            if last_record is None:
+                last_record = 0 if base is None else base.records
+                last_seq = start
+            self._sealing = sealing_after(conn, last_record)
+            self._next_seq = int(last_seq or start) + 1
         except (sqlite3.Error, JournalError) as exc:
             raise OutboxError(f"{self.path}: cannot read delivery positions: {exc}") from None
         finally:
@@ -342,9 +401,36 @@ class Outbox:
             worker.thread.start()
 
     def notify(self) -> None:
-        """New events are journaled: wake every delivery thread. Never blocks."""
+        """New events are journaled (not handed over): every delivery thread looks at the
+        journal. Never blocks."""
         for worker in self._workers.values():
+            worker.journal_asked = True
             worker.wake.set()
+
+    def publish(self, committed: list[JournaledEvent]) -> None:
+        """Hand an append's events to every delivery thread once they are committed (the
+        owner loop's call, in journal order), with the anchors the journal gives them; then
+        wake the threads. Never blocks on a network or the disk."""
+        if not committed:
+            return
+        if committed[0].seq != self._next_seq:
+            # Events journaled without passing here: the window state may be stale until
+            # the next round_opened or betting end settles it (the threads read the journal).
+            self._sealing.betting_open = None
+        handed = []
+        for event in committed:
+            event_type = json.loads(event.body).get("type")
+            anchor = self._sealing.anchor(event.record, event_type, event.hash)
+            handed.append(HandedEvent(event.seq, event.body, anchor))
+        self._next_seq = committed[-1].seq + 1
+        for worker in self._workers.values():
+            worker.handoff.put(handed)
+            worker.wake.set()
+
+    def sources(self) -> dict[str, tuple[int, int]]:
+        """Per transport: events taken from memory and events read back from the journal
+        (resends not counted), for the benchmarks and tests."""
+        return {name: (w.from_memory, w.from_journal) for name, w in self._workers.items()}
 
     def wait_delivered(self, seq: int, timeout: float) -> bool:
         """Wait until every running transport has delivered up to ``seq`` (shutdown drain)."""

@@ -56,6 +56,7 @@ from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
 from controller.durability.shoe_tags import open_shoe_tags
+from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.clock import TableClock
 from controller.service.clock_watch import ClockWatch
 from controller.service.config import EX_CONFIG, Config, ConfigError
@@ -165,6 +166,7 @@ class Daemon:
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
         self.journal_check: JournalCheck | None = None
+        self.checkpointer: WalCheckpointer | None = None
         self._software: dict[str, str] | None = None  # set by start()
 
     # -- posting (any thread) -----------------------------------------------------------------
@@ -243,6 +245,9 @@ class Daemon:
         self.clock_watch.start(machine.clock_sync)
         self._watch_clock()
         self._publish(machine.status())
+        # Checkpoints copy the WAL into the database and fsync it: not between two inputs.
+        self.checkpointer = WalCheckpointer(self.config.journal_path).start()
+        journal.leave_checkpoints_to_background(self.checkpointer.wal_bytes)
         try:
             self.outbox = self._start_outbox()
             # before the drivers: every input from the devices is counted
@@ -422,6 +427,8 @@ class Daemon:
                 log.exception("outbox did not stop cleanly")
         if self.metrics is not None:
             self.metrics.stop()  # the last figures, deliveries on the way down included
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         if self.journal is not None:
             if self.machine is not None and not self._storage_fault:
                 mark_head(self.journal)  # where a clean stop left the journal
@@ -565,7 +572,8 @@ class Daemon:
     def _after_journal(self, inp: Input, events: list[dict[str, Any]]) -> None:
         assert self.machine is not None
         if events and self.outbox is not None:
-            self.outbox.notify()
+            # Committed: the delivery threads take them from memory, not from the disk.
+            self.outbox.publish(self.journal.appended_events())
         status = self.machine.status()
         bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         log.debug("input", kind=inp.kind, events=len(events))  # never the card itself
