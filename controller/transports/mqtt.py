@@ -114,6 +114,41 @@ class MqttTransportSettings:
                                  f"unset with a port other than {MQTT_TLS_PORT})")
 
 
+def new_client(settings: MqttTransportSettings, client_id: str, logger: str) -> mqtt.Client:
+    """A paho client for the table's broker account: protocol, login and TLS from
+    ``settings`` (the events' connection and the health topic's use the same)."""
+    protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
+    extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
+                         **extra)
+    client.enable_logger(logging.getLogger(logger))
+    if settings.username:
+        password = None
+        if settings.password_file or settings.password_credential:
+            password = read_secret("mqtt transport: password_file", settings.password_file,
+                                   settings.password_credential).decode("utf-8")
+        client.username_pw_set(settings.username, password)
+    elif settings.password_file or settings.password_credential:
+        raise TransportConfigError("mqtt transport: password_file given without username")
+    if settings.use_tls:
+        try:
+            client.tls_set(ca_certs=settings.ca_file)
+        except (OSError, ValueError) as exc:
+            raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
+    client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
+    return client
+
+
+def start_connecting(client: mqtt.Client, settings: MqttTransportSettings) -> None:
+    """Connect in paho's network thread, which also reconnects for ever."""
+    try:
+        client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
+    except (OSError, ValueError) as exc:
+        raise TransportConfigError(
+            f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
+    client.loop_start()
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -157,44 +192,20 @@ class MqttTransport(Transport):
         self._refused_mids: dict[int, Any] = {}  # mid -> a PUBACK reason that is not delivery
         self._since = _now_iso()
 
-        protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
-        extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
-        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
-                             protocol=protocol, **extra)
-        client.enable_logger(logging.getLogger("pokdeng.transports.mqtt.paho"))
-        if settings.username:
-            password = None
-            if settings.password_file or settings.password_credential:
-                password = read_secret("mqtt transport: password_file",
-                                       settings.password_file,
-                                       settings.password_credential).decode("utf-8")
-            client.username_pw_set(settings.username, password)
-        elif settings.password_file or settings.password_credential:
-            raise TransportConfigError("mqtt transport: password_file given without username")
-        if settings.use_tls:
-            try:
-                client.tls_set(ca_certs=settings.ca_file)
-            except (OSError, ValueError) as exc:
-                raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
+        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.paho")
         self._secret: bytes | None = None
         if settings.secret_file or settings.secret_credential:
             self._secret = read_secret("mqtt transport: secret_file", settings.secret_file,
                                        settings.secret_credential)
         client.will_set(self.status_topic, _payload(self._offline("connection lost")),
                         qos=1, retain=True)
-        client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_connect_fail = self._on_connect_fail
         client.on_publish = self._on_publish
         client.message_callback_add(self.resend_topic, self._on_resend_request)
         self._client = client
-        try:
-            client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
-        except (OSError, ValueError) as exc:
-            raise TransportConfigError(
-                f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
-        client.loop_start()  # paho's network thread: connects, reconnects, resends
+        start_connecting(client, settings)
 
     # -- status ----------------------------------------------------------------------------------
     def _online(self) -> dict[str, Any]:

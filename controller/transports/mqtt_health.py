@@ -19,10 +19,8 @@ import threading
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 
-from controller.transports import TransportConfigError, read_secret
-from controller.transports.mqtt import MqttTransportSettings
+from controller.transports.mqtt import MqttTransportSettings, new_client, start_connecting
 
 log = logging.getLogger("pokdeng.transports.mqtt.health")
 
@@ -47,34 +45,13 @@ class MqttHealthPublisher:
         self._lock = threading.Lock()
         self._latest: bytes | None = None
         self._connected = threading.Event()
-        protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
-        extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
-        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
-                             protocol=protocol, **extra)
-        client.enable_logger(logging.getLogger("pokdeng.transports.mqtt.health.paho"))
         # The same broker account and TLS as the event transport (its settings, checked there).
-        if settings.username:
-            password = None
-            if settings.password_file or settings.password_credential:
-                password = read_secret("mqtt transport: password_file", settings.password_file,
-                                       settings.password_credential).decode("utf-8")
-            client.username_pw_set(settings.username, password)
-        if settings.use_tls:
-            try:
-                client.tls_set(ca_certs=settings.ca_file)
-            except (OSError, ValueError) as exc:
-                raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
+        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.health.paho")
         client.will_set(self.topic, _payload(will), qos=1, retain=True)
-        client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         self._client = client
-        try:
-            client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
-        except (OSError, ValueError) as exc:
-            raise TransportConfigError(
-                f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
-        client.loop_start()
+        start_connecting(client, settings)
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
                     properties: Any) -> None:
