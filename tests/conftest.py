@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 from drivers.sim.shoe import ShoeSimulator
@@ -23,6 +24,14 @@ from testkit.backends import Mosquitto, WebhookBackend
 settings.register_profile("pokdeng", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pokdeng"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_context() -> Iterator[None]:
+    """A daemon run in the test's own thread binds its table, shoe and round to the thread's
+    log context (logging_setup.bind_table_context); the next test starts without them."""
+    yield
+    structlog.contextvars.clear_contextvars()
 
 
 @pytest.fixture
