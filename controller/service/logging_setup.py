@@ -96,7 +96,9 @@ def setup_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None 
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=shared + [
+        # The level first: a filtered call (DEBUG on the hot path) costs a level check, not
+        # the context merge, the timestamp and the rest of the chain.
+        processors=[structlog.stdlib.filter_by_level] + shared + [
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
