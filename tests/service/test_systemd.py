@@ -12,21 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.units import unit_directives as directives
+
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "pokdeng-table.service"
 INSTALLED_BINARY = "/opt/pokdeng-table/venv/bin/pokdeng-table"
 
 
 def unit_directives() -> dict[str, list[str]]:
-    """Every `Key=value` of the unit, values of repeated keys in order."""
-    found: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", ";", "[")):
-            continue
-        key, _, value = line.partition("=")
-        found.setdefault(key.strip(), []).append(value.strip())
-    return found
+    """Every `Key=value` of the single-table unit, values of repeated keys in order."""
+    return directives(UNIT)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,

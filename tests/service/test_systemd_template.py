@@ -13,6 +13,7 @@ import pytest
 
 from controller.service.config import parse_config
 from controller.service.control_access import own_group
+from support.units import unit_directives as directives
 
 REPO = Path(__file__).resolve().parents[2]
 SINGLE = REPO / "systemd" / "pokdeng-table.service"
@@ -29,17 +30,6 @@ PER_TABLE: dict[str, str | list[str]] = {
     "LoadCredential": ["backend-secret:/etc/pokdeng-table/credentials/%i/backend-secret",
                        "journal-key:/etc/pokdeng-table/credentials/%i/journal-key"],
 }
-
-
-def directives(unit: Path) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for line in unit.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", ";", "[")):
-            continue
-        key, _, value = line.partition("=")
-        found.setdefault(key.strip(), []).append(value.strip())
-    return found
 
 
 def test_the_template_is_the_single_unit_with_per_table_places() -> None:
