@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.measuring import idle_figures, write_table_config  # noqa: E402
+from bench.measuring import idle_figures, idle_report, write_table_config  # noqa: E402
 from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 
 
@@ -105,10 +105,7 @@ def main() -> int:
     print(f"start to READY: first (empty journal) {f['ready_first_s']:.3f} s, "
           f"median of {f['starts']} {f['ready_median_s']:.3f} s, "
           f"max {f['ready_max_s']:.3f} s   (goal < 2 s)")
-    print(f"idle RSS: {f['rss_mb']:.1f} MB at the end, max sampled "
-          f"{f['rss_max_sampled_mb']:.1f} MB, peak VmHWM {f['hwm_mb']:.1f} MB   (goal < 60 MB)")
-    print(f"idle CPU: {f['idle_cpu_pct']:.2f} % of a core over {f['idle_seconds']:.0f} s   "
-          f"(goal < 1 %)")
+    print(idle_report(f))
     print(f"clean stop: exit status {f['stop_exit_status']}")
     return 0
 

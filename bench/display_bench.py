@@ -37,7 +37,8 @@ sys.path.insert(0, str(REPO))
 from bench.daemon_bench import drain, wait_ready  # noqa: E402
 from bench.measuring import (  # noqa: E402
     idle_figures,
-    percentile,  # noqa: E402
+    idle_report,
+    percentile,
     write_table_config,
 )
 from drivers.sim.shoe import ShoeSimulator  # noqa: E402
@@ -152,10 +153,7 @@ def main() -> int:
     args = parser.parse_args()
     f = measure(args.seconds, args.presses)
     print(f"with the display on and {f['clients']} pages connected:")
-    print(f"idle RSS: {f['rss_mb']:.1f} MB at the end, max sampled "
-          f"{f['rss_max_sampled_mb']:.1f} MB, peak VmHWM {f['hwm_mb']:.1f} MB   (goal < 60 MB)")
-    print(f"idle CPU: {f['idle_cpu_pct']:.2f} % of a core over {f['idle_seconds']:.0f} s   "
-          f"(goal < 1 %)")
+    print(idle_report(f))
     print(f"button to page: p50 {f['press_to_page_p50_ms']:.1f} ms, max "
           f"{f['press_to_page_max_ms']:.1f} ms over {f['presses']} presses   (goal < 100 ms)")
     print(f"clean stop: exit status {f['stop_exit_status']}")

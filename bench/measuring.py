@@ -93,3 +93,12 @@ def idle_figures(pid: int, seconds: float) -> dict[str, float]:
     return {"idle_seconds": elapsed, "rss_mb": rss / 1024,
             "rss_max_sampled_mb": max(rss_samples) / 1024, "hwm_mb": hwm / 1024,
             "idle_cpu_pct": 100 * (cpu1 - cpu0) / elapsed}
+
+
+def idle_report(figures: dict[str, float]) -> str:
+    """``idle_figures`` as two lines with their goals."""
+    return (f"idle RSS: {figures['rss_mb']:.1f} MB at the end, max sampled "
+            f"{figures['rss_max_sampled_mb']:.1f} MB, peak VmHWM {figures['hwm_mb']:.1f} MB   "
+            f"(goal < 60 MB)\n"
+            f"idle CPU: {figures['idle_cpu_pct']:.2f} % of a core over "
+            f"{figures['idle_seconds']:.0f} s   (goal < 1 %)")
