@@ -1,5 +1,5 @@
 """End-to-end latency: a card frame written on the shoe's pty -> its ``card_dealt`` event at an
-MQTT subscriber and at an HTTP server, through the real daemon; and the same frames through two
+MQTT subscriber and at an HTTP server, through the real daemon; and the same frames through three
 relays, for the ratios.
 
 Real path (a subprocess: ``python -m controller run --config …``):
@@ -14,6 +14,10 @@ Durable bare relay (the yardstick of the goals): the bare relay with one SQLite 
 before it publishes (WAL, ``synchronous=FULL`` like the journal: the commit returns once the
 WAL is fsynced), on the same disk as the daemon's journal. A table that journals before it
 sends cannot beat that floor; the goals are p50 <= 1.3x and p99 <= 2x of it.
+Threaded durable relay: the durable relay's steps on the daemon's threads (a reader thread, a
+committing thread, one sender thread per transport, handed over by queue and Event). Its ratio to
+the durable relay is what the hand-overs alone cost under one interpreter lock: the part of the
+daemon's ratio that no work inside the daemon's steps can remove.
 
 The broker runs with the settings we ship for latency and durability
 (config/mosquitto/pokdeng.conf: ``set_tcp_nodelay true``, persistence) on a plain loopback
@@ -231,16 +235,17 @@ class PanelPty:
 
 # --- the relays (subprocesses) -------------------------------------------------------------------
 
-RELAYS = ("bare", "durable")
+RELAYS = ("bare", "durable", "threaded")
 
 
 class DurableRecord:
     """One SQLite commit per card, as the journal commits: WAL, ``synchronous=FULL``."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, check_same_thread: bool = True):
         import sqlite3
 
-        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn = sqlite3.connect(path, isolation_level=None,
+                                    check_same_thread=check_same_thread)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, "
@@ -263,6 +268,8 @@ def relay_main(kind: str, link: str, mqtt_port: int, http_port: int, journal: st
     from controller.table.inputs import CardScan
     from drivers.protocols.beetek import BeeTekParser
 
+    if kind == "threaded":
+        return threaded_relay_main(link, mqtt_port, http_port, journal)
     record = DurableRecord(journal) if kind == "durable" else None
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-relay-{kind}")
     client.connect("127.0.0.1", mqtt_port)
@@ -288,6 +295,75 @@ def relay_main(kind: str, link: str, mqtt_port: int, http_port: int, journal: st
             conn.request("POST", f"/relay/{kind}", f'{{"events": [{body}]}}',
                          {"Content-Type": "application/json"})
             conn.getresponse().read()
+
+
+def threaded_relay_main(link: str, mqtt_port: int, http_port: int, journal: str) -> int:
+    """The durable relay's steps laid out on the daemon's threads: a reader thread posts each
+    card to a queue; one thread commits it (as the owner loop journals) and hands it to one
+    sender thread per transport, each woken by an Event (as the outbox's); the MQTT sender
+    waits for the PUBACK, as the daemon's does. No table machine, no journal schema: what is
+    left is the cost of the hand-overs between threads under one interpreter lock."""
+    import http.client
+    import queue
+    from collections import deque
+
+    import paho.mqtt.client as mqtt
+    import serial
+
+    from controller.table.inputs import CardScan
+    from drivers.protocols.beetek import BeeTekParser
+
+    record = DurableRecord(journal, check_same_thread=False)
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-relay-threaded")
+    client.connect("127.0.0.1", mqtt_port)
+    client.loop_start()
+    conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=5)
+    cards: queue.Queue[CardScan] = queue.Queue()
+
+    class Sender:
+        def __init__(self, send) -> None:
+            self.items: deque[str] = deque()
+            self.wake = threading.Event()
+            self.send = send
+            threading.Thread(target=self.run, daemon=True).start()
+
+        def run(self) -> None:
+            while True:
+                self.wake.wait()
+                self.wake.clear()
+                while self.items:
+                    self.send(self.items.popleft())
+
+    def post(body: str) -> None:
+        conn.request("POST", "/relay/threaded", f'{{"events": [{body}]}}',
+                     {"Content-Type": "application/json"})
+        conn.getresponse().read()
+
+    senders = [Sender(lambda body: client.publish(f"{RELAY_TOPIC}/threaded", body,
+                                                  qos=1).wait_for_publish(5)),
+               Sender(post)]
+
+    def commit_and_hand_over() -> None:
+        seq = 0
+        while True:
+            cards.get()
+            seq += 1
+            body = json.dumps({"id": f"relay:{seq}", "seq": seq, "type": "card_dealt",
+                               "data": {"index": seq}})
+            record.commit(seq, body)
+            for sender in senders:
+                sender.items.append(body)
+                sender.wake.set()
+
+    threading.Thread(target=commit_and_hand_over, daemon=True).start()
+    port = serial.serial_for_url(link, timeout=0.2)
+    parser = BeeTekParser()
+    print("ready", flush=True)
+    while True:
+        data = port.read(port.in_waiting or 1)
+        for output in parser.feed(data) if data else ():
+            if isinstance(output, CardScan):
+                cards.put(output)
 
 
 # --- the bench ---------------------------------------------------------------------------------
@@ -411,7 +487,8 @@ def run_relay_phase(kind: str, work: Path, cards_to_send: int, arrivals: Arrival
 
 
 #: path -> its name in the output
-PATHS = {"daemon": "real daemon", "durable": "durable relay", "bare": "bare relay"}
+PATHS = {"daemon": "real daemon", "durable": "durable relay",
+         "threaded": "threaded durable relay", "bare": "bare relay"}
 #: the goals, against the durable relay: (p50 ratio, p99 ratio)
 GOALS = (1.3, 2.0)
 
@@ -426,7 +503,7 @@ def run_paths(run_dir: Path, rounds: int, arrivals: Arrivals, http_port: int,
     arrivals.clear()
     samples = {"daemon": run_daemon_phase(run_dir, rounds, arrivals, http_port, mqtt_port)}
     cards = len(samples["daemon"][0])
-    for kind in ("durable", "bare"):
+    for kind in ("durable", "threaded", "bare"):
         samples[kind] = run_relay_phase(kind, run_dir, cards, arrivals, http_port, mqtt_port)
     return samples
 
@@ -471,7 +548,7 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
     summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
                                "failed_runs": failed,
                                "broker": "shipped" if shipped_broker else "mosquitto defaults",
-                               "paths": {}, "ratios": {}}
+                               "paths": {}, "ratios": {}, "threaded_ratios": {}}
     for path in PATHS:
         summary["paths"][path] = {
             transport: {figure: spread([run[path][transport][figure] for run in runs])
@@ -485,6 +562,10 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
             ratios[figure] = dict(spread(per_run), goal=goal,
                                   met=statistics.median(per_run) <= goal)
         summary["ratios"][transport] = ratios
+        # what the thread hand-overs alone cost, against the same yardstick (no goal)
+        summary["threaded_ratios"][transport] = {
+            figure: spread([run["threaded"][transport][figure] / run["durable"][transport][figure]
+                            for run in runs]) for figure in ("p50", "p99")}
     return summary
 
 
@@ -508,6 +589,9 @@ def print_summary(summary: dict[str, Any], work: Path) -> None:
             verdicts.append(f"{figure} x{x['median']:.2f} (x{x['min']:.2f}-x{x['max']:.2f}, "
                             f"goal <= x{x['goal']:.1f}: {'met' if x['met'] else 'NOT met'})")
         print(f"ratio daemon/durable {transport.upper()}: " + ", ".join(verdicts))
+        t = summary["threaded_ratios"][transport]
+        print(f"ratio threaded/durable {transport.upper()} (the hand-overs between threads "
+              f"alone): p50 x{t['p50']['median']:.2f}, p99 x{t['p99']['median']:.2f}")
     for failure in summary["failed_runs"]:
         print(f"run again after: {failure}")
 

@@ -115,11 +115,14 @@ def latency_rows(rounds: int, repeat: int) -> list[Row]:
         runs += f" ({len(summary['failed_runs'])} stalled and ran again)"
     for transport, name in (("mqtt", "MQTT"), ("http", "HTTP")):
         paths = summary["paths"]
-        real, durable, bare = (paths[p][transport] for p in ("daemon", "durable", "bare"))
+        real, durable, threaded, bare = (paths[p][transport]
+                                         for p in ("daemon", "durable", "threaded", "bare"))
         rows.append((f"card -> {name} p50 / p99", f"{real['p50']['median']:.2f} / "
                      f"{real['p99']['median']:.2f} ms", runs))
         rows.append((f"  durable relay -> {name}", f"{durable['p50']['median']:.2f} / "
                      f"{durable['p99']['median']:.2f} ms", "read, parse, fsync'd commit, send"))
+        rows.append((f"  threaded durable relay -> {name}", f"{threaded['p50']['median']:.2f} / "
+                     f"{threaded['p99']['median']:.2f} ms", "the same on the daemon's threads"))
         rows.append((f"  bare relay -> {name}", f"{bare['p50']['median']:.2f} / "
                      f"{bare['p99']['median']:.2f} ms", "read, parse, send"))
         ratio = summary["ratios"][transport]
