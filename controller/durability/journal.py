@@ -313,27 +313,35 @@ class Journal:
         Events must carry ``seq`` numbers that continue the journal's by one each.
         Returns the input's record number. Nothing is written when this raises.
         """
-        input_body = canonical_json(to_dict(inp))
-        bodies: list[tuple[int, str]] = []
+        return self.append_many([(inp, events)])
+
+    def append_many(self, entries: list[tuple[Input, list[dict[str, Any]]]]) -> int:
+        """Journal several inputs, each followed by its events, in one durable transaction
+        (group commit: a burst of frames pays for one fsync). Same rules as ``append``;
+        returns the first input's record number; nothing is written when this raises."""
+        if not entries:
+            raise JournalError("nothing to journal: no inputs given")
+        items: list[tuple[str, int | None, str]] = []  # (kind, event seq, body) in order
         expected = self._last_seq + 1
-        for event in events:
-            seq = event.get("seq") if isinstance(event, dict) else None
-            if isinstance(seq, bool) or not isinstance(seq, int):
-                raise JournalError(f"event without an integer seq: {event!r:.200}")
-            if seq != expected:
-                raise JournalError(f"event seq {seq} does not follow {expected - 1}")
-            try:
-                bodies.append((seq, canonical_json(event)))
-            except (TypeError, ValueError) as exc:
-                raise JournalError(f"event seq {seq} is not JSON: {exc}") from None
-            expected += 1
+        for inp, events in entries:
+            items.append(("input", None, canonical_json(to_dict(inp))))
+            for event in events:
+                seq = event.get("seq") if isinstance(event, dict) else None
+                if isinstance(seq, bool) or not isinstance(seq, int):
+                    raise JournalError(f"event without an integer seq: {event!r:.200}")
+                if seq != expected:
+                    raise JournalError(f"event seq {seq} does not follow {expected - 1}")
+                try:
+                    items.append(("event", seq, canonical_json(event)))
+                except (TypeError, ValueError) as exc:
+                    raise JournalError(f"event seq {seq} is not JSON: {exc}") from None
+                expected += 1
         with self._lock:
             self._check_open()
             n, prev = self._records, self._last_hash
             rows = []
             written = time.time()
-            for kind, seq, body in [("input", None, input_body)] + [
-                    ("event", s, b) for s, b in bodies]:
+            for kind, seq, body in items:
                 n += 1
                 digest = self._chain.digest(n, kind, seq, written, prev, body)
                 rows.append((n, kind, seq, written, body, prev, digest))
@@ -358,8 +366,8 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
-            self._appended = [JournaledEvent(row[0], seq, row[4], row[6])  # rows[0]: the input
-                              for row, (seq, _) in zip(rows[1:], bodies, strict=True)]
+            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6])
+                              for row in rows if row[1] == "event"]
             return first
 
     def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
@@ -370,8 +378,9 @@ class Journal:
         self._conn.execute(f"PRAGMA journal_size_limit={int(wal_bytes)}")
 
     def appended_events(self) -> list[JournaledEvent]:
-        """The events of the last successful ``append``, as committed (record, seq, body,
-        hash): handed to the outbox in memory, so its threads need not read them back."""
+        """The events of the last successful ``append`` or ``append_many``, as committed
+        (record, seq, body, hash): handed to the outbox in memory, so its threads need not read
+        them back."""
         return self._appended
 
     # -- reading ----------------------------------------------------------------------------

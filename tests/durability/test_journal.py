@@ -76,6 +76,30 @@ def test_seq_gap_is_refused_and_nothing_is_written(journal_path):
         assert j.verify().ok
 
 
+def test_append_many_writes_a_group_in_one_transaction_or_nothing(journal_path):
+    inputs = sample_inputs(4)
+    with Journal(journal_path) as j:
+        j.append(inputs[0], [event(1)])
+        # a gap in the group's last entry: none of the group is written
+        with pytest.raises(JournalError, match="seq 5 does not follow 3"):
+            j.append_many([(inputs[1], [event(2)]), (inputs[2], [event(3), event(5)])])
+        assert j.record_count() == 2 and j.last_event_seq() == 1
+        first = j.append_many([(inputs[1], [event(2)]), (inputs[2], []),
+                               (inputs[3], [event(3), event(4)])])
+        assert first == 3
+        assert [(e.record, e.seq) for e in j.appended_events()] == [(4, 2), (7, 3), (8, 4)]
+        assert j.verify().ok
+    with Journal(journal_path) as j:  # reopened: as if each input had been appended alone
+        assert list(j.inputs()) == inputs
+        assert [[ev["seq"] for ev in e.events] for e in j.entries()] == [[1], [2], [], [3, 4]]
+    conn = sqlite3.connect(journal_path)
+    try:  # one commit, one time of writing: the group's records share it, the first differs
+        written = [w for (w,) in conn.execute("SELECT written FROM records ORDER BY n")]
+    finally:
+        conn.close()
+    assert len(set(written[2:])) == 1 and written[0] != written[2]
+
+
 def test_verify_ok_counts_records_and_cli_says_so(journal_path):
     with Journal(journal_path) as j:
         fill(j, 12)
