@@ -105,16 +105,16 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
     try:
         daemon.post(Button(0.0, "new_shoe"))
         wait_until(lambda: daemon.snapshot().get("state") == "awaiting_flip")
-        real_append = daemon.journal.append
+        real_append = daemon.journal.append_many  # append() and group commits both write here
         failing = threading.Event()
         failing.set()
 
-        def append(inp, events):
+        def append(entries):
             if failing.is_set():
                 raise JournalError("disk full (test)")
-            return real_append(inp, events)
+            return real_append(entries)
 
-        daemon.journal.append = append
+        daemon.journal.append_many = append
         daemon.post(CardScan(0.0, parse_card("5H")))
         daemon.post(CardScan(0.0, parse_card("6D")))
         wait_until(lambda: daemon.snapshot().get("held_inputs") == 2)
@@ -158,7 +158,7 @@ def test_inputs_beyond_the_held_inputs_limit_are_dropped_and_counted(
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)
     try:
-        daemon.journal.append = lambda inp, events: (_ for _ in ()).throw(
+        daemon.journal.append_many = lambda entries: (_ for _ in ()).throw(
             JournalError("disk full (test)"))
         for _ in range(5):
             daemon.post(Button(0.0, "new_shoe"))

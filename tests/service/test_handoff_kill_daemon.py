@@ -101,8 +101,12 @@ def test_sigkill_mid_burst_loses_no_event_and_changes_none(
             panel.send("start_round")
             opened = wait_status(client, lambda s: s["state"] == "betting")
             kill_after = rng.randint(1, 11)
-            burst = threading.Thread(target=lambda: [shoe.send_card(c) for c in ROUND_CARDS],
-                                     daemon=True)
+            # A few milliseconds between frames: frames queued together are journaled in one
+            # transaction (group commit), and a burst with no gap at all would commit whole.
+            gaps = [rng.uniform(0.002, 0.006) for _ in ROUND_CARDS]
+            burst = threading.Thread(target=lambda g=gaps: [
+                (shoe.send_card(c), time.sleep(gap)) for c, gap in zip(ROUND_CARDS, g)],
+                daemon=True)
             burst.start()
             assert wait_until(lambda at=opened["seq"], n=kill_after:
                               journaled_cards(journal, at) >= n,
