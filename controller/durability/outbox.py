@@ -32,6 +32,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,11 @@ class _Worker:
         self.behind = True          # read the journal until it has nothing past the position
         self.journal_asked = False  # notify(): events were journaled without a hand-over
         self.delivered_seq = 0
+        self.submitted_seq = 0      # the last event on its way (a window's batches), >= delivered
         self.recorded_seq = 0       # the position as the delivery table has it
+        # batches submitted, not yet settled, oldest first: (events, settle, a resend's)
+        self.in_flight: deque[tuple[list[dict[str, Any]], Callable[[], None], bool]] = deque()
+        self.in_flight_peak = 0     # most batches on the way at once (benchmarks, tests)
         self.from_memory = 0        # events delivered from the handoff / read from the journal
         self.from_journal = 0
         self.record_due = 0.0       # monotonic time the position is next written
@@ -134,6 +139,9 @@ class _Worker:
             while not stop.is_set():
                 self.wake.clear()
                 self._take_resend_request(conn)
+                if self.transport.window > 1:
+                    last_warning = self._windowed_turn(conn, last_warning)
+                    continue
                 events = self._next_batch(conn)
                 if not events:
                     self._record_position(conn, due_only=True)
@@ -147,7 +155,7 @@ class _Worker:
                     self.behind = True  # the batch left the handoff: the journal has it
                     last_warning = self._failed(events, exc, last_warning)
                     continue
-                self._sent(conn, events[-1]["seq"])
+                self._sent(conn, events[-1]["seq"], self.resend_next is not None)
                 self._record_position(conn, due_only=True)  # a busy table's positions too
         finally:
             self._record_position(conn)
@@ -156,6 +164,49 @@ class _Worker:
                 self.transport.close()
             except Exception:
                 log.exception("outbox %s: closing the transport failed", self.name)
+
+    def _windowed_turn(self, conn: sqlite3.Connection, last_warning: float) -> float:
+        """One turn of a transport with several batches on the way: submit the next batch
+        while the window has room (a resend's go one at a time), else settle the oldest;
+        returns the time of the last warning logged."""
+        window = self.transport.window
+        if len(self.in_flight) < window and (self.resend_next is None or not self.in_flight):
+            events = self._next_batch(conn)
+            if events:
+                resend = self.resend_next is not None
+                try:
+                    settle = self.transport.submit(events)
+                except Exception as exc:  # every failure is retried: see the module doc
+                    return self._window_failed(events, exc, last_warning)
+                self.in_flight.append((events, settle, resend))
+                self.in_flight_peak = max(self.in_flight_peak, len(self.in_flight))
+                if not resend:
+                    self.submitted_seq = events[-1]["seq"]
+                if len(self.in_flight) < window and not resend:
+                    return last_warning  # more may be waiting: on their way first
+        if not self.in_flight:
+            self._record_position(conn, due_only=True)
+            wait = self._idle_wait()
+            if not self.wake.wait(wait) and wait >= self.outbox.idle_poll_s:
+                self.behind = True  # the safety net: look at the journal itself
+            return last_warning
+        events, settle, resend = self.in_flight[0]
+        try:
+            settle()
+        except Exception as exc:  # every failure is retried: see the module doc
+            return self._window_failed(events, exc, last_warning)
+        self.in_flight.popleft()
+        self._sent(conn, events[-1]["seq"], resend)
+        self._record_position(conn, due_only=True)
+        return last_warning
+
+    def _window_failed(self, events: list[dict[str, Any]], exc: Exception,
+                       last_warning: float) -> float:
+        """Nothing on the way counts: start again after the delivered position."""
+        self.in_flight.clear()
+        self.submitted_seq = self.delivered_seq
+        self.behind = True
+        return self._failed(events, exc, last_warning)
 
     def _idle_wait(self) -> float:
         wait = self.outbox.idle_poll_s
@@ -179,11 +230,11 @@ class _Worker:
             self.journal_asked = False  # cleared before the read: a later ask is kept
             self.behind = True
         if not self.behind:
-            handed = self.handoff.take(self.delivered_seq, self.transport.batch_max)
+            handed = self.handoff.take(self.submitted_seq, self.transport.batch_max)
             if handed is not None:
                 self.from_memory += len(handed)
                 return handed
-        events = anchored_events_after(conn, self.delivered_seq, self.transport.batch_max)
+        events = anchored_events_after(conn, self.submitted_seq, self.transport.batch_max)
         self.behind = bool(events)  # caught up: from here the handoff follows on
         self.from_journal += len(events)
         return events
@@ -252,13 +303,13 @@ class _Worker:
             except Exception:
                 log.exception("outbox %s: backend change listener failed", self.name)
 
-    def _sent(self, conn: sqlite3.Connection, seq: int) -> None:
+    def _sent(self, conn: sqlite3.Connection, seq: int, resend: bool) -> None:
         """The transport took a batch ending at ``seq`` (a resend's, or new events)."""
         recovered = self.failing_since is not None
         self.failures = 0
         self.failing_since = self.failing_since_wall = None
         self._set_state("ok", clear_error=True)  # before the position: waiters see both
-        if self.resend_next is not None:
+        if resend:
             self.resend_next = seq + 1
         else:
             self._delivered(conn, seq)
@@ -273,6 +324,7 @@ class _Worker:
             self.record_due = time.monotonic() + self.outbox.position_record_s
         with self.outbox._lock:
             self.delivered_seq = seq
+            self.submitted_seq = max(self.submitted_seq, seq)
             self.last_delivered_at = time.time()
             self.outbox._changed.notify_all()
 
@@ -379,8 +431,9 @@ class Outbox:
                     # them from `pokdeng-table journal export --archives`.
                     log.warning("outbox %s: new transport starts after seq %d: events 1-%d "
                                 "are archived and are not sent", name, start, start)
-                worker.delivered_seq = worker.recorded_seq = int(conn.execute(
-                    "SELECT last_seq FROM delivery WHERE transport=?", (name,)).fetchone()[0])
+                worker.delivered_seq = worker.recorded_seq = worker.submitted_seq = int(
+                    conn.execute("SELECT last_seq FROM delivery WHERE transport=?",
+                                 (name,)).fetchone()[0])
             last_record, last_seq = conn.execute(
                 "SELECT MAX(n), MAX(event_seq) FROM records").fetchone()
             if last_record is None:
@@ -431,6 +484,10 @@ class Outbox:
         """Per transport: events taken from memory and events read back from the journal
         (resends not counted), for the benchmarks and tests."""
         return {name: (w.from_memory, w.from_journal) for name, w in self._workers.items()}
+
+    def in_flight_peaks(self) -> dict[str, int]:
+        """Per transport: the most batches it had on the way at once (benchmarks, tests)."""
+        return {name: w.in_flight_peak for name, w in self._workers.items()}
 
     def wait_delivered(self, seq: int, timeout: float) -> bool:
         """Wait until every running transport has delivered up to ``seq`` (shutdown drain)."""

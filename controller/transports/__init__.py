@@ -82,6 +82,10 @@ class PermanentError(TransportError):
     state = "refused"
 
 
+def _settled() -> None:
+    """Nothing left to wait for: ``Transport.submit`` delivered already."""
+
+
 class Transport(ABC):
     """Base of every transport. Used by one outbox thread at a time."""
 
@@ -93,6 +97,9 @@ class Transport(ABC):
     backoff_max_s: float = 30.0
     #: failing this long makes the table record the backend unreachable (an event)
     unreachable_after_s: float = 30.0
+    #: batches on the way at once: above 1, the outbox hands batches over with ``submit`` and
+    #: counts each delivered when its settle call returns, oldest first
+    window: int = 1
 
     def __init__(self, name: str | None = None):
         self.name = name or self.kind
@@ -105,6 +112,13 @@ class Transport(ABC):
     @abstractmethod
     def deliver(self, events: list[dict[str, Any]]) -> None:
         """Hand ``events`` (in seq order) to the backend; return only once it has them all."""
+
+    def submit(self, events: list[dict[str, Any]]) -> Callable[[], None]:
+        """Send ``events`` on their way without waiting for the backend; the call returned
+        waits until the backend has them all (or raises as ``deliver`` does). A transport
+        with a ``window`` above 1 keeps the order of what it submits; this one delivers."""
+        self.deliver(events)
+        return _settled
 
     def problem(self) -> str | None:
         """What is wrong with the connection right now, or None (called from any thread)."""

@@ -21,6 +21,12 @@ thread reconnects on its own; while disconnected, ``deliver`` raises ``Transient
 outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
 re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the
 same seq waits for that message instead of publishing another copy.
+
+Up to ``in_flight_batches`` batches are on the way at once (``submit``; the outbox settles
+them oldest first): one connection keeps them in order, and a batch counts as delivered only
+once all its PUBACKs are in. When one fails, the outbox starts again from the first event not
+yet delivered; a refused batch and every batch after it are published anew, so each event's
+first copy still reaches a subscriber in seq order.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -88,6 +95,9 @@ class MqttTransportSettings:
     keepalive: int = option(30, minval=5, maxval=3600)
     protocol: str = option("3.1.1", choices=("3.1.1", "5"))
     publish_timeout_s: float = option(10.0, above=0, maxval=300)  # the PUBACKs of one batch
+    # batches published before the oldest one's PUBACKs are in (each counted delivered only
+    # once they are): a backlog after an outage goes out without a round trip per batch
+    in_flight_batches: int = option(4, minval=1, maxval=64)
     connect_timeout_s: float = option(5.0, above=0, maxval=300)   # deliver waits to (re)connect
     reconnect_min_s: float = option(1.0, above=0, maxval=3600)
     reconnect_max_s: float = option(30.0, above=0, maxval=3600)
@@ -178,6 +188,7 @@ class MqttTransport(Transport):
         self.backoff_initial_s = settings.backoff_initial_s
         self.backoff_max_s = settings.backoff_max_s
         self.unreachable_after_s = settings.unreachable_after_s
+        self.window = settings.in_flight_batches
         prefix = settings.topic_prefix.strip("/")
         self.events_topic = f"{prefix}/{table}/events"
         self.status_topic = f"{prefix}/{table}/status"
@@ -204,6 +215,9 @@ class MqttTransport(Transport):
         client.on_connect_fail = self._on_connect_fail
         client.on_publish = self._on_publish
         client.message_callback_add(self.resend_topic, self._on_resend_request)
+        # paho holds back QoS 1 messages past 20 unacknowledged: let every event of the
+        # batches on the way go out (the broker's own receive maximum still applies).
+        client.max_inflight_messages_set(settings.batch_max * settings.in_flight_batches)
         self._client = client
         start_connecting(client, settings)
 
@@ -286,8 +300,13 @@ class MqttTransport(Transport):
 
     # -- delivery ------------------------------------------------------------------------------
     def deliver(self, events: list[dict[str, Any]]) -> None:
+        self.submit(events)()
+
+    def submit(self, events: list[dict[str, Any]]) -> Callable[[], None]:
+        """Publish ``events`` (QoS 1, in order on the one connection); the call returned
+        waits for their PUBACKs. Called from the delivery thread only."""
         if not events:
-            return
+            return lambda: None
         if not self._connected.wait(self.settings.connect_timeout_s):
             with self._lock:
                 refused, problem = self._refused_for_good, self._last_problem
@@ -295,9 +314,6 @@ class MqttTransport(Transport):
             if refused:
                 raise PermanentError(f"mqtt broker {where} refused this table: {refused}")
             raise TransientError(f"not connected to mqtt broker {where} ({problem})")
-        first = events[0]["seq"]
-        for seq in [s for s in self._inflight if s < first]:
-            del self._inflight[seq]  # settled by an earlier batch
         waiting: list[tuple[int, mqtt.MQTTMessageInfo]] = []
         for event in events:
             seq = event["seq"]
@@ -309,6 +325,10 @@ class MqttTransport(Transport):
                                          f"{mqtt.error_string(info.rc)}")
                 self._inflight[seq] = info
             waiting.append((seq, info))
+        return lambda: self._settle(waiting)
+
+    def _settle(self, waiting: list[tuple[int, mqtt.MQTTMessageInfo]]) -> None:
+        """Wait for the PUBACKs of one submitted batch; raise as ``deliver`` does."""
         deadline = time.monotonic() + self.settings.publish_timeout_s
         for seq, info in waiting:
             try:
@@ -330,8 +350,16 @@ class MqttTransport(Transport):
             live = {info.mid for info in self._inflight.values()}
             for mid in [m for m in self._refused_mids if m not in live]:
                 del self._refused_mids[mid]
-        for seq, _ in waiting:
-            self._inflight.pop(seq, None)
+        if refused is None:
+            last = waiting[-1][0]
+            for seq in [s for s in self._inflight if s <= last]:
+                del self._inflight[seq]  # settled: batches settle oldest first
+        else:
+            # Published anew next time, and so is every later batch already on the way: a
+            # subscriber that comes back meanwhile still meets each event first in seq order.
+            first = waiting[0][0]
+            for seq in [s for s in self._inflight if s >= first]:
+                del self._inflight[seq]
         if refused is not None:
             seq, reason = refused
             # The events before it were taken; the outbox sends this batch again (same ids).

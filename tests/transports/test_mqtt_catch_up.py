@@ -209,3 +209,47 @@ def test_the_studio_acl_lets_a_table_publish_its_health_and_the_fleet_read_every
         fleet.client.loop_stop()
         fleet.client.disconnect()
     assert "forged" not in " ".join(fleet.texts)  # the broker dropped the other table's write
+
+
+@pytest.mark.slow
+def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
+        mosquitto_factory, tmp_path):
+    """Several batches on the way (in_flight_batches 4, batch_max 10) when the broker, with
+    persistence, restarts: the backend's persistent session gets every event, each first copy
+    in seq order, without having to ask for a gap."""
+    broker = mosquitto_factory()
+    journal = Journal(tmp_path / "journal.db")
+    written = fill(journal, 1500)  # a backlog: ~2,000 events, as after an outage
+    receiver = MqttReceiver(broker.port, TABLE)
+    transport = create("mqtt", {"host": "127.0.0.1", "port": broker.port, "protocol": "5",
+                                "reconnect_min_s": 0.1, "reconnect_max_s": 0.3,
+                                "connect_timeout_s": 2.0, "publish_timeout_s": 2.0,
+                                "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
+                                "batch_max": 10, "in_flight_batches": 4}, table=TABLE)
+    try:
+        receiver.connect()
+        wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+        with Outbox(journal.path, [transport]) as outbox:
+            wait_until(lambda: outbox.status()["mqtt"]["delivered_seq"] >= 200, 15,
+                       "the first batches delivered", interval=0.001)
+            broker.stop()  # batches on the way: paho holds them, the outbox retries
+            restarted_at = outbox.status()["mqtt"]["delivered_seq"]
+            broker.start()
+            assert outbox.wait_delivered(journal.last_event_seq(), 30)
+            assert outbox.in_flight_peaks()["mqtt"] > 1  # several batches were on the way
+        wait_until(lambda: len(receiver.stored) == len(written), 15, "the receiver to catch up",
+                   details=lambda: f"stored {len(receiver.stored)}, asked {receiver.asked}")
+    finally:
+        receiver.close()
+        journal.close()
+    assert restarted_at < len(written)  # the restart landed mid-stream
+    assert unanchored(receiver.stored) == written  # every event once, in seq order, no gap
+    assert receiver.asked == [1]  # only on its first connect: no gap made it ask again
+    first_ids: list[str] = []
+    seen: set[str] = set()
+    for payload in receiver.payloads:
+        event_id = json.loads(payload)["id"]
+        if event_id not in seen:
+            seen.add(event_id)
+            first_ids.append(event_id)
+    assert first_ids == [e["id"] for e in written]  # each first copy in seq order
