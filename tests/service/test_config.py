@@ -155,18 +155,20 @@ def test_every_driver_option_error_is_listed_under_its_key_path(tmp_path: Path) 
 
 def test_transport_options_follow_the_settings_fields(tmp_path: Path) -> None:
     data = base_config(tmp_path)
-    data["transports"]["mqtt"].update(protocol="5", publish_timeout_s=2.5, batch_max=20)
+    data["transports"]["mqtt"].update(protocol="5", publish_timeout_s=2.5, batch_max=20,
+                                      in_flight_batches=8)
     data["transports"]["file"]["batch_max"] = 50
     config = load_config(write(tmp_path, data))
-    assert (config.mqtt.protocol, config.mqtt.publish_timeout_s, config.mqtt.batch_max) == \
-        ("5", 2.5, 20)
+    assert (config.mqtt.protocol, config.mqtt.publish_timeout_s, config.mqtt.batch_max,
+            config.mqtt.in_flight_batches) == ("5", 2.5, 20, 8)
     assert config.file_sink.batch_max == 50
-    data["transports"]["mqtt"].update(protocol="4", reconnect_max_s=0)
+    data["transports"]["mqtt"].update(protocol="4", reconnect_max_s=0, in_flight_batches=0)
     data["transports"]["file"]["batch_max"] = 0
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, data))
     assert caught.value.errors == [
         'transports.mqtt.protocol: must be one of 3.1.1, 5; got "4"',
+        "transports.mqtt.in_flight_batches: must be an integer >= 1 and <= 64, got 0",
         "transports.mqtt.reconnect_max_s: must be a number > 0 and <= 3600, got 0",
         "transports.file.batch_max: must be an integer >= 1 and <= 10000, got 0"]
 
