@@ -31,9 +31,18 @@ from controller.service.daemon import Daemon  # noqa: E402
 from controller.service.logging_setup import setup_logging  # noqa: E402
 from controller.service.notify import Notifier  # noqa: E402
 from controller.table.inputs import Button, CardScan  # noqa: E402
+from drivers.sim.shoe import shuffled_shoe  # noqa: E402
 
 FLIP_AND_BURNS = ("5H", "2C", "3C", "4C", "6C", "7C")
-ROUND_CARDS = ("9S", "AS", "5H", "5D", "JC", "QD", "TH", "KS", "4C", "6C", "2H", "7D", "8H")
+
+
+def dealing_order(seed: int = 7) -> list[str]:
+    """The rest of an 8-deck shoe after the flip and burn cards, shuffled: no card more
+    often than the shoe holds it (the table faults on a ninth)."""
+    rest = [card.code for card in shuffled_shoe(seed)]
+    for code in FLIP_AND_BURNS:
+        rest.remove(code)
+    return rest
 
 
 class CardsJournaled:
@@ -95,8 +104,9 @@ def run(group_max: int, rounds: int, burst: int, directory: str | None) -> dict[
             for code in FLIP_AND_BURNS:
                 daemon.post(CardScan(0.0, parse_card(code)))
             seen.wait(lambda: seen.burns_done == 1)
-            cards = list(ROUND_CARDS * (burst // len(ROUND_CARDS) + 1))[:burst]
+            shoe = iter(dealing_order())
             for number in range(1, rounds + 1):
+                cards = [next(shoe) for _ in range(burst)]
                 daemon.post(Button(0.0, "start_round"))
                 time.sleep(0.05)  # the round is open
                 assert daemon.journal is not None

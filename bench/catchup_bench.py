@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
+import json
 import multiprocessing
 import socket
 import statistics
@@ -179,7 +180,9 @@ def main() -> int:
                         help="one-way delays of the link, comma separated (default 0,10)")
     parser.add_argument("--windows", default="1,4", help="in_flight_batches to compare")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
+    results: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="pokdeng-catchup-") as folder:
         work = Path(folder)
         broker = Broker(work)
@@ -199,6 +202,9 @@ def main() -> int:
                         times.append(deliver_backlog(journal, last, port, args.batch, window,
                                                      counter))
                     median = statistics.median(times)
+                    results.append({"delay_ms": delay_ms, "in_flight_batches": window,
+                                    "events": args.events, "seconds_min": min(times),
+                                    "seconds_median": median, "seconds_max": max(times)})
                     print(f"{f'{delay_ms:g} ms each way':<14}{window:>10}"
                           f"{min(times):>10.3f}{median:>8.3f}{max(times):>8.3f}"
                           f"{args.events / median:>16.0f}")
@@ -207,6 +213,8 @@ def main() -> int:
         finally:
             counter.close()
             broker.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

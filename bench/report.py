@@ -9,6 +9,10 @@ Runs, in this order, and prints one table of figures at the end:
   server, through the real daemon, p50/p99 against a durable bare relay (read, parse, one
   fsync'd SQLite commit, send) with the goals' ratios, and a bare relay (no journal), each
   --latency-repeat times (bench/latency_bench.py; needs mosquitto);
+- burst: 13 card frames posted at once -> the last one journaled, grouped in one transaction
+  against one transaction each (bench/burst_bench.py);
+- catchup: an MQTT backlog of 3,000 events through loopback and a 10 ms link, several batches
+  in flight against one (bench/catchup_bench.py; needs mosquitto);
 - daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
   20 s by default, --full for 60 s);
 - display: idle RSS and CPU with the dealer display on and two pages connected, and a button
@@ -43,7 +47,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-PARTS = ("rtp", "replay", "journal", "latency", "daemon", "display", "start", "cli", "soak")
+PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "daemon", "display", "start",
+         "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -131,6 +136,45 @@ def latency_rows(rounds: int, repeat: int) -> list[Row]:
             rows.append((f"  {name} {figure} / durable relay", f"x{r['median']:.2f}",
                          f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
                          f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
+    return rows
+
+
+def run_json(script: str, *args: str, timeout: float = 900) -> Any:
+    """Run ``bench/<script>`` with ``--json``; its figures, or a FAILED row's note."""
+    with tempfile.TemporaryDirectory(prefix="pokdeng-bench-") as scratch:
+        figures = Path(scratch) / "figures.json"
+        done = subprocess.run([sys.executable, str(BENCH / script), *args, "--json",
+                               str(figures)], capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0 or not figures.exists():
+            raise RuntimeError(done.stderr.strip()[-100:] or f"{script} exited {done.returncode}")
+        return json.loads(figures.read_text())
+
+
+def burst_rows() -> list[Row]:
+    found = run_json("burst_bench.py", "--rounds", "8")
+    grouped, single = found["grouped"], found["one by one"]
+
+    def med(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    return [("burst of 13 frames -> last journaled", f"{med(grouped['ms']):.2f} ms",
+             f"group commit, {med(grouped['commits']):.0f} commit(s); one by one "
+             f"{med(single['ms']):.2f} ms, {med(single['commits']):.0f} commits")]
+
+
+def catchup_rows() -> list[Row]:
+    if not os.access(MOSQUITTO, os.X_OK):
+        return [("MQTT catch-up", "skipped", f"mosquitto missing at {MOSQUITTO}")]
+    found = run_json("catchup_bench.py", "--events", "3000", "--repeat", "3")
+    rows: list[Row] = []
+    for delay in sorted({r["delay_ms"] for r in found}):
+        by_window = {r["in_flight_batches"]: r for r in found if r["delay_ms"] == delay}
+        link = "loopback" if delay == 0 else f"{delay:g} ms each way"
+        many = max(by_window)
+        rows.append((f"MQTT backlog of 3,000 events, {link}",
+                     f"{by_window[many]['seconds_median']:.2f} s",
+                     f"{many} batches in flight; one at a time "
+                     f"{by_window[min(by_window)]['seconds_median']:.2f} s"))
     return rows
 
 
@@ -263,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
         ("replay", lambda: replay_rows(args.replay_shoes)),
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
         ("latency", lambda: latency_rows(args.latency_rounds, args.latency_repeat)),
+        ("burst", burst_rows),
+        ("catchup", catchup_rows),
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
         ("start", lambda: start_rows(args.full, args.start_shoes)),

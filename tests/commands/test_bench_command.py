@@ -19,7 +19,7 @@ def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = bench("--skip", "latency,daemon,display,start,cli,soak", "--replay-shoes", "2",
+    done = bench("--skip", "latency,catchup,daemon,display,start,cli,soak", "--replay-shoes", "2",
                  "--journal-shoes", "1", "--json", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -28,11 +28,13 @@ def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     assert set(figures) == {"exact RTP, whole process", "replay rounds/s (machine)",
                             "replay rounds/s (+ JSON lines)", "replay one shoe",
                             "journal appends/s (fsync each)", "journal append p50 / p99",
-                            "journal verify"}
+                            "journal verify", "burst of 13 frames -> last journaled"}
     for figure, row in figures.items():
         assert figure in done.stdout
         assert row["value"] not in ("FAILED", "?", "")
     assert float(figures["replay rounds/s (machine)"]["value"].replace(",", "")) > 0
+    burst = figures["burst of 13 frames -> last journaled"]["note"]
+    assert "group commit, 1 commit(s); one by one" in burst and burst.endswith("13 commits")
     for figure, unit in (("exact RTP, whole process", "s"), ("replay one shoe", "ms")):
         low, middle, high = figures[figure]["value"].removesuffix(f" {unit}").split(" / ")
         assert 0 < float(low) <= float(middle) <= float(high)  # min / median / max of runs
@@ -47,7 +49,7 @@ def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bench_times_start_and_verify_by_journal_size(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = bench("--skip", "rtp,replay,journal,latency,daemon,display,cli,soak",
+    done = bench("--skip", "rtp,replay,journal,latency,burst,catchup,daemon,display,cli,soak",
                  "--start-shoes", "1,3",
                  "--json", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
