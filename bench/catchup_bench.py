@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
 from bench.latency_bench import Broker, free_port  # noqa: E402
+from bench.measuring import wait_listening  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
 from controller.durability.outbox import Outbox  # noqa: E402
 from controller.table.inputs import Button  # noqa: E402
@@ -49,15 +50,7 @@ class DelayedLink:
         self._process = multiprocessing.get_context("fork").Process(target=self._serve,
                                                                     daemon=True)
         self._process.start()
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the delayed link did not start") from None
-                time.sleep(0.02)
+        wait_listening(self.port, "the delayed link", self._process.is_alive)
 
     def stop(self) -> None:
         self._process.terminate()

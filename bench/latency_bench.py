@@ -56,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.measuring import percentile  # noqa: E402
+from bench.measuring import percentile, wait_listening  # noqa: E402
 from controller.service.control_access import own_group  # noqa: E402
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
@@ -161,15 +161,7 @@ class Broker:
                           f"user root\n{settings}")
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit("mosquitto did not start") from None
-                time.sleep(0.05)
+        wait_listening(self.port, "mosquitto", lambda: self.proc.poll() is None)
 
     def stop(self) -> None:
         self.proc.terminate()

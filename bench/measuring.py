@@ -1,14 +1,31 @@
 """What the benchmark scripts share: a sink that timestamps what drivers post, percentiles, the
-config of a simulated table for a real daemon, and a daemon's idle figures from /proc."""
+config of a simulated table for a real daemon, a daemon's idle figures from /proc, and waiting
+for a server to listen."""
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def wait_listening(port: int, what: str, alive: Callable[[], bool] = lambda: True,
+                   timeout: float = 10.0) -> None:
+    """Return once 127.0.0.1:``port`` accepts a connection; SystemExit naming ``what`` when it
+    does not within ``timeout`` or ``alive()`` turns false (its process ended)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or not alive():
+                raise SystemExit(f"{what} did not start") from None
+            time.sleep(0.02)
 
 
 def percentile(values: list[float], percent: float) -> float:

@@ -25,7 +25,7 @@ from controller.service.daemon import Daemon
 from controller.service.notify import Notifier
 from controller.service.status_board import status_line
 from controller.table.inputs import Actor, Button, CardScan
-from support.daemon_helpers import control_section
+from support.daemon_helpers import control_section, in_process_daemon
 from support.waiting import wait_until
 
 
@@ -37,14 +37,7 @@ def state_dir() -> Iterator[Path]:
 
 
 def make_daemon(state_dir: Path, clock: TableClock | None = None) -> Daemon:
-    config = parse_config({
-        "table": {"id": "L1", "betting_seconds": 15},
-        "state_dir": str(state_dir),
-        "shoe": {"driver": "beetek", "url": "/dev/null"},
-        "control": control_section(state_dir / "c.sock"),
-    }, "test")
-    # No devices: the test posts the inputs a driver would.
-    return Daemon(config, notifier=Notifier({}), clock=clock, drivers=[], transports=[])
+    return in_process_daemon(state_dir, "L1", clock)
 
 
 def table_input_kinds(journal: Journal) -> list[str]:

@@ -19,12 +19,10 @@ from controller.durability import checkpoints
 from controller.durability.journal import Journal, JournalError
 from controller.durability.recovery import recover_report
 from controller.rules.cards import parse_card
-from controller.service.config import parse_config
 from controller.service.daemon import Daemon
-from controller.service.notify import Notifier
 from controller.table.inputs import Button, CardScan, Input
 from controller.table.machine import TableMachine
-from support.daemon_helpers import control_section
+from support.daemon_helpers import in_process_daemon
 from support.waiting import wait_until
 
 FLIP_AND_BURNS = ("5H", "2C", "3C", "4C", "6C", "7C")  # a 5 flipped: five burns
@@ -44,13 +42,7 @@ def state_dirs() -> Iterator[list[Path]]:
 
 
 def make_daemon(state_dir: Path, group_max: int | None = None) -> Daemon:
-    config = parse_config({
-        "table": {"id": "G1", "betting_seconds": 15},
-        "state_dir": str(state_dir),
-        "shoe": {"driver": "beetek", "url": "/dev/null"},
-        "control": control_section(state_dir / "c.sock"),
-    }, "test")
-    daemon = Daemon(config, notifier=Notifier({}), drivers=[], transports=[])
+    daemon = in_process_daemon(state_dir, "G1")
     if group_max is not None:
         daemon.group_max = group_max
     return daemon

@@ -105,6 +105,22 @@ def control_section(socket_path: Path, **options: Any) -> dict[str, Any]:
     return {"socket": str(socket_path), "supervisor_group": own_group(), **options}
 
 
+def in_process_daemon(state_dir: Path, table_id: str = "L1", clock: Any = None) -> Any:
+    """A Daemon to run in the test's process: no devices (the test posts the inputs a driver
+    would), no transports, no service manager; betting lasts 15 s."""
+    from controller.service.config import parse_config
+    from controller.service.daemon import Daemon
+    from controller.service.notify import Notifier
+
+    config = parse_config({
+        "table": {"id": table_id, "betting_seconds": 15},
+        "state_dir": str(state_dir),
+        "shoe": {"driver": "beetek", "url": "/dev/null"},
+        "control": control_section(state_dir / "c.sock"),
+    }, "test")
+    return Daemon(config, notifier=Notifier({}), clock=clock, drivers=[], transports=[])
+
+
 def daemon_config(tmp_path: Path, shoe_link: Path, panel_path: str,
                   betting_seconds: float = 2, shoe: dict[str, Any] | None = None,
                   display: dict[str, Any] | None = None, **control: Any) -> Path:
