@@ -97,7 +97,9 @@ def shoe_script(
             draw()
         last_round = last_round or cut_drawn
         if t < closes_at:
-            t = round(closes_at, 3)
+            # Not rounded: 115.165 + 15.0 is 130.16500000000002, and a tick at 130.165 would
+            # come before the deadline and close nothing.
+            t = closes_at
             script.append(Tick(t))  # the daemon posts this tick at the deadline
         if reveal == "button":
             for _ in range(HANDS):

@@ -156,6 +156,20 @@ def shoes(draw):
                                cut_depth=draw(st.floats(0.2, 0.95))))
 
 
+def test_generated_scripts_tick_no_earlier_than_each_betting_deadline():
+    """The generator's countdown tick is exactly at the deadline, never a rounding before it
+    (Hypothesis found a shoe whose last round never closed: 115.165 + 15.0 is
+    130.16500000000002, and a tick at round(…, 3) came too early to close anything)."""
+    for seed in range(60):
+        script = shoe_script(seed, decks=2, start_at=seed * 7.919)
+        opened = [i.at for i in script if getattr(i, "name", None) == "start_round"]
+        ticks = [i.at for i in script if i.kind == "tick"]
+        assert ticks, f"seed {seed}: no round finished dealing before its deadline"
+        for tick in ticks:
+            start = max(t for t in opened if t < tick)
+            assert tick >= start + 15.0, f"seed {seed}: tick at {tick!r} before the deadline"
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shoes())
 def test_property_beads_per_position_equal_the_rounds_of_the_shoe(shoe):
