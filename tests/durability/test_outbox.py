@@ -273,6 +273,27 @@ def test_file_sink_appends_and_reports_a_missing_directory(tmp_path):
     assert [e["seq"] for e in read_jsonl(tmp_path / "x.jsonl")] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("torn", [b'{"id":"T:3","seq":3,"ty', b'{"data":"' + b"x" * 150_000])
+@pytest.mark.parametrize("whole_lines", [0, 2])
+def test_file_sink_cuts_a_line_an_interrupted_write_left_unfinished(tmp_path, caplog, torn,
+                                                                     whole_lines):
+    """A kill in the middle of a long write leaves a last line without its end (the batch
+    was never counted delivered): the next sink cuts it off, so every line is whole JSON."""
+    from controller.transports import create
+    path = tmp_path / "x.jsonl"
+    first = create("file", {"path": str(path)}, table=TABLE)
+    first.deliver([event(n) for n in range(1, whole_lines + 1)])
+    first.close()
+    with path.open("ab") as f:
+        f.write(torn)
+    sink = create("file", {"path": str(path)}, table=TABLE)
+    with caplog.at_level(logging.WARNING, logger="pokdeng.transports.file"):
+        sink.deliver([event(3), event(4)])
+    sink.close()
+    assert [e["seq"] for e in read_jsonl(path)] == [*range(1, whole_lines + 1), 3, 4]
+    assert f"cut {len(torn)} bytes" in caplog.text
+
+
 def test_transient_error_carries_retry_after():
     assert TransientError("x", 2.5).retry_after == 2.5
 
