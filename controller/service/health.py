@@ -106,7 +106,16 @@ def offline_message(table: str, reason: str, software: dict[str, Any] | None = N
 
 def what_changed(message: dict[str, Any]) -> dict[str, Any]:
     """The part of a health message whose change is worth a publish: not the time nor the
-    age of the oldest undelivered event, which move on their own."""
+    age of the oldest undelivered event, which move on their own, nor the counts every card
+    moves (the journal's size, how many events wait): whether events wait, per transport,
+    is. The heartbeat carries the counts."""
     backlog = dict(message.get("backlog") or {})
     backlog.pop("oldest_undelivered_age_s", None)
-    return {key: value for key, value in dict(message, backlog=backlog).items() if key != "time"}
+    backlog["events"] = bool(backlog.get("events"))
+    backlog["transports"] = {name: {"backlog": bool(t.get("backlog")), "state": t.get("state")}
+                             for name, t in (backlog.get("transports") or {}).items()}
+    journal = dict(message.get("journal") or {})
+    journal.pop("bytes", None)
+    journal.pop("records", None)
+    return {key: value for key, value in dict(message, backlog=backlog, journal=journal).items()
+            if key != "time"}

@@ -1,4 +1,5 @@
-"""Publishes the table's health (health.py) on change and every ``HEARTBEAT_S`` seconds.
+"""Publishes the table's health (health.py) on change (``SETTLE_S`` after it) and every
+``HEARTBEAT_S`` seconds.
 
 Its own thread: the owner loop only sets an event when the status changes (a status board
 listener must not block), and this thread builds the message from the published snapshot,
@@ -26,6 +27,9 @@ from controller.service.status_board import StatusBoard
 log = structlog.get_logger("pokdeng.health")
 
 HEARTBEAT_S = 30.0  # a fleet view takes a table silent for longer than this as stale
+#: after a status change, wait this long before looking: the changes of one burst come as one,
+#: and the look (the outbox's figures read from the journal) stays off the card's way out
+SETTLE_S = 0.2
 
 
 class HealthPublisher(Protocol):
@@ -38,7 +42,7 @@ class HealthReporter:
     def __init__(self, table: str, board: StatusBoard, publisher: HealthPublisher, *,
                  delivery: Callable[[], dict[str, dict[str, Any]]],
                  journal: Callable[[], dict[str, int]], software: dict[str, Any],
-                 heartbeat_s: float = HEARTBEAT_S):
+                 heartbeat_s: float = HEARTBEAT_S, settle_s: float = SETTLE_S):
         self.table = table
         self._board = board
         self._publisher = publisher
@@ -46,6 +50,7 @@ class HealthReporter:
         self._journal = journal
         self._software = dict(software)
         self._heartbeat_s = heartbeat_s
+        self._settle_s = settle_s
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._last_published: dict[str, Any] | None = None
@@ -74,7 +79,8 @@ class HealthReporter:
             except Exception:  # the table must not notice a health problem
                 log.exception("cannot publish the table's health")
                 due = time.monotonic() + self._heartbeat_s
-            self._wake.wait(max(0.0, due - time.monotonic()))
+            if self._wake.wait(max(0.0, due - time.monotonic())):
+                self._stop.wait(self._settle_s)
 
     def stop(self, reason: str = "shutdown") -> None:
         """Stop publishing and say the table is offline (an orderly stop)."""

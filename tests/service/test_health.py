@@ -5,6 +5,7 @@ by last will after SIGKILL and by the daemon itself after SIGTERM)."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from support.daemon_helpers import (
 )
 from support.health_helpers import HealthSubscriber, health_validator
 from support.sealing import Leaks
+from support.waiting import wait_until
 
 DEALT = ("8D", "KD", "QS", "JH")  # the round's burn and first hands: sealed
 
@@ -88,11 +90,57 @@ def test_offline_messages_and_what_counts_as_a_change() -> None:
     older = dict(DELIVERY, file=dict(DELIVERY["file"], oldest_age_s=9.0))
     later = health_message(status, older, {"bytes": 1, "records": 1}, now=2.0)
     assert what_changed(first) == what_changed(later)  # time and age move on their own
+    # every card moves the counts: not a change (the heartbeat carries them) ...
     more = health_message(status, {"file": dict(DELIVERY["file"], backlog=3)},
-                          {"bytes": 1, "records": 1})
-    assert what_changed(first) != what_changed(more)
+                          {"bytes": 9000, "records": 40})
+    assert what_changed(first) == what_changed(more)
+    # ... but a backlog appearing or clearing, or a transport's state, is
+    cleared = health_message(status, {"file": dict(DELIVERY["file"], backlog=0)},
+                             {"bytes": 1, "records": 1})
+    failing = health_message(status, {"file": dict(DELIVERY["file"], state="retrying")},
+                             {"bytes": 1, "records": 1})
+    assert what_changed(first) != what_changed(cleared)
+    assert what_changed(first) != what_changed(failing)
     with pytest.raises(Exception, match="offline"):
         validator.validate(dict(first, state="offline"))
+
+
+class Recorded:
+    """A health publisher that keeps what it was given (the MQTT one is tested below)."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+
+    def publish(self, message: dict) -> None:
+        self.messages.append(message)
+
+    def close(self, offline: dict) -> None:
+        self.messages.append(offline)
+
+
+def test_a_burst_of_status_changes_is_one_health_message_after_it_settles() -> None:
+    from controller.service.clock import TableClock
+    from controller.service.health_reporter import HealthReporter
+    from controller.service.notify import Notifier
+    from controller.service.status_board import StatusBoard
+
+    board = StatusBoard(TableClock(), Notifier({}))
+    board.publish({"table": "T1", "state": "ready", "paused": False})
+    published = Recorded()
+    reporter = HealthReporter("T1", board, published, delivery=lambda: DELIVERY,
+                              journal=lambda: {"bytes": 1, "records": 1},
+                              software={"version": "0.1.0"}, settle_s=0.3)
+    reporter.start()
+    try:
+        wait_until(lambda: len(published.messages) == 1, 5, "the first health message")
+        for n in range(20):  # a burst of cards: each changes the status
+            board.publish({"table": "T1", "state": "dealing", "paused": False, "cards": n})
+        board.publish({"table": "T1", "state": "betting_closed", "paused": False})
+        wait_until(lambda: len(published.messages) == 2, 5, "the burst's health message")
+        time.sleep(0.5)
+        assert [m["state"] for m in published.messages] == ["ready", "betting_closed"]
+    finally:
+        reporter.stop()
 
 
 def mqtt_config(config: Path, port: int) -> None:
