@@ -29,7 +29,8 @@ of an idle table (a dealer draws a card every second or so). Both receivers run 
 process and use the same monotonic clock as the writer. ``--repeat N`` runs the three paths
 N times (fresh daemon, fresh journal each time) and reports min / median / max of each figure.
 
-    python bench/latency_bench.py [--rounds 24] [--repeat 3] [--state-dir DIR] [--json FILE]
+    python bench/latency_bench.py [--rounds 24] [--repeat 3] [--only mqtt|http] [--state-dir DIR]
+                                  [--json FILE]
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 TABLE = "BENCH"
 RELAY_TOPIC = "relay/events"
 WAIT_S = 10.0
+#: the receivers measured (``--only`` narrows it): every path sends to these alone
+RECEIVERS: tuple[str, ...] = ("mqtt", "http")
 
 
 def free_port() -> int:
@@ -250,22 +253,34 @@ class DurableRecord:
         self.conn.execute("COMMIT")
 
 
-def relay_main(kind: str, link: str, mqtt_port: int, http_port: int, journal: str) -> int:
-    """pyserial read -> parse [-> one fsync'd SQLite commit] -> MQTT publish + HTTP POST."""
+def relay_client(client_id: str, mqtt_port: int, receivers: tuple[str, ...]) -> Any:
+    """A connected paho client with its network thread, or None when MQTT is not measured
+    (its thread would compete with the HTTP sender's)."""
+    if "mqtt" not in receivers:
+        return None
+    import paho.mqtt.client as mqtt
+
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
+    client.connect("127.0.0.1", mqtt_port)
+    client.loop_start()
+    return client
+
+
+def relay_main(kind: str, link: str, mqtt_port: int, http_port: int, journal: str,
+               receivers: tuple[str, ...]) -> int:
+    """pyserial read -> parse [-> one fsync'd SQLite commit] -> MQTT publish + HTTP POST
+    (to ``receivers`` only)."""
     import http.client
 
-    import paho.mqtt.client as mqtt
     import serial
 
     from controller.table.inputs import CardScan
     from drivers.protocols.beetek import BeeTekParser
 
     if kind == "threaded":
-        return threaded_relay_main(link, mqtt_port, http_port, journal)
+        return threaded_relay_main(link, mqtt_port, http_port, journal, receivers)
     record = DurableRecord(journal) if kind == "durable" else None
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-relay-{kind}")
-    client.connect("127.0.0.1", mqtt_port)
-    client.loop_start()
+    client = relay_client(f"bench-relay-{kind}", mqtt_port, receivers)
     conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=5)
     port = serial.serial_for_url(link, timeout=0.2)
     parser = BeeTekParser()
@@ -283,13 +298,16 @@ def relay_main(kind: str, link: str, mqtt_port: int, http_port: int, journal: st
                                "data": {"index": seq}})
             if record is not None:
                 record.commit(seq, body)
-            client.publish(f"{RELAY_TOPIC}/{kind}", body, qos=1)
-            conn.request("POST", f"/relay/{kind}", f'{{"events": [{body}]}}',
-                         {"Content-Type": "application/json"})
-            conn.getresponse().read()
+            if "mqtt" in receivers:
+                client.publish(f"{RELAY_TOPIC}/{kind}", body, qos=1)
+            if "http" in receivers:
+                conn.request("POST", f"/relay/{kind}", f'{{"events": [{body}]}}',
+                             {"Content-Type": "application/json"})
+                conn.getresponse().read()
 
 
-def threaded_relay_main(link: str, mqtt_port: int, http_port: int, journal: str) -> int:
+def threaded_relay_main(link: str, mqtt_port: int, http_port: int, journal: str,
+                        receivers: tuple[str, ...]) -> int:
     """The durable relay's steps laid out on the daemon's threads: a reader thread posts each
     card to a queue; one thread commits it (as the owner loop journals) and hands it to one
     sender thread per transport, each woken by an Event (as the outbox's); the MQTT sender
@@ -299,16 +317,13 @@ def threaded_relay_main(link: str, mqtt_port: int, http_port: int, journal: str)
     import queue
     from collections import deque
 
-    import paho.mqtt.client as mqtt
     import serial
 
     from controller.table.inputs import CardScan
     from drivers.protocols.beetek import BeeTekParser
 
     record = DurableRecord(journal, check_same_thread=False)
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-relay-threaded")
-    client.connect("127.0.0.1", mqtt_port)
-    client.loop_start()
+    client = relay_client("bench-relay-threaded", mqtt_port, receivers)
     conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=5)
     cards: queue.Queue[CardScan] = queue.Queue()
 
@@ -331,9 +346,12 @@ def threaded_relay_main(link: str, mqtt_port: int, http_port: int, journal: str)
                      {"Content-Type": "application/json"})
         conn.getresponse().read()
 
-    senders = [Sender(lambda body: client.publish(f"{RELAY_TOPIC}/threaded", body,
-                                                  qos=1).wait_for_publish(5)),
-               Sender(post)]
+    senders = []
+    if "mqtt" in receivers:
+        senders.append(Sender(lambda body: client.publish(f"{RELAY_TOPIC}/threaded", body,
+                                                          qos=1).wait_for_publish(5)))
+    if "http" in receivers:
+        senders.append(Sender(post))
 
     def commit_and_hand_over() -> None:
         seq = 0
@@ -366,38 +384,41 @@ state_dir: {state}
 shoe: {{driver: beetek, url: {shoe}, reconnect_seconds: 0.2}}
 panel: {{driver: line_panel, url: {panel}, reconnect_seconds: 0.2}}
 control: {{socket: {socket}, supervisor_group: {supervisor_group}}}
-transports:
-  http: {{url: "http://127.0.0.1:{http_port}/events", allow_insecure: true, secret_file: {secret},
-         batch_max: 100, backoff_initial_s: 0.05, backoff_max_s: 0.5}}
-  mqtt: {{host: 127.0.0.1, port: {mqtt_port}, topic_prefix: pokdeng}}
 logging: {{level: warning, format: json}}
+transports:
 """
+TRANSPORT_CONFIG = {
+    "http": """  http: {{url: "http://127.0.0.1:{http_port}/events", allow_insecure: true,
+         secret_file: {secret}, batch_max: 100, backoff_initial_s: 0.05, backoff_max_s: 0.5}}
+""",
+    "mqtt": """  mqtt: {{host: 127.0.0.1, port: {mqtt_port}, topic_prefix: pokdeng}}
+"""}
 
 
-def measure(send, arrivals: Arrivals, source: str) -> tuple[float, float]:
-    """Send one card; (MQTT latency, HTTP latency) in ms of its card_dealt."""
-    before = {r: arrivals.count(r, source) for r in ("mqtt", "http")}
+def measure(send, arrivals: Arrivals, source: str) -> dict[str, float]:
+    """Send one card; per receiver, the latency in ms of its card_dealt."""
+    before = {r: arrivals.count(r, source) for r in RECEIVERS}
     t0 = time.perf_counter()
     send()
     if not arrivals.wait(lambda: all(len(arrivals.times.get((r, source), [])) > before[r]
-                                     for r in ("mqtt", "http"))):
-        raise SystemExit(f"{source}: a card_dealt did not arrive within {WAIT_S} s "
-                         f"(mqtt {arrivals.count('mqtt', source)}, "
-                         f"http {arrivals.count('http', source)})")
+                                     for r in RECEIVERS)):
+        raise SystemExit(f"{source}: a card_dealt did not arrive within {WAIT_S} s ("
+                         + ", ".join(f"{r} {arrivals.count(r, source)}" for r in RECEIVERS)
+                         + ")")
     with arrivals.lock:
-        return tuple((arrivals.times[(r, source)][before[r]] - t0) * 1000
-                     for r in ("mqtt", "http"))  # type: ignore[return-value]
+        return {r: (arrivals.times[(r, source)][before[r]] - t0) * 1000 for r in RECEIVERS}
 
 
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
-                     mqtt_port: int) -> tuple[list[float], list[float]]:
+                     mqtt_port: int) -> dict[str, list[float]]:
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     secret = work / "secret"
     secret.write_text("bench-secret\n")
     shoe_link, panel_link = work / "shoe", work / "panel"
     config = work / "table.yaml"
-    config.write_text(DAEMON_CONFIG.format(
+    template = DAEMON_CONFIG + "".join(TRANSPORT_CONFIG[r] for r in RECEIVERS)
+    config.write_text(template.format(
         table=TABLE, state=json.dumps(str(work / "state")), shoe=json.dumps(str(shoe_link)),
         panel=json.dumps(str(panel_link)), socket=json.dumps(str(work / "control.sock")),
         supervisor_group=json.dumps(own_group()),
@@ -410,16 +431,16 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
                                str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                               cwd=ROOT)
-    mqtt_ms: list[float] = []
-    http_ms: list[float] = []
+    latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
+    watch = RECEIVERS[-1]  # the receiver whose events tell where the table is
     try:
         panel.wait_for_driver()
         panel.press("new_shoe")
-        if not arrivals.wait(lambda: arrivals.seen_type("http", "daemon", "shoe_started")):
+        if not arrivals.wait(lambda: arrivals.seen_type(watch, "daemon", "shoe_started")):
             raise SystemExit(f"the daemon did not start a shoe; its log: {log}")
         shoe.send_card(next(cards))  # the flip card: its value is the number of burns
         for _ in range(12):          # burn until the table says it is ready
-            if arrivals.wait(lambda: arrivals.seen_type("http", "daemon", "burn_completed"),
+            if arrivals.wait(lambda: arrivals.seen_type(watch, "daemon", "burn_completed"),
                              1.0):
                 break
             shoe.send_card(next(cards))
@@ -428,15 +449,15 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
         for round_number in range(1, rounds + 1):
             panel.press("start_round")
             if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
-                    "http", "daemon", "round_opened") >= n):
+                    watch, "daemon", "round_opened") >= n):
                 raise SystemExit(f"round {round_number} did not open")
             for _ in range(13):   # the round's burn card and 12 cards: 13 card_dealt events
                 card = next(cards)
-                m, h = measure(lambda c=card: shoe.send_card(c), arrivals, "daemon")
-                mqtt_ms.append(m)
-                http_ms.append(h)
+                for r, ms in measure(lambda c=card: shoe.send_card(c), arrivals,
+                                     "daemon").items():
+                    latencies[r].append(ms)
             if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
-                    "http", "daemon", "round_result") >= n):
+                    watch, "daemon", "round_result") >= n):
                 raise SystemExit(f"round {round_number} has no result")
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -447,20 +468,20 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
             daemon.wait(5)
         shoe.close(drain_timeout=0.5)
         panel.close()
-    return mqtt_ms, http_ms
+    return latencies
 
 
 def run_relay_phase(kind: str, work: Path, cards_to_send: int, arrivals: Arrivals,
-                    http_port: int, mqtt_port: int) -> tuple[list[float], list[float]]:
+                    http_port: int, mqtt_port: int) -> dict[str, list[float]]:
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     link = work / f"{kind}-relay-shoe"
     shoe = ShoeSimulator(link, "beetek", settle_seconds=0.3).start()
     relay = subprocess.Popen([sys.executable, __file__, "--relay", kind, str(link),
-                              str(mqtt_port), str(http_port), str(work / f"{kind}-relay.db")],
+                              str(mqtt_port), str(http_port), str(work / f"{kind}-relay.db"),
+                              ",".join(RECEIVERS)],
                              stdout=subprocess.PIPE, cwd=ROOT, text=True)
-    mqtt_ms: list[float] = []
-    http_ms: list[float] = []
+    latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
     try:
         if relay.stdout.readline().strip() != "ready":
             raise SystemExit(f"the {kind} relay did not start")
@@ -468,14 +489,13 @@ def run_relay_phase(kind: str, work: Path, cards_to_send: int, arrivals: Arrival
         for card in cards[:3]:   # warm-up, as the flip and burn cards warm up the daemon
             measure(lambda c=card: shoe.send_card(c), arrivals, kind)
         for card in cards[3:3 + cards_to_send]:
-            m, h = measure(lambda c=card: shoe.send_card(c), arrivals, kind)
-            mqtt_ms.append(m)
-            http_ms.append(h)
+            for r, ms in measure(lambda c=card: shoe.send_card(c), arrivals, kind).items():
+                latencies[r].append(ms)
     finally:
         relay.kill()
         relay.wait(5)
         shoe.close(drain_timeout=0.2)
-    return mqtt_ms, http_ms
+    return latencies
 
 
 #: path -> its name in the output
@@ -490,11 +510,11 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def run_paths(run_dir: Path, rounds: int, arrivals: Arrivals, http_port: int,
-              mqtt_port: int) -> dict[str, tuple[list[float], list[float]]]:
-    """One run: the daemon, then the durable relay and the bare relay with as many cards."""
+              mqtt_port: int) -> dict[str, dict[str, list[float]]]:
+    """One run: the daemon, then the relays with as many cards."""
     arrivals.clear()
     samples = {"daemon": run_daemon_phase(run_dir, rounds, arrivals, http_port, mqtt_port)}
-    cards = len(samples["daemon"][0])
+    cards = len(samples["daemon"][RECEIVERS[0]])
     for kind in ("durable", "threaded", "bare"):
         samples[kind] = run_relay_phase(kind, run_dir, cards, arrivals, http_port, mqtt_port)
     return samples
@@ -530,8 +550,8 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
                                             "p99": percentile(values, 99),
                                             "max": max(values),
                                             "mean": statistics.mean(values)}
-                                for transport, values in zip(("mqtt", "http"), pair)}
-                         for path, pair in samples.items()})
+                                for transport, values in per_receiver.items()}
+                         for path, per_receiver in samples.items()})
     finally:
         subscriber.loop_stop()
         subscriber.disconnect()
@@ -540,13 +560,14 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
     summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
                                "failed_runs": failed,
                                "broker": "shipped" if shipped_broker else "mosquitto defaults",
-                               "paths": {}, "ratios": {}, "threaded_ratios": {}}
+                               "paths": {}, "ratios": {}, "threaded_ratios": {},
+                               "transports": list(RECEIVERS)}
     for path in PATHS:
         summary["paths"][path] = {
             transport: {figure: spread([run[path][transport][figure] for run in runs])
                         for figure in ("p50", "p99", "max")}
-            for transport in ("mqtt", "http")}
-    for transport in ("mqtt", "http"):
+            for transport in RECEIVERS}
+    for transport in RECEIVERS:
         ratios = {}
         for figure, goal in zip(("p50", "p99"), GOALS):
             per_run = [run["daemon"][transport][figure] / run["durable"][transport][figure]
@@ -567,13 +588,15 @@ def print_summary(summary: dict[str, Any], work: Path) -> None:
     print(f"{'path':<34}{'p50 ms min/med/max':>22}{'p99 ms min/med/max':>22}{'max ms':>9}")
     for path, name in PATHS.items():
         for transport, receiver in (("mqtt", "MQTT subscriber"), ("http", "HTTP server")):
+            if transport not in summary["transports"]:
+                continue
             f = summary["paths"][path][transport]
             p50, p99 = f["p50"], f["p99"]
             print(f"{name + ' -> ' + receiver:<34}"
                   f"{p50['min']:>8.2f}{p50['median']:>7.2f}{p50['max']:>7.2f}"
                   f"{p99['min']:>8.2f}{p99['median']:>7.2f}{p99['max']:>7.2f}"
                   f"{f['max']['max']:>9.2f}")
-    for transport in ("mqtt", "http"):
+    for transport in summary["transports"]:
         r = summary["ratios"][transport]
         verdicts = []
         for figure in ("p50", "p99"):
@@ -599,13 +622,20 @@ def main() -> int:
                         help="run mosquitto with its defaults (set_tcp_nodelay false, no "
                              "persistence) instead of the settings we ship")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    parser.add_argument("--relay", nargs=5,
-                        metavar=("KIND", "LINK", "MQTT_PORT", "HTTP_PORT", "JOURNAL"),
+    parser.add_argument("--only", choices=("mqtt", "http"),
+                        help="one transport alone, on every path (the daemon configured with it "
+                             "alone): what the other's threads cost this one")
+    parser.add_argument("--relay", nargs=6,
+                        metavar=("KIND", "LINK", "MQTT_PORT", "HTTP_PORT", "JOURNAL", "TO"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.relay:
-        kind, link, mqtt_port, http_port, journal = args.relay
-        return relay_main(kind, link, int(mqtt_port), int(http_port), journal)
+        kind, link, mqtt_port, http_port, journal, receivers = args.relay
+        return relay_main(kind, link, int(mqtt_port), int(http_port), journal,
+                          tuple(receivers.split(",")))
+    global RECEIVERS
+    if args.only:
+        RECEIVERS = (args.only,)
     if not os.access(MOSQUITTO, os.X_OK):
         raise SystemExit(f"mosquitto not found at {MOSQUITTO} (apt-get install mosquitto)")
     work = Path(args.state_dir or tempfile.mkdtemp(prefix="pokdeng-latency-"))
