@@ -179,6 +179,7 @@ class ControlServer:
         self._answers: deque[tuple[_Client, int, Future]] = deque()
         self._tokens = itertools.count(1)
         self._status_dirty = threading.Event()
+        self._watched = False  # some client watches: a status change wakes the I/O thread
         self._version, self._snapshot_line = -1, b""
         self._accept_backoff = ACCEPT_BACKOFF_S[0]
         self._accept_paused_until: float | None = None
@@ -266,7 +267,8 @@ class ControlServer:
 
     def _status_changed(self) -> None:
         self._status_dirty.set()
-        self._wake()
+        if self._watched:  # else nothing to push: no wake-up on the owner's way to its queue
+            self._wake()
 
     def _answered(self, client: _Client, token: int, future: Future) -> None:
         self._answers.append((client, token, future))
@@ -287,6 +289,7 @@ class ControlServer:
                         self._serve_ready(key.data, mask, now)
                 self._deliver_answers(now)
                 self._push_to_watchers(now)
+                self._watched = any(c.watching and not c.closed for c in self._clients.values())
                 self._enforce_deadlines(now)
                 self._resume_accepting(now)
         except Exception:

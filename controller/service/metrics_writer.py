@@ -5,9 +5,9 @@ file in its directory). The file is written whole (``prometheus_client.generate_
 temporary file in the same directory, made readable by all (node_exporter runs as its own
 user; the daemon's umask would keep it out, and the figures are not secret), and renamed over
 the old one, so a scrape never reads half a file nor a file it may not open; every
-``metrics.interval_s`` seconds, and ``SETTLE_S`` after a change but at most once a second. A second thread
-watches the outbox to time each event's delivery. A failing write is logged (once until it
-works again) and never stops the table.
+``metrics.interval_s`` seconds, and ``SETTLE_S`` after a change but at most once a second. A
+second thread watches the outbox to time each event's delivery. A failing write is logged
+(once until it works again) and never stops the table.
 """
 
 from __future__ import annotations
