@@ -7,7 +7,10 @@ follow on from its transport's delivered position (after a restart, a failure, a
 hands them over in batches and records the new position in the ``delivery`` table of the same
 database at most every ``POSITION_RECORD_S`` (and on stop), so the journal's commits rarely
 wait behind that write. A crash before the position is recorded sends those events again
-after restart (at least once; same ids, same bodies, same anchors).
+after restart (at least once; same ids, same bodies, same anchors). A transport whose
+``window`` is above 1 (MQTT's ``in_flight_batches``) has that many batches on the way at once:
+each is counted delivered when its settle call returns, oldest first, and a failure drops
+them all and starts again after the delivered position.
 
 Failures never stop a transport: every failure (``TransientError``, ``PermanentError`` such as
 a 401 or 404, or an unexpected exception) retries the same batch after a capped exponential
