@@ -66,6 +66,9 @@ RELAY_TOPIC = "relay/events"
 WAIT_S = 10.0
 #: the receivers measured (``--only`` narrows it): every path sends to these alone
 RECEIVERS: tuple[str, ...] = ("mqtt", "http")
+#: the daemon's log level (``--log-level``): warning keeps the figures comparable across days;
+#: info is what config/example.yaml ships (a JSON line per event, on the owner thread)
+LOG_LEVEL = "warning"
 
 
 def free_port() -> int:
@@ -384,7 +387,7 @@ state_dir: {state}
 shoe: {{driver: beetek, url: {shoe}, reconnect_seconds: 0.2}}
 panel: {{driver: line_panel, url: {panel}, reconnect_seconds: 0.2}}
 control: {{socket: {socket}, supervisor_group: {supervisor_group}}}
-logging: {{level: warning, format: json}}
+logging: {{level: {log_level}, format: json}}
 transports:
 """
 TRANSPORT_CONFIG = {
@@ -421,7 +424,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     config.write_text(template.format(
         table=TABLE, state=json.dumps(str(work / "state")), shoe=json.dumps(str(shoe_link)),
         panel=json.dumps(str(panel_link)), socket=json.dumps(str(work / "control.sock")),
-        supervisor_group=json.dumps(own_group()),
+        supervisor_group=json.dumps(own_group()), log_level=LOG_LEVEL,
         http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port))
     (work / "state").mkdir()
     cards = iter(shuffled_shoe(7))
@@ -561,7 +564,7 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
                                "failed_runs": failed,
                                "broker": "shipped" if shipped_broker else "mosquitto defaults",
                                "paths": {}, "ratios": {}, "threaded_ratios": {},
-                               "transports": list(RECEIVERS)}
+                               "transports": list(RECEIVERS), "daemon_log_level": LOG_LEVEL}
     for path in PATHS:
         summary["paths"][path] = {
             transport: {figure: spread([run[path][transport][figure] for run in runs])
@@ -584,7 +587,8 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
 
 def print_summary(summary: dict[str, Any], work: Path) -> None:
     print(f"card frame on the pty -> card_dealt at the receiver: {summary['cards']} cards a run, "
-          f"{summary['repeat']} runs; journal in {work}; broker: {summary['broker']}")
+          f"{summary['repeat']} runs; journal in {work}; broker: {summary['broker']}; daemon "
+          f"log level: {summary['daemon_log_level']}")
     print(f"{'path':<34}{'p50 ms min/med/max':>22}{'p99 ms min/med/max':>22}{'max ms':>9}")
     for path, name in PATHS.items():
         for transport, receiver in (("mqtt", "MQTT subscriber"), ("http", "HTTP server")):
@@ -625,6 +629,9 @@ def main() -> int:
     parser.add_argument("--only", choices=("mqtt", "http"),
                         help="one transport alone, on every path (the daemon configured with it "
                              "alone): what the other's threads cost this one")
+    parser.add_argument("--log-level", choices=("warning", "info"), default="warning",
+                        help="the daemon's log level (default warning; info is what "
+                             "config/example.yaml ships: a log line per event)")
     parser.add_argument("--relay", nargs=6,
                         metavar=("KIND", "LINK", "MQTT_PORT", "HTTP_PORT", "JOURNAL", "TO"),
                         help=argparse.SUPPRESS)
@@ -633,9 +640,10 @@ def main() -> int:
         kind, link, mqtt_port, http_port, journal, receivers = args.relay
         return relay_main(kind, link, int(mqtt_port), int(http_port), journal,
                           tuple(receivers.split(",")))
-    global RECEIVERS
+    global RECEIVERS, LOG_LEVEL
     if args.only:
         RECEIVERS = (args.only,)
+    LOG_LEVEL = args.log_level
     if not os.access(MOSQUITTO, os.X_OK):
         raise SystemExit(f"mosquitto not found at {MOSQUITTO} (apt-get install mosquitto)")
     work = Path(args.state_dir or tempfile.mkdtemp(prefix="pokdeng-latency-"))
