@@ -142,24 +142,7 @@ class _Worker:
             while not stop.is_set():
                 self.wake.clear()
                 self._take_resend_request(conn)
-                if self.transport.window > 1:
-                    last_warning = self._windowed_turn(conn, last_warning)
-                    continue
-                events = self._next_batch(conn)
-                if not events:
-                    self._record_position(conn, due_only=True)
-                    wait = self._idle_wait()
-                    if not self.wake.wait(wait) and wait >= self.outbox.idle_poll_s:
-                        self.behind = True  # the safety net: look at the journal itself
-                    continue
-                try:
-                    self.transport.deliver(events)
-                except Exception as exc:  # every failure is retried: see the module doc
-                    self.behind = True  # the batch left the handoff: the journal has it
-                    last_warning = self._failed(events, exc, last_warning)
-                    continue
-                self._sent(conn, events[-1]["seq"], self.resend_next is not None)
-                self._record_position(conn, due_only=True)  # a busy table's positions too
+                last_warning = self._turn(conn, last_warning)
         finally:
             self._record_position(conn)
             conn.close()
@@ -168,10 +151,11 @@ class _Worker:
             except Exception:
                 log.exception("outbox %s: closing the transport failed", self.name)
 
-    def _windowed_turn(self, conn: sqlite3.Connection, last_warning: float) -> float:
-        """One turn of a transport with several batches on the way: submit the next batch
-        while the window has room (a resend's go one at a time), else settle the oldest;
-        returns the time of the last warning logged."""
+    def _turn(self, conn: sqlite3.Connection, last_warning: float) -> float:
+        """One turn: submit the next batch while the transport's window has room (a resend's
+        go one at a time), else settle the oldest batch on the way, else wait for work. With
+        a window of 1, ``submit`` delivers and the settle is nothing: one batch at a time.
+        Returns the time of the last warning logged."""
         window = self.transport.window
         if len(self.in_flight) < window and (self.resend_next is None or not self.in_flight):
             events = self._next_batch(conn)
@@ -180,7 +164,7 @@ class _Worker:
                 try:
                     settle = self.transport.submit(events)
                 except Exception as exc:  # every failure is retried: see the module doc
-                    return self._window_failed(events, exc, last_warning)
+                    return self._batch_failed(events, exc, last_warning)
                 self.in_flight.append((events, settle, resend))
                 self.in_flight_peak = max(self.in_flight_peak, len(self.in_flight))
                 if not resend:
@@ -197,15 +181,16 @@ class _Worker:
         try:
             settle()
         except Exception as exc:  # every failure is retried: see the module doc
-            return self._window_failed(events, exc, last_warning)
+            return self._batch_failed(events, exc, last_warning)
         self.in_flight.popleft()
         self._sent(conn, events[-1]["seq"], resend)
-        self._record_position(conn, due_only=True)
+        self._record_position(conn, due_only=True)  # a busy table's positions too
         return last_warning
 
-    def _window_failed(self, events: list[dict[str, Any]], exc: Exception,
-                       last_warning: float) -> float:
-        """Nothing on the way counts: start again after the delivered position."""
+    def _batch_failed(self, events: list[dict[str, Any]], exc: Exception,
+                      last_warning: float) -> float:
+        """Nothing on the way counts: start again after the delivered position, from the
+        journal (the failed batches left the handoff)."""
         self.in_flight.clear()
         self.submitted_seq = self.delivered_seq
         self.behind = True

@@ -97,8 +97,8 @@ class Transport(ABC):
     backoff_max_s: float = 30.0
     #: failing this long makes the table record the backend unreachable (an event)
     unreachable_after_s: float = 30.0
-    #: batches on the way at once: above 1, the outbox hands batches over with ``submit`` and
-    #: counts each delivered when its settle call returns, oldest first
+    #: batches on the way at once: the outbox hands each batch over with ``submit`` and counts
+    #: it delivered when its settle call returns, oldest first
     window: int = 1
 
     def __init__(self, name: str | None = None):
