@@ -153,6 +153,7 @@ class JournaledEvent:
     seq: int
     body: str    # the canonical JSON the chain hashed
     hash: str
+    type: Any    # the event's "type", as given (the outbox's sealing needs it, not the body)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,7 @@ class Journal:
         if not entries:
             raise JournalError("nothing to journal: no inputs given")
         items: list[tuple[str, int | None, str]] = []  # (kind, event seq, body) in order
+        types: list[Any] = []                           # each event's type, in order
         expected = self._last_seq + 1
         for inp, events in entries:
             items.append(("input", None, canonical_json(to_dict(inp))))
@@ -335,6 +337,7 @@ class Journal:
                     items.append(("event", seq, canonical_json(event)))
                 except (TypeError, ValueError) as exc:
                     raise JournalError(f"event seq {seq} is not JSON: {exc}") from None
+                types.append(event.get("type"))
                 expected += 1
         with self._lock:
             self._check_open()
@@ -366,8 +369,10 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
-            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6])
-                              for row in rows if row[1] == "event"]
+            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6], event_type)
+                              for row, event_type in zip(
+                                  (row for row in rows if row[1] == "event"), types,
+                                  strict=True)]
             return first
 
     def leave_checkpoints_to_background(self, wal_bytes: int) -> None:

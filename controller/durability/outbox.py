@@ -29,7 +29,6 @@ can show nothing new.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import sqlite3
@@ -458,11 +457,9 @@ class Outbox:
             # Events journaled without passing here: the window state may be stale until
             # the next round_opened or betting end settles it (the threads read the journal).
             self._sealing.betting_open = None
-        handed = []
-        for event in committed:
-            event_type = json.loads(event.body).get("type")
-            anchor = self._sealing.anchor(event.record, event_type, event.hash)
-            handed.append(HandedEvent(event.seq, event.body, anchor))
+        handed = [HandedEvent(event.seq, event.body,
+                              self._sealing.anchor(event.record, event.type, event.hash))
+                  for event in committed]
         self._next_seq = committed[-1].seq + 1
         for worker in self._workers.values():
             worker.handoff.put(handed)
