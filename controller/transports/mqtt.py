@@ -354,20 +354,19 @@ class MqttTransport(Transport):
             last = waiting[-1][0]
             for seq in [s for s in self._inflight if s <= last]:
                 del self._inflight[seq]  # settled: batches settle oldest first
-        else:
-            # Published anew next time, and so is every later batch already on the way: a
-            # subscriber that comes back meanwhile still meets each event first in seq order.
-            first = waiting[0][0]
-            for seq in [s for s in self._inflight if s >= first]:
-                del self._inflight[seq]
-        if refused is not None:
-            seq, reason = refused
-            # The events before it were taken; the outbox sends this batch again (same ids).
-            if reason.value == NO_MATCHING_SUBSCRIBERS:
-                raise NoSubscriber(f"no subscriber: the broker has no subscription for "
-                                   f"{self.events_topic} (seq {seq}); the backend must "
-                                   "subscribe with a persistent session (docs/backend.md)")
-            raise TransientError(f"mqtt broker did not take seq {seq}: {reason}")
+            return
+        # Published anew next time, and so is every later batch already on the way: a
+        # subscriber that comes back meanwhile still meets each event first in seq order.
+        first = waiting[0][0]
+        for seq in [s for s in self._inflight if s >= first]:
+            del self._inflight[seq]
+        refused_seq, reason = refused
+        # The events before it were taken; the outbox sends this batch again (same ids).
+        if reason.value == NO_MATCHING_SUBSCRIBERS:
+            raise NoSubscriber(f"no subscriber: the broker has no subscription for "
+                               f"{self.events_topic} (seq {refused_seq}); the backend must "
+                               "subscribe with a persistent session (docs/backend.md)")
+        raise TransientError(f"mqtt broker did not take seq {refused_seq}: {reason}")
 
     def _publish_event(self, event: dict[str, Any]) -> mqtt.MQTTMessageInfo:
         payload = _payload(event)
