@@ -73,6 +73,18 @@ class ArchivingTable:
         assert result.archived, result.describe()
         self.archived_up_to = result.last_seq
 
+    def archived_shoes_then_live(self, outbox: Outbox, archived: int, live_inputs: int) -> int:
+        """Shoes 1..``archived`` played and archived, then the first ``live_inputs`` inputs
+        of the next shoe journaled and delivered; returns the last event's seq."""
+        for seed in range(1, archived + 1):
+            self.shoe(seed)
+            self.archive(outbox)
+        self.feed(shoe_script(archived + 1, decks=1, start_at=self.clock + 5)[:live_inputs])
+        outbox.notify()
+        horizon = self.journal.last_event_seq()
+        assert outbox.wait_delivered(horizon, 20)
+        return horizon
+
     def archives(self) -> ArchiveSource:
         return ArchiveSource.beside(self.path, key=self.key)
 
@@ -102,13 +114,7 @@ def test_http_backend_asking_from_seq_1_gets_archived_shoes_as_first_sent(
         with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
                 Outbox(table.path, [transport], idle_poll_s=0.05, resend_interval_s=0.1,
                        archives=table.archives()) as outbox:
-            for seed in (1, 2, 3):
-                table.shoe(seed)
-                table.archive(outbox)
-            table.feed(shoe_script(4, decks=1, start_at=table.clock + 5)[:30])  # shoe 4 live
-            outbox.notify()
-            horizon = table.journal.last_event_seq()
-            assert outbox.wait_delivered(horizon, 20)
+            table.archived_shoes_then_live(outbox, 3, 30)  # shoe 4 live
             assert len(list(archive_dir_for(table.path).glob("*.jsonl.gz"))) == 3
 
             # The backend's next 2xx asks for everything again, from seq 1: the reply to one
@@ -155,13 +161,7 @@ def test_mqtt_backend_starting_late_catches_up_through_the_archives(mosquitto, t
                     archives=table.archives()) as outbox:
             early.connect()
             wait_until(lambda: early.sessions, 5, "the early backend to connect")
-            for seed in (1, 2):
-                table.shoe(seed)
-                table.archive(outbox)
-            table.feed(shoe_script(3, decks=1, start_at=table.clock + 5)[:30])
-            outbox.notify()
-            horizon = table.journal.last_event_seq()
-            assert outbox.wait_delivered(horizon, 20)
+            horizon = table.archived_shoes_then_live(outbox, 2, 30)
             wait_until(lambda: len(early.stored) == horizon, 10, "the first delivery")
 
             late.connect()  # a new session: the documented receiver asks from seq 1
@@ -202,13 +202,7 @@ def test_a_damaged_archive_is_not_sent_and_the_resend_starts_at_the_live_journal
         with caplog.at_level(logging.INFO, logger="pokdeng.outbox"), \
                 Outbox(table.path, [transport], idle_poll_s=0.05, resend_interval_s=0.1,
                        archives=table.archives()) as outbox:
-            for seed in (1, 2):
-                table.shoe(seed)
-                table.archive(outbox)
-            table.feed(shoe_script(3, decks=1, start_at=table.clock + 5)[:20])
-            outbox.notify()
-            horizon = table.journal.last_event_seq()
-            assert outbox.wait_delivered(horizon, 20)
+            horizon = table.archived_shoes_then_live(outbox, 2, 20)
             transport.request_resend(1)  # sound archives: walked, and remembered as such
             wait_until(lambda: caplog.text.count(f"resend done up to seq {horizon}") == 1, 10,
                        "the first resend")
