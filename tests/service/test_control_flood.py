@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from controller.service.control import ControlClient, ControlError
 from drivers.sim.shoe import ShoeSimulator
@@ -25,6 +24,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
 )
@@ -37,9 +37,8 @@ def start(short_dir: Path, panel: LinePanelPty) -> tuple:
     # The socket's group is nogroup: the flooding account may open it, as a dealer may.
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, group="nogroup")
     # No journal archiving: its thread is not what these tests are about.
-    data = yaml.safe_load(config.read_text())
-    data["journal"] = {"archive": False}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["journal"] = {"archive": False}
     notify = NotifyListener(short_dir / "notify")
     log = short_dir / "daemon.log"
     proc = start_daemon(config, notify.path, log)

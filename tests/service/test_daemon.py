@@ -8,7 +8,6 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.commands.status import status_text
 from controller.durability.archive import archive_dir_for, verify_with_archives
@@ -21,6 +20,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -180,9 +180,8 @@ def test_the_daemon_archives_an_ended_shoe_and_plays_on(
     with the seq continuing, verify holds across archives, a restart recovers."""
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path)
-    data = yaml.safe_load(config.read_text())
-    data["journal"] = {"retention_days": 0}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["journal"] = {"retention_days": 0}
     journal = short_dir / "state" / "journal.sqlite"
     client = ControlClient(str(short_dir / "control.sock"))
     notify = NotifyListener(short_dir / "notify")

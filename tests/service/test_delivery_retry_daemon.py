@@ -9,7 +9,6 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.service.control import ControlClient
 from drivers.sim.shoe import ShoeSimulator
@@ -18,6 +17,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -47,12 +47,11 @@ def test_delivery_survives_404_401_500_and_slow_replies_without_a_restart(
         webhook: WebhookBackend, webhook_secret: Path) -> None:
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=1)
-    data = yaml.safe_load(config.read_text())
-    data["transports"]["http"] = {
-        "url": webhook.url, "secret_file": str(webhook_secret), "allow_insecure": True,
-        "timeout_s": 0.5, "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
-        "unreachable_after_s": 1.0}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["transports"]["http"] = {
+            "url": webhook.url, "secret_file": str(webhook_secret), "allow_insecure": True,
+            "timeout_s": 0.5, "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
+            "unreachable_after_s": 1.0}
     notify = NotifyListener(short_dir / "notify")
     sock = str(short_dir / "control.sock")
     client = ControlClient(sock)

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
 )
@@ -59,10 +59,9 @@ def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> Non
     shoe.start()
     panel = LinePanelPty()
     config = daemon_config(short_dir, short_dir / "shoe", panel.path)
-    data = yaml.safe_load(config.read_text())
     state = short_dir / "state"
-    data["transports"]["file"]["path"] = str(state / "events.jsonl")
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["transports"]["file"]["path"] = str(state / "events.jsonl")
     notify = NotifyListener(short_dir / "notify")
     proc = start_daemon(config, notify.path, short_dir / "daemon.log", umask=LOOSE_UMASK)
     try:

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.durability.anchors import anchored_events_after
 from controller.service.control import ControlClient
@@ -24,6 +23,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -77,11 +77,10 @@ def test_sigkill_mid_burst_loses_no_event_and_changes_none(
     rng = random.Random(seed)
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=1)
-    data = yaml.safe_load(config.read_text())
-    data["transports"]["http"] = {
-        "url": webhook.url, "secret_file": str(webhook_secret), "allow_insecure": True,
-        "timeout_s": 2.0, "backoff_initial_s": 0.02, "backoff_max_s": 0.2, "batch_max": 5}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["transports"]["http"] = {
+            "url": webhook.url, "secret_file": str(webhook_secret), "allow_insecure": True,
+            "timeout_s": 2.0, "backoff_initial_s": 0.02, "backoff_max_s": 0.2, "batch_max": 5}
     journal = short_dir / "state" / "journal.sqlite"
     notify = NotifyListener(short_dir / "notify")
     client = ControlClient(str(short_dir / "control.sock"))

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.rules.cards import parse_card
 from controller.service.control import ControlClient
@@ -24,6 +23,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    edited_config,
     open_shoe,
     start_daemon,
     start_round,
@@ -144,10 +144,9 @@ def test_a_burst_of_status_changes_is_one_health_message_after_it_settles() -> N
 
 
 def mqtt_config(config: Path, port: int) -> None:
-    data = yaml.safe_load(config.read_text())
-    data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
-                                  "reconnect_max_s": 0.5, "keepalive": 5}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+                                      "reconnect_max_s": 0.5, "keepalive": 5}
 
 
 @pytest.mark.slow

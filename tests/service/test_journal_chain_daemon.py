@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.durability.head_file import head_path
 from controller.service.control import ControlClient
@@ -21,6 +20,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -31,9 +31,8 @@ EX_CONFIG = 78
 
 def keyed(config: Path, credential: str) -> None:
     """The daemon's config with the journal keyed from a systemd credential."""
-    data = yaml.safe_load(config.read_text())
-    data["journal"] = {"key_credential": credential}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["journal"] = {"key_credential": credential}
 
 
 @pytest.mark.slow

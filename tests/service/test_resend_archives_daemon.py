@@ -10,7 +10,6 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.durability.archive import archive_dir_for
 from controller.service.control import ControlClient
@@ -19,6 +18,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    edited_config,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -47,11 +47,10 @@ def test_a_late_backend_gets_the_archived_shoe_from_the_daemon(
     key_file.write_text("0123456789abcdef0123456789abcdef\n")
     key_file.chmod(0o600)
     config = daemon_config(short_dir, short_dir / "shoe", panel.path)
-    data = yaml.safe_load(config.read_text())
-    data["journal"] = {"retention_days": 0, "key_file": str(key_file)}
-    data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port, "protocol": "5",
-                                  "backoff_initial_s": 0.05, "backoff_max_s": 0.3}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["journal"] = {"retention_days": 0, "key_file": str(key_file)}
+        data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port, "protocol": "5",
+                                      "backoff_initial_s": 0.05, "backoff_max_s": 0.3}
     early = MqttReceiver(mosquitto.port, "T1", client_id="backend-early")
     late = MqttReceiver(mosquitto.port, "T1", client_id="backend-late")
     early.connect()

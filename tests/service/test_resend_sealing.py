@@ -9,7 +9,6 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.service.control import ControlClient
 from drivers.sim.shoe import ShoeSimulator
@@ -17,6 +16,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
+    edited_config,
     open_shoe,
     start_daemon,
     start_round,
@@ -44,10 +44,9 @@ def test_a_resend_during_open_betting_sends_nothing_new(
         mosquitto: Mosquitto) -> None:
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=600)
-    data = yaml.safe_load(config.read_text())
-    data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port, "protocol": "5",
-                                  "backoff_initial_s": 0.05, "backoff_max_s": 0.3}
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port, "protocol": "5",
+                                      "backoff_initial_s": 0.05, "backoff_max_s": 0.3}
     receiver = MqttReceiver(mosquitto.port, "T1")
     receiver.connect()
     wait_until(lambda: receiver.sessions, 5, "the receiver to connect")

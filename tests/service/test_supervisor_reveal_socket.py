@@ -13,7 +13,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.service.control import ControlClient
 from drivers.sim.shoe import ShoeSimulator
@@ -22,6 +21,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    edited_config,
     open_shoe,
     start_daemon,
     start_round,
@@ -38,9 +38,8 @@ def test_supervisor_reveals_the_hands_of_a_table_that_lost_its_panel(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path, betting_seconds=1)
-    data = yaml.safe_load(config.read_text())
-    data["table"]["reveal"] = "button"
-    config.write_text(yaml.safe_dump(data))
+    with edited_config(config) as data:
+        data["table"]["reveal"] = "button"
     sock = str(short_dir / "control.sock")
     client = ControlClient(sock)
     notify = NotifyListener(short_dir / "notify")

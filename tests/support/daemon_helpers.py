@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,14 @@ class LinePanelPty:
 def control_section(socket_path: Path, **options: Any) -> dict[str, Any]:
     """A control section whose supervisor group exists here (this process's own group)."""
     return {"socket": str(socket_path), "supervisor_group": own_group(), **options}
+
+
+@contextmanager
+def edited_config(config: Path) -> Iterator[dict[str, Any]]:
+    """The YAML config at ``config`` to change in the ``with`` block; written back after it."""
+    data = yaml.safe_load(config.read_text())
+    yield data
+    config.write_text(yaml.safe_dump(data))
 
 
 def in_process_daemon(state_dir: Path, table_id: str = "L1", clock: Any = None) -> Any:
