@@ -30,7 +30,6 @@ from typing import Any
 import structlog
 
 from controller.durability.journal import JournalError, VerifyResult, verify_file
-from controller.service.journal_check_text import check_text  # noqa: F401 (its old home)
 from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
