@@ -1,4 +1,4 @@
-"""Publishes the table's health (health.py) on change (``SETTLE_S`` after it) and every
+"""Publishes the table's health (health.py) on change (``LISTENER_SETTLE_S`` after it) and every
 ``HEARTBEAT_S`` seconds.
 
 Its own thread: the owner loop only sets an event when the status changes (a status board
@@ -22,14 +22,11 @@ from controller.service.health import (
     offline_message,
     what_changed,
 )
-from controller.service.status_board import StatusBoard
+from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
 
 log = structlog.get_logger("pokdeng.health")
 
 HEARTBEAT_S = 30.0  # a fleet view takes a table silent for longer than this as stale
-#: after a status change, wait this long before looking: the changes of one burst come as one,
-#: and the look (the outbox's figures read from the journal) stays off the card's way out
-SETTLE_S = 0.2
 
 
 class HealthPublisher(Protocol):
@@ -42,7 +39,7 @@ class HealthReporter:
     def __init__(self, table: str, board: StatusBoard, publisher: HealthPublisher, *,
                  delivery: Callable[[], dict[str, dict[str, Any]]],
                  journal: Callable[[], dict[str, int]], software: dict[str, Any],
-                 heartbeat_s: float = HEARTBEAT_S, settle_s: float = SETTLE_S):
+                 heartbeat_s: float = HEARTBEAT_S, settle_s: float = LISTENER_SETTLE_S):
         self.table = table
         self._board = board
         self._publisher = publisher

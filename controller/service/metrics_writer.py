@@ -5,9 +5,9 @@ file in its directory). The file is written whole (``prometheus_client.generate_
 temporary file in the same directory, made readable by all (node_exporter runs as its own
 user; the daemon's umask would keep it out, and the figures are not secret), and renamed over
 the old one, so a scrape never reads half a file nor a file it may not open; every
-``metrics.interval_s`` seconds, and ``SETTLE_S`` after a change but at most once a second. A
-second thread watches the outbox to time each event's delivery. A failing write is logged
-(once until it works again) and never stops the table.
+``metrics.interval_s`` seconds, and ``LISTENER_SETTLE_S`` (status_board.py) after a change
+but at most once a second. A second thread watches the outbox to time each event's delivery.
+A failing write is logged (once until it works again) and never stops the table.
 """
 
 from __future__ import annotations
@@ -23,14 +23,11 @@ from prometheus_client import generate_latest
 
 from controller.service.health import journal_bytes
 from controller.service.metrics import TableMetrics
-from controller.service.status_board import StatusBoard
+from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
 
 log = structlog.get_logger("pokdeng.metrics")
 
 MIN_GAP_S = 1.0  # a busy table changes many times a second; the file need not
-#: after a change, wait this long before writing: the write (the outbox's figures read from
-#: the journal, a file renamed) stays off the way out of the card that changed the status
-SETTLE_S = 0.2
 FILE_MODE = 0o644
 
 
@@ -102,7 +99,7 @@ class MetricsWriter:
     def _write_loop(self) -> None:
         while not self._stop.is_set():
             if self._wake.wait(self.interval_s):
-                self._stop.wait(SETTLE_S)
+                self._stop.wait(LISTENER_SETTLE_S)
             if self._stop.is_set():
                 return
             self._wake.clear()

@@ -15,6 +15,11 @@ from controller.service.clock import TableClock
 from controller.service.notify import Notifier
 from controller.table.views import seconds_left_now
 
+#: a change listener that does real work (reads the journal, publishes, writes a file) waits
+#: this long after a change before it looks: a burst of changes is one look, and the look
+#: stays off the way out of the card that made the change
+LISTENER_SETTLE_S = 0.2
+
 
 def status_line(status: dict[str, Any]) -> str:
     """The one-line STATUS= text systemd shows (sealed: built from the sealed status)."""
