@@ -309,7 +309,8 @@ def mosquitto_missing() -> str | None:
 
 
 class TcpRelay:
-    """A loopback TCP forwarder that a test can cut (connections dropped, port refused) and
+    """A loopback TCP forwarder that a test can hold (the path goes silent: nothing is
+    forwarded either way, nothing is closed), cut (connections dropped, port refused) and
     restore on the same port: a network outage between a client and a live server."""
 
     def __init__(self, upstream_port: int):
@@ -318,9 +319,16 @@ class TcpRelay:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
+        self._flowing = threading.Event()
         self.restore()
 
+    def hold(self) -> None:
+        """Stop forwarding: what either side sends from now on waits in the relay, and goes
+        nowhere if the relay is then cut."""
+        self._flowing.clear()
+
     def restore(self) -> None:
+        self._flowing.set()
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -355,13 +363,15 @@ class TcpRelay:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
+                self._flowing.wait()
+                if source not in self._sockets:
+                    break  # cut while held: what it sent is lost with the connection
                 sink.sendall(data)
         except OSError:
             pass

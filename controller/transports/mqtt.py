@@ -20,7 +20,9 @@ says "no subscriber". A connection loss shows in ``problem()`` at once. paho's n
 thread reconnects on its own; while disconnected, ``deliver`` raises ``TransientError`` and the
 outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho and are
 re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the
-same seq waits for that message instead of publishing another copy.
+same seq waits for that message instead of publishing another copy. A connection counts as up
+only from the SUBACK of its resend subscription: by then paho has sent again what it holds, so
+no new event overtakes them.
 
 Up to ``in_flight_batches`` batches are on the way at once (``submit``; the outbox settles
 them oldest first): one connection keeps them in order, and a batch counts as delivered only
@@ -201,6 +203,7 @@ class MqttTransport(Transport):
         self._refused_for_good: str | None = None
         self._inflight: dict[int, mqtt.MQTTMessageInfo] = {}
         self._refused_mids: dict[int, Any] = {}  # mid -> a PUBACK reason that is not delivery
+        self._resend_subscription: int | None = None  # the mid of this connection's SUBSCRIBE
         self._since = _now_iso()
 
         client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.paho")
@@ -213,6 +216,7 @@ class MqttTransport(Transport):
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_connect_fail = self._on_connect_fail
+        client.on_subscribe = self._on_subscribe
         client.on_publish = self._on_publish
         client.message_callback_add(self.resend_topic, self._on_resend_request)
         # paho holds back QoS 1 messages past 20 unacknowledged: let every event of the
@@ -242,10 +246,27 @@ class MqttTransport(Transport):
             log.error("mqtt %s:%s refused the connection: %s", self.settings.host,
                       self.settings.port, text)
             return
+        client.publish(self.status_topic, _payload(self._online()), qos=1, retain=True)
+        # Events may go out only from the SUBACK on: paho sends again the events it still
+        # holds (published, no PUBACK) after this callback returns, and an event published
+        # before that would overtake them on the wire.
+        _, mid = client.subscribe(self.resend_topic, qos=1)
         with self._lock:
             self._refused_for_good = None
-        client.publish(self.status_topic, _payload(self._online()), qos=1, retain=True)
-        client.subscribe(self.resend_topic, qos=1)
+            self._resend_subscription = mid
+            self._last_problem = "connected; waiting for the broker to acknowledge the " \
+                                 "resend subscription"
+
+    def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int,
+                      reason_codes: list[Any], properties: Any) -> None:
+        with self._lock:
+            if mid != self._resend_subscription:
+                return
+        refused = [str(code) for code in reason_codes if code.is_failure]
+        if refused:
+            log.warning("mqtt %s: the broker refused the subscription (%s): a backend's resend "
+                        "requests cannot reach this table (check the broker's ACL)",
+                        self.resend_topic, ", ".join(refused))
         self._connected.set()
         log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
                  self.client_id)

@@ -160,6 +160,49 @@ def test_broker_restart_is_transient_and_delivery_resumes(mosquitto):
         sub.close()
 
 
+def test_a_batch_sent_on_reconnect_follows_the_unacknowledged_ones_paho_sends_again(mosquitto):
+    """The connection dies with a batch on the way (published, no PUBACK): paho keeps it and
+    sends it again when it reconnects. The delivery thread meanwhile wants the next batch out
+    and waits for the connection; it must not get in ahead of paho's resend, or a subscriber
+    meets seq 11 before seq 1. The table's ``on_connect`` callback is slowed down here, as a
+    loaded machine does, to widen the moment between "connected" and paho's resend."""
+    relay = TcpRelay(mosquitto.port)
+    sub = Subscriber(mosquitto.port)
+    t = MqttTransport(settings(relay.port, connect_timeout_s=10.0, publish_timeout_s=10.0),
+                      table=TABLE)
+    on_connect = t._client.on_connect
+
+    def slow_on_connect(*args):
+        on_connect(*args)
+        time.sleep(0.3)
+
+    t._client.on_connect = slow_on_connect
+    try:
+        t.deliver([event(0)])  # connected
+        relay.hold()
+        first = t.submit([event(seq) for seq in range(1, 11)])  # on the way, never acknowledged
+        relay.cut()
+        wait_until(lambda: t.problem() is not None, 5, "the table to see the connection lost")
+        later: list = []
+        sender = threading.Thread(
+            target=lambda: later.append(t.submit([event(seq) for seq in range(11, 21)])))
+        sender.start()  # waits for the connection
+        relay.restore()
+        sender.join(15)
+        first()
+        later[0]()
+        assert sub.wait(lambda: {e["seq"] for e in sub.events()} >= set(range(21)))
+        first_seen: list[int] = []
+        for seq in (e["seq"] for e in sub.events()):
+            if seq not in first_seen:
+                first_seen.append(seq)
+        assert first_seen == list(range(21))
+    finally:
+        t.close()
+        sub.close()
+        relay.cut()
+
+
 @pytest.mark.slow
 def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, tmp_path):
     relay = TcpRelay(mosquitto.port)  # the table's path to the broker; the subscriber's stays up
