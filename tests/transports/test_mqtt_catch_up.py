@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -216,7 +217,10 @@ def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
         mosquitto_factory, tmp_path):
     """Several batches on the way (in_flight_batches 4, batch_max 10) when the broker, with
     persistence, restarts: the backend's persistent session gets every event, each first copy
-    in seq order, without having to ask for a gap."""
+    in seq order, without having to ask for a gap. The table's connect callback is slowed
+    down, as on a loaded machine: a batch published between "connected" and paho's resend of
+    the unacknowledged ones would overtake them (it did, before the connection counted as up
+    only from its SUBACK)."""
     broker = mosquitto_factory()
     journal = Journal(tmp_path / "journal.db")
     written = fill(journal, 1500)  # a backlog: ~2,000 events, as after an outage
@@ -226,6 +230,13 @@ def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
                                 "connect_timeout_s": 2.0, "publish_timeout_s": 2.0,
                                 "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
                                 "batch_max": 10, "in_flight_batches": 4}, table=TABLE)
+    on_connect = transport._client.on_connect
+
+    def slow_on_connect(*args):
+        on_connect(*args)
+        time.sleep(0.3)
+
+    transport._client.on_connect = slow_on_connect
     try:
         receiver.connect()
         wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
@@ -238,11 +249,14 @@ def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
             assert outbox.wait_delivered(journal.last_event_seq(), 30)
             assert outbox.in_flight_peaks()["mqtt"] > 1  # several batches were on the way
         wait_until(lambda: len(receiver.stored) == len(written), 15, "the receiver to catch up",
-                   details=lambda: f"stored {len(receiver.stored)}, asked {receiver.asked}")
+                   details=lambda: f"stored {len(receiver.stored)}, asked {receiver.asked}, "
+                                   f"sessions {receiver.sessions}, restarted at "
+                                   f"{restarted_at}, arrivals {receiver.arrivals()}")
     finally:
         receiver.close()
         journal.close()
     assert restarted_at < len(written)  # the restart landed mid-stream
+    assert receiver.sessions == [False, True]  # the broker kept the backend's session
     assert unanchored(receiver.stored) == written  # every event once, in seq order, no gap
     assert receiver.asked == [1]  # only on its first connect: no gap made it ask again
     first_ids: list[str] = []

@@ -1,0 +1,45 @@
+"""docs/backend.md's in-order receiver, run from the page: what a backend does with each
+event, each (re)connect and each tick of its timer."""
+
+from __future__ import annotations
+
+from support.journal_helpers import event
+from testkit.backends import documented_receiver
+
+
+def receiver():
+    return documented_receiver().InOrder()
+
+
+def test_in_order_events_are_stored_and_repeats_dropped():
+    r = receiver()
+    assert r.accept(event(1), 0.0) == ([event(1)], None)
+    assert r.accept(event(2), 0.1) == ([event(2)], None)
+    assert r.accept(event(1), 0.2) == ([], None)
+    assert r.due(100.0) is None  # nothing missing: the timer never asks
+
+
+def test_a_gap_held_back_by_the_rate_limit_is_asked_for_by_the_timer():
+    """The events after a gap all come within 5 s of the last ask and then nothing does (a
+    paused table): the timer asks once the 5 s are up, not at the next event."""
+    r = receiver()
+    assert r.connected(False, 0.0) == 1  # a new session: ask from 1
+    assert r.accept(event(1), 0.5) == ([event(1)], None)
+    assert r.accept(event(3), 1.0) == ([], None)  # a gap, but asked 1 s ago: held back
+    assert r.accept(event(4), 1.1) == ([], None)
+    assert r.due(4.9) is None
+    assert r.due(5.0) == 2  # the gap is still open: ask
+    assert r.due(6.0) is None  # and not again within 5 s
+    assert r.accept(event(2), 6.5) == ([event(2)], None)  # the resend
+    assert r.accept(event(3), 6.5) == ([event(3)], None)
+    assert r.due(20.0) == 4  # 4 came once and is still missing
+    assert r.accept(event(4), 20.1) == ([event(4)], None)
+    assert r.due(40.0) is None  # caught up
+
+
+def test_the_first_gap_asks_at_once_and_a_session_kept_asks_nothing():
+    r = receiver()
+    assert r.connected(True, 0.0) is None
+    assert r.accept(event(2), 0.1) == ([], 1)
+    assert r.accept(event(3), 0.2) == ([], None)
+    assert r.due(5.2) == 1
