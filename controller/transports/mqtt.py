@@ -204,6 +204,7 @@ class MqttTransport(Transport):
         self._inflight: dict[int, mqtt.MQTTMessageInfo] = {}
         self._refused_mids: dict[int, Any] = {}  # mid -> a PUBACK reason that is not delivery
         self._resend_subscription: int | None = None  # the mid of this connection's SUBSCRIBE
+        self._publishing = threading.Lock()  # a batch's publishes, or the connection's loss
         self._since = _now_iso()
 
         client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.paho")
@@ -278,8 +279,11 @@ class MqttTransport(Transport):
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any,
                        reason_code: Any, properties: Any) -> None:
-        was_connected = self._connected.is_set()
-        self._connected.clear()
+        # A batch being published ends first (its socket is closed: the rest is refused), so
+        # no event of it can go out on the next connection ahead of the ones paho resends.
+        with self._publishing:
+            was_connected = self._connected.is_set()
+            self._connected.clear()
         with self._lock:
             self._last_problem = f"disconnected: {reason_code}"
         if was_connected and not self._closed:
@@ -336,16 +340,20 @@ class MqttTransport(Transport):
                 raise PermanentError(f"mqtt broker {where} refused this table: {refused}")
             raise TransientError(f"not connected to mqtt broker {where} ({problem})")
         waiting: list[tuple[int, mqtt.MQTTMessageInfo]] = []
-        for event in events:
-            seq = event["seq"]
-            info = self._inflight.get(seq)
-            if info is None or info.rc not in (mqtt.MQTT_ERR_SUCCESS,):
-                info = self._publish_event(event)
-                if info.rc != mqtt.MQTT_ERR_SUCCESS:
-                    raise TransientError(f"mqtt publish of seq {seq} failed: "
-                                         f"{mqtt.error_string(info.rc)}")
-                self._inflight[seq] = info
-            waiting.append((seq, info))
+        with self._publishing:
+            if not self._connected.is_set():  # lost since the wait above
+                raise TransientError(f"mqtt connection to {self.settings.host}:"
+                                     f"{self.settings.port} lost before seq {events[0]['seq']}")
+            for event in events:
+                seq = event["seq"]
+                info = self._inflight.get(seq)
+                if info is None or info.rc not in (mqtt.MQTT_ERR_SUCCESS,):
+                    info = self._publish_event(event)
+                    if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                        raise TransientError(f"mqtt publish of seq {seq} failed: "
+                                             f"{mqtt.error_string(info.rc)}")
+                    self._inflight[seq] = info
+                waiting.append((seq, info))
         return lambda: self._settle(waiting)
 
     def _settle(self, waiting: list[tuple[int, mqtt.MQTTMessageInfo]]) -> None:

@@ -203,6 +203,66 @@ def test_a_batch_sent_on_reconnect_follows_the_unacknowledged_ones_paho_sends_ag
         relay.cut()
 
 
+def test_a_batch_cut_by_a_lost_connection_is_not_finished_on_the_next_one(mosquitto):
+    """The delivery thread stalls in the middle of a batch (a loaded machine) while the
+    connection drops and comes back. The rest of that batch must not go out on the new
+    connection, where it could land before paho has sent again the unacknowledged first half:
+    the batch fails, and is delivered again in order."""
+    relay = TcpRelay(mosquitto.port)
+    sub = Subscriber(mosquitto.port)
+    t = MqttTransport(settings(relay.port, connect_timeout_s=10.0, publish_timeout_s=10.0),
+                      table=TABLE)
+    publish = t._client.publish
+    at_five, go = threading.Event(), threading.Event()
+
+    def stalling_publish(topic, payload, **options):
+        if json.loads(payload).get("seq") == 5 and not go.is_set():
+            at_five.set()
+            go.wait(10)
+        return publish(topic, payload, **options)
+
+    t._client.publish = stalling_publish
+    try:
+        t.deliver([event(0)])
+        outcome: list = []
+
+        def send_batch():
+            try:
+                outcome.append(t.submit([event(seq) for seq in range(1, 11)]))
+            except TransientError as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=send_batch)
+        relay.hold()
+        sender.start()
+        assert at_five.wait(5)  # seq 1-4 are on the way, never to be acknowledged
+        relay.cut()
+        relay.restore()
+        time.sleep(1.0)  # long enough for paho to reconnect, were it free to
+        go.set()
+        sender.join(10)
+        assert isinstance(outcome[0], TransientError), outcome
+        def delivered() -> bool:  # the outbox's retries
+            try:
+                t.deliver([event(seq) for seq in range(1, 11)])
+                return True
+            except TransientError:
+                return False
+
+        wait_until(delivered, 10, "the batch delivered again")
+        assert sub.wait(lambda: {e["seq"] for e in sub.events()} >= set(range(11)))
+        first_seen: list[int] = []
+        for seq in (e["seq"] for e in sub.events()):
+            if seq not in first_seen:
+                first_seen.append(seq)
+        assert first_seen == list(range(11))
+    finally:
+        go.set()
+        t.close()
+        sub.close()
+        relay.cut()
+
+
 @pytest.mark.slow
 def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, tmp_path):
     relay = TcpRelay(mosquitto.port)  # the table's path to the broker; the subscriber's stays up
