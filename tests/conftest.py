@@ -3,6 +3,7 @@ real loopback backends (webhook, mosquitto) of testkit/backends.py."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
+from controller.service.logging_setup import HANDLER_NAME
 from drivers.sim.shoe import ShoeSimulator
 from support.backends import need_mosquitto
 from support.control_helpers import NOBODY, TemporaryGroup
@@ -29,9 +31,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "pokdeng"))
 @pytest.fixture(autouse=True)
 def fresh_log_context() -> Iterator[None]:
     """A daemon run in the test's own thread binds its table, shoe and round to the thread's
-    log context (logging_setup.bind_table_context); the next test starts without them."""
+    log context (logging_setup.bind_table_context); the next test starts without them, and
+    without the root handler its setup_logging left on the test's captured output (closed
+    once the test ends: later tests' threads logging there printed "Logging error")."""
     yield
     structlog.contextvars.clear_contextvars()
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
+        root.removeHandler(handler)
 
 
 @pytest.fixture

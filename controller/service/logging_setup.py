@@ -30,6 +30,8 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
           "error": logging.ERROR}
 # Chatty libraries: their DEBUG goes out only when we ask for debug ourselves.
 LIBRARY_LOGGERS = ("serial", "usb", "transitions", "paho", "urllib3")
+#: the name of the root logger's handler that setup_logging installs
+HANDLER_NAME = "pokdeng-table"
 
 
 #: stdlib level -> syslog priority, as sd-daemon(3) prefixes and journald stores them
@@ -117,6 +119,7 @@ def setup_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None 
         ],
     )
     handler = logging.StreamHandler(stream)
+    handler.set_name(HANDLER_NAME)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
