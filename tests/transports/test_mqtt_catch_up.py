@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from controller.durability.outbox import Outbox
 from controller.transports import create
 from controller.transports.mqtt import MqttTransportSettings
 from controller.transports.mqtt_health import MqttHealthPublisher
+from support.backends import first_copies, slow_connect_callback
 from support.health_helpers import HealthSubscriber
 from support.journal_helpers import TABLE, fill
 from support.waiting import wait_until
@@ -230,13 +230,7 @@ def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
                                 "connect_timeout_s": 2.0, "publish_timeout_s": 2.0,
                                 "backoff_initial_s": 0.05, "backoff_max_s": 0.3,
                                 "batch_max": 10, "in_flight_batches": 4}, table=TABLE)
-    on_connect = transport._client.on_connect
-
-    def slow_on_connect(*args):
-        on_connect(*args)
-        time.sleep(0.3)
-
-    transport._client.on_connect = slow_on_connect
+    slow_connect_callback(transport)
     try:
         receiver.connect()
         wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
@@ -259,11 +253,5 @@ def test_batches_in_flight_through_a_broker_restart_reach_the_backend_in_order(
     assert receiver.sessions == [False, True]  # the broker kept the backend's session
     assert unanchored(receiver.stored) == written  # every event once, in seq order, no gap
     assert receiver.asked == [1]  # only on its first connect: no gap made it ask again
-    first_ids: list[str] = []
-    seen: set[str] = set()
-    for payload in receiver.payloads:
-        event_id = json.loads(payload)["id"]
-        if event_id not in seen:
-            seen.add(event_id)
-            first_ids.append(event_id)
+    first_ids = first_copies(json.loads(payload)["id"] for payload in receiver.payloads)
     assert first_ids == [e["id"] for e in written]  # each first copy in seq order

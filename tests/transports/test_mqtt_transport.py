@@ -24,6 +24,7 @@ from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
 from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
+from support.backends import first_copies, slow_connect_callback
 from support.journal_helpers import TABLE, event, fill
 from support.waiting import wait_until
 from testkit.backends import TcpRelay, documented_verifier, make_certificate
@@ -170,13 +171,7 @@ def test_a_batch_sent_on_reconnect_follows_the_unacknowledged_ones_paho_sends_ag
     sub = Subscriber(mosquitto.port)
     t = MqttTransport(settings(relay.port, connect_timeout_s=10.0, publish_timeout_s=10.0),
                       table=TABLE)
-    on_connect = t._client.on_connect
-
-    def slow_on_connect(*args):
-        on_connect(*args)
-        time.sleep(0.3)
-
-    t._client.on_connect = slow_on_connect
+    slow_connect_callback(t)
     try:
         t.deliver([event(0)])  # connected
         relay.hold()
@@ -192,11 +187,7 @@ def test_a_batch_sent_on_reconnect_follows_the_unacknowledged_ones_paho_sends_ag
         first()
         later[0]()
         assert sub.wait(lambda: {e["seq"] for e in sub.events()} >= set(range(21)))
-        first_seen: list[int] = []
-        for seq in (e["seq"] for e in sub.events()):
-            if seq not in first_seen:
-                first_seen.append(seq)
-        assert first_seen == list(range(21))
+        assert first_copies(e["seq"] for e in sub.events()) == list(range(21))
     finally:
         t.close()
         sub.close()
@@ -251,11 +242,7 @@ def test_a_batch_cut_by_a_lost_connection_is_not_finished_on_the_next_one(mosqui
 
         wait_until(delivered, 10, "the batch delivered again")
         assert sub.wait(lambda: {e["seq"] for e in sub.events()} >= set(range(11)))
-        first_seen: list[int] = []
-        for seq in (e["seq"] for e in sub.events()):
-            if seq not in first_seen:
-                first_seen.append(seq)
-        assert first_seen == list(range(11))
+        assert first_copies(e["seq"] for e in sub.events()) == list(range(11))
     finally:
         go.set()
         t.close()
