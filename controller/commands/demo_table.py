@@ -364,10 +364,15 @@ class DemoDealer:
             version, status = self.daemon.wait_for_change(version, 0.2)
             panel_up = any(getattr(d, "connected", None) is not None and d.connected.is_set()
                            for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
-            if status.get("state") not in ("starting",) and panel_up:
+            # pyserial empties a port's input as it opens it: a card sent before the table has
+            # the shoe's port open can be lost, and the table would wait for it for ever.
+            shoe_up = any(getattr(getattr(d, "link", None), "connected", None) is True
+                          for d in self.daemon.drivers if getattr(d, "device", "") == "shoe")
+            if status.get("state") not in ("starting",) and panel_up and shoe_up:
                 return status
             if time.monotonic() > deadline:
-                raise DemoError("the simulated panel did not connect")
+                missing = [name for name, up in (("panel", panel_up), ("shoe", shoe_up)) if not up]
+                raise DemoError(f"the simulated {' and '.join(missing)} did not connect")
         raise DemoError("stopped")
 
     def _play(self) -> None:

@@ -106,3 +106,36 @@ def test_demo_killed_mid_shoe_carries_on_with_the_same_shoe(tmp_path: Path) -> N
         drawn = [inp.card for inp in journal.inputs() if inp.kind == "card"]
     assert drawn == shuffled_shoe(11, 8)[:len(drawn)]
     assert len(drawn) == events[-1]["data"]["cards_drawn"]
+
+
+def test_the_dealer_plays_only_once_the_table_has_the_shoe_port_open(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """pyserial empties a port's input as it opens it, so a card sent before the table has
+    the shoe's port open can be lost and the table waits for it for ever (the kill test met
+    it on a loaded machine). With the shoe's port slow to open, the dealer's first button
+    press comes only after the table journaled the shoe as connected."""
+    import io
+    import time
+
+    import drivers.serial_link as serial_link
+    from controller.commands.demo_table import DemoOptions, main
+    from controller.table.inputs import Button, DeviceStatus
+
+    real_open = serial_link.serial.serial_for_url
+
+    def slow_shoe_open(url, *args, **kwargs):
+        if Path(str(url)).name == "shoe.pty":
+            time.sleep(1.0)
+        return real_open(url, *args, **kwargs)
+
+    monkeypatch.setattr(serial_link.serial, "serial_for_url", slow_shoe_open)
+    state = tmp_path / "state"
+    out = io.StringIO()
+    assert main(DemoOptions(rounds=1, speed=200, seed=7, state_dir=str(state), quiet=True,
+                            display=False, events=str(tmp_path / "events.jsonl")), out) == 0
+    with Journal(state / "journal.sqlite", demo_key(state)) as journal:
+        inputs = list(journal.inputs())
+    shoe_up = next(i for i, inp in enumerate(inputs)
+                   if isinstance(inp, DeviceStatus) and inp.name == "shoe" and inp.connected)
+    first_press = next(i for i, inp in enumerate(inputs) if isinstance(inp, Button))
+    assert shoe_up < first_press, inputs[:first_press + 1]
