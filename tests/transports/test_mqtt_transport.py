@@ -274,13 +274,10 @@ def test_outbox_over_mqtt_delivers_through_a_network_outage_in_order(mosquitto, 
             assert outbox.wait_delivered(journal.last_event_seq(), 15)
         assert sub.wait(lambda: len({e["id"] for e in sub.events()}) == len(written))
         seen = sub.events()
-        first_seen = []
-        for e in seen:
-            if e["id"] not in {f["id"] for f in first_seen}:
-                first_seen.append(e)
+        first = {e["id"]: e for e in reversed(seen)}  # the first copy of each
+        first_seen = [first[event_id] for event_id in first_copies(e["id"] for e in seen)]
         assert [strip_anchor(e) for e in first_seen] == written  # every event, in seq order
         by_id = {e["id"]: e for e in written}
-        first = {e["id"]: e for e in reversed(seen)}  # the first copy of each
         assert all(e == first[e["id"]] for e in seen)  # repeats carry the same body and anchor
         assert all(strip_anchor(e) == by_id[e["id"]] for e in seen)
     finally:
