@@ -14,7 +14,12 @@ them all and starts again after the delivered position.
 
 Failures never stop a transport: every failure (``TransientError``, ``PermanentError`` such as
 a 401 or 404, or an unexpected exception) retries the same batch after a capped exponential
-backoff with full jitter, and the other transports carry on. ``status()`` says what is wrong
+backoff with full jitter, and the other transports carry on. A transport that comes back
+(``Transport.came_back``: MQTT's connection is up again) ends the backoff at once: the backoff
+paces failures, not a backend that is back. Against a connection that keeps coming and going,
+the k-th early retry of one failing streak waits at least ``backoff_initial_s * 2^(k-2)`` after
+its failure (the first none; capped at ``backoff_max_s``), never less than a ``Retry-After``,
+so a flapping transport is paced as its backoff would pace it. ``status()`` says what is wrong
 while it lasts ("refused" for a backend that refuses us) and clears it on recovery, keeping
 ``last_error_at``. A transport failing for its ``unreachable_after_s`` is reported once to
 ``on_backend_change`` (the daemon journals it as a table input, so the other transports and the
@@ -85,6 +90,10 @@ class _Worker:
         self.name = transport.name
         self.wake = threading.Event()
         transport.wake_outbox = self.wake.set
+        # the transport came back since the last attempt started: a backoff ends early
+        self.back = threading.Event()
+        transport.back_outbox = self.back.set
+        self.early_retries = 0      # backoffs ended early in this failing streak (pacing)
         self.handoff = Handoff()
         self.behind = True          # read the journal until it has nothing past the position
         self.journal_asked = False  # notify(): events were journaled without a hand-over
@@ -160,6 +169,7 @@ class _Worker:
             events = self._next_batch(conn)
             if events:
                 resend = self.resend_next is not None
+                self.back.clear()  # a comeback from here on may end this attempt's backoff
                 try:
                     settle = self.transport.submit(events)
                 except Exception as exc:  # every failure is retried: see the module doc
@@ -231,10 +241,14 @@ class _Worker:
         long enough; returns the time of the last warning logged."""
         self.failures += 1
         retry_after = getattr(exc, "retry_after", None)
-        delay = backoff_delay(self.failures, self.transport.backoff_initial_s,
-                              self.transport.backoff_max_s, self.outbox._rand)
+        initial, cap = self.transport.backoff_initial_s, self.transport.backoff_max_s
+        delay = backoff_delay(self.failures, initial, cap, self.outbox._rand)
+        # A comeback may end the wait early, but not before this (see the module doc).
+        earliest = 0.0 if self.early_retries == 0 else \
+            min(cap, initial * 2 ** min(self.early_retries - 1, 30))
         if retry_after is not None:
-            delay = max(delay, min(retry_after, self.transport.backoff_max_s))
+            delay = max(delay, min(retry_after, cap))
+            earliest = max(earliest, min(retry_after, cap))
         known = isinstance(exc, TransportError)
         text = str(exc) if known else f"{type(exc).__name__}: {exc}"
         state = getattr(exc, "state", "retrying") if known else "retrying"
@@ -252,26 +266,35 @@ class _Worker:
                     "%s events, oldest %.1fs old", self.name, events[0]["seq"],
                     events[-1]["seq"], text, delay, status.get("backlog"),
                     status.get("oldest_age_s") or 0.0, exc_info=not known)
-        self._back_off(delay)
+        self._back_off(delay, earliest)
         return last_warning
 
-    def _back_off(self, delay: float) -> None:
-        """Wait ``delay``, noticing on the way when the failure has lasted long enough."""
+    def _back_off(self, delay: float, earliest: float) -> None:
+        """Wait ``delay``, or only ``earliest`` once the transport has come back, noticing on
+        the way when the failure has lasted long enough."""
         stop = self.outbox._stop
-        deadline = time.monotonic() + delay
+        start = time.monotonic()
+        deadline, early = start + delay, start + min(earliest, delay)
         while not stop.is_set():
             now = time.monotonic()
+            unreachable_due = None
             if not self.unreachable and self.failing_since is not None:
-                due = self.failing_since + self.transport.unreachable_after_s
-                if now >= due:
+                unreachable_due = self.failing_since + self.transport.unreachable_after_s
+                if now >= unreachable_due:
                     self._report(False)
-                    continue
-                if due < deadline:
-                    stop.wait(due - now)
                     continue
             if now >= deadline:
                 return
-            stop.wait(deadline - now)
+            back = self.back.is_set()
+            if back and now >= early:
+                self.early_retries += 1
+                log.info("outbox %s: transport back, retrying now (%.1fs of backoff left)",
+                         self.name, deadline - now)
+                return
+            until = min(deadline, early if back else deadline,
+                        unreachable_due if unreachable_due is not None else deadline)
+            # Back already: only time can end this wait (waiting on the set event would spin).
+            (stop.wait if back else self.back.wait)(until - now)
 
     def _report(self, reachable: bool) -> None:
         """Tell the daemon the backend went unreachable, or delivers again."""
@@ -293,7 +316,7 @@ class _Worker:
     def _sent(self, conn: sqlite3.Connection, seq: int, resend: bool) -> None:
         """The transport took a batch ending at ``seq`` (a resend's, or new events)."""
         recovered = self.failing_since is not None
-        self.failures = 0
+        self.failures = self.early_retries = 0
         self.failing_since = self.failing_since_wall = None
         self._set_state("ok", clear_error=True)  # before the position: waiters see both
         if resend:
@@ -545,6 +568,8 @@ class Outbox:
         """Stop every delivery thread (after its current attempt) and close the transports."""
         self._stop.set()
         self.notify()
+        for worker in self._workers.values():
+            worker.back.set()  # ends a backoff now: the loop sees the stop
         deadline = time.monotonic() + timeout
         for worker in self._workers.values():
             if worker.thread.is_alive():

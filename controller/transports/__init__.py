@@ -13,6 +13,8 @@ is accepted by the backend) or raises:
 Between deliveries ``problem()`` reports a connection the transport knows is down (status
 shows it at once), and a backend may ask for events again: the transport calls
 ``request_resend(from_seq)`` and the outbox resends what it already delivered from there.
+A transport that knows its backend is back (a connection up again) calls ``came_back()``:
+the outbox retries at once instead of sleeping out its backoff.
 
 Built-in kinds are named in ``BUILTIN`` and imported lazily (a table without MQTT never
 imports paho); other packages add kinds through the ``pokdeng_table.transports`` entry points.
@@ -106,6 +108,8 @@ class Transport(ABC):
         self._closed = False
         #: set by the outbox: wakes this transport's delivery thread
         self.wake_outbox: Callable[[], None] | None = None
+        #: set by the outbox: ends its backoff after a failure (``came_back``)
+        self.back_outbox: Callable[[], None] | None = None
         self._resend_lock = threading.Lock()
         self._resend_from: int | None = None
 
@@ -123,6 +127,13 @@ class Transport(ABC):
     def problem(self) -> str | None:
         """What is wrong with the connection right now, or None (called from any thread)."""
         return None
+
+    def came_back(self) -> None:
+        """The backend is reachable again (any thread): the outbox retries now rather than
+        at the end of its backoff, which is for failures, not for a backend that is back
+        (the outbox still paces retries against a connection that keeps coming and going)."""
+        if self.back_outbox is not None:
+            self.back_outbox()
 
     def request_resend(self, from_seq: int) -> None:
         """The backend asks for the events from ``from_seq`` again (any thread); the outbox

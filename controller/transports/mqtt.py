@@ -22,7 +22,11 @@ outbox retries. Messages whose PUBACK did not arrive in time stay queued in paho
 re-sent on reconnect (with their first timestamp and signature); the next ``deliver`` of the
 same seq waits for that message instead of publishing another copy. A connection counts as up
 only from the SUBACK of its resend subscription: by then paho has sent again what it holds, so
-no new event overtakes them.
+no new event overtakes them. From then on the outbox retries at once (``came_back``), even
+in the middle of a backoff: a broker that is back gets the backlog without waiting; and
+paho tries to reconnect every ``reconnect_min_s`` doubling up to ``reconnect_max_s`` (0.5 s,
+1 s: a connection attempt to a broker that is down costs nearly nothing), so the table notices
+a broker that is back within about a second.
 
 Up to ``in_flight_batches`` batches are on the way at once (``submit``; the outbox settles
 them oldest first): one connection keeps them in order, and a batch counts as delivered only
@@ -101,8 +105,9 @@ class MqttTransportSettings:
     # once they are): a backlog after an outage goes out without a round trip per batch
     in_flight_batches: int = option(4, minval=1, maxval=64)
     connect_timeout_s: float = option(5.0, above=0, maxval=300)   # deliver waits to (re)connect
-    reconnect_min_s: float = option(1.0, above=0, maxval=3600)
-    reconnect_max_s: float = option(30.0, above=0, maxval=3600)
+    # paho's reconnect delay, doubling from min to max: how soon a broker back is noticed
+    reconnect_min_s: float = option(0.5, above=0, maxval=3600)
+    reconnect_max_s: float = option(1.0, above=0, maxval=3600)
     batch_max: int = option(100, minval=1, maxval=10_000)
     backoff_initial_s: float = option(0.5, above=0, maxval=60)
     backoff_max_s: float = option(30.0, above=0, maxval=3600)
@@ -271,6 +276,7 @@ class MqttTransport(Transport):
         self._connected.set()
         log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
                  self.client_id)
+        self.came_back()  # up from here (not at CONNACK): the outbox may retry at once
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         with self._lock:
