@@ -282,15 +282,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "also at 1,500 shoes")
     parser.add_argument("--idle-seconds", type=float, default=None,
                         help="the daemon's idle window in seconds (default 20, --full 60)")
-    parser.add_argument("--replay-shoes", type=int, default=40)
-    parser.add_argument("--journal-shoes", type=int, default=3)
+    parser.add_argument("--replay-shoes", type=int, default=40, metavar="N",
+                        help="shoes the replay part plays through the machine (default 40)")
+    parser.add_argument("--journal-shoes", type=int, default=3, metavar="N",
+                        help="shoes the journal part appends, an fsync per input (default 3)")
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
     parser.add_argument("--latency-rounds", type=int, default=8, help="13 cards each (default 8)")
     parser.add_argument("--latency-repeat", type=int, default=3,
                         help="runs of each latency path (default 3): min / median / max")
     parser.add_argument("--start-shoes", metavar="SIZES", default=None,
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
-    parser.add_argument("--soak-shoes", type=int, default=3)
+    parser.add_argument("--soak-shoes", type=int, default=3, metavar="N",
+                        help="shoes of the short soak, every fault kind (default 3)")
     parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
 
 

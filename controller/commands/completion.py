@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "own argument parser. bash: save it as /usr/share/bash-completion/"
                     "completions/pokdeng-table; zsh: as _pokdeng-table in a directory of "
                     "$fpath (e.g. /usr/share/zsh/vendor-completions).")
-    parser.add_argument("shell", choices=SHELLS)
+    parser.add_argument("shell", choices=SHELLS, help="the shell to complete for")
     parser.set_defaults(func=completion)
 
 

@@ -13,12 +13,18 @@ from controller.service.config_errors import EX_CONFIG, ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("config", help="check a configuration file")
+    parser = subparsers.add_parser(
+        "config", help="check a configuration file",
+        description="Work with the daemon's YAML configuration (docs/install.md has an example; "
+                    "config/example.yaml explains every key).")
     actions = parser.add_subparsers(dest="config_action", metavar="ACTION")
     check = actions.add_parser(
         "check", help="validate FILE and the secrets and groups it names: exit 0 when good, 78 "
-                  "listing every error when not")
-    check.add_argument("file", metavar="FILE")
+                      "listing every error when not",
+        description="Read FILE as `run` would: every key, the secrets it names (credentials, key "
+                    "files) and the groups of the control socket. Exit 0 when the daemon would "
+                    "start with it; 78 listing every error by key path.")
+    check.add_argument("file", metavar="FILE", help="the daemon's YAML configuration file")
     check.set_defaults(func=check_config)
     parser.set_defaults(func=lambda args: parser.print_help(sys.stderr) or 2)
 

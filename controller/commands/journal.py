@@ -36,7 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "and body")
     verify.set_defaults(func=_verify)
 
-    export = actions.add_parser("export", help="print every event as JSON Lines, in seq order")
+    export = actions.add_parser(
+        "export", help="print every event as JSON Lines, in seq order",
+        description="Print every event of the journal as JSON Lines, in seq order, exactly as "
+                    "the backends received them (same ids and bodies); with --archives the "
+                    "archived shoes come first.")
     export.add_argument("file", metavar="FILE", help="journal SQLite file")
     export.add_argument("--archives", metavar="DIR", nargs="?", const="", default=None,
                         help="include archived events first (from DIR, default FILE.archive/)")

@@ -28,7 +28,10 @@ def register(subparsers: Any) -> None:
         description="Open a shoe (any pyserial URL: /dev/…, socket://host:port, spy://…) and "
                     "print each decoded input as a table-script JSON line.")
     parser.add_argument("url", help="serial port or pyserial URL of the shoe")
-    parser.add_argument("--protocol", default="beetek", choices=("beetek", "rfid", "pdt"))
+    parser.add_argument("--protocol", default="beetek", choices=("beetek", "rfid", "pdt"),
+                        help="the shoe's protocol: beetek (ASCII card codes), rfid (tag ids "
+                             "and a card registry) or pdt (checksummed; docs/pdt-protocol.md); "
+                             "default beetek")
     parser.add_argument("--registry", metavar="FILE", help="rfid: the uid,card CSV registry")
     parser.add_argument("--baudrate", type=int, help="line speed (default per protocol)")
     parser.add_argument("--cut-card-frame", action="append", metavar="FRAME",

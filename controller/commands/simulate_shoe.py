@@ -26,7 +26,10 @@ def register(subparsers: Any) -> None:
                     "inputs (or a shuffled shoe) in the chosen shoe protocol.")
     parser.add_argument("--link", required=True, metavar="PATH",
                         help="where to put the symlink to the pty (the driver's url)")
-    parser.add_argument("--protocol", default="beetek", choices=("beetek", "rfid", "pdt"))
+    parser.add_argument("--protocol", default="beetek", choices=("beetek", "rfid", "pdt"),
+                        help="the shoe's protocol: beetek (ASCII card codes), rfid (tag ids "
+                             "and a card registry) or pdt (checksummed; docs/pdt-protocol.md); "
+                             "default beetek")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--script", metavar="FILE",
                         help="table script (JSON lines); its card, cut_card and misread inputs "

@@ -30,7 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "has handled it. Exit 0 when done, 1 when the table refused (reason shown).")
     add_socket_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
-    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument(
+        "action", choices=ACTIONS, metavar="ACTION",
+        help="pause: stop the table where it is; resume: go on after a pause or a drain; "
+             "cancel-round: void the open round, every bet refunded; end-shoe: close the shoe "
+             "now; enter-card CARD: the card of a misread, entered by hand and audited as such; "
+             "reveal: show the next hand on a button-reveal table; drain: finish the open "
+             "round and start no new one (before an upgrade)")
     parser.add_argument("card", nargs="?", help="enter-card: the card, e.g. 9D or 9♦")
     parser.add_argument("--wait", action="store_true",
                         help="drain: wait until the open round has finished, then print "

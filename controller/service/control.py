@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import os
 import socket
 import sys
 import time
@@ -169,12 +170,19 @@ class ControlClient:
 DEFAULT_SOCKET = "/run/pokdeng-table/control.sock"
 
 
+SOCKET_NAME = "control.sock"  # the socket's name in a state directory (the demo's, a config's)
+
+
 def add_socket_arguments(parser: Any) -> None:
+    """--socket, --config and --state-dir: one meaning on every command that talks to a table."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--socket", metavar="PATH",
                        help=f"the daemon's control socket (default {DEFAULT_SOCKET})")
     where.add_argument("--config", metavar="FILE",
                        help="read the socket path from the daemon's config file")
+    where.add_argument("--state-dir", metavar="DIR",
+                       help=f"the table's state directory: its {SOCKET_NAME} (the demo prints "
+                            f"its state directory)")
 
 
 EX_UNAVAILABLE = 69  # sysexits.h: the daemon is not reachable
@@ -199,9 +207,12 @@ def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any]
 
 
 def socket_path(args: Any) -> str:
-    """The control socket named by --socket, by --config's control.socket, or the default."""
+    """The control socket named by --socket, by --config's control.socket, in --state-dir, or
+    the default."""
     if getattr(args, "socket", None):
         return args.socket
+    if getattr(args, "state_dir", None):
+        return os.path.join(args.state_dir, SOCKET_NAME)
     if getattr(args, "config", None):
         # here, not at the top: status, watch and supervisor start without the config reader
         from controller.service.config import load_config
