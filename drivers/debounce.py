@@ -1,5 +1,9 @@
 """Contact debouncing for panel buttons and the key switch. Pure: the caller passes the time.
 
+The times are the panel's own where it has a clock (a millisecond stamp in each report or line,
+unwrapped by ``DeviceClock``): a press and its release read together after the process stalled
+are still as far apart as the panel saw them (docs/panel.md "When did the panel see it").
+
 Two rules, both in ``debounce_s`` seconds:
 - ``Debouncer``: a new level counts only once it has held for ``debounce_s``; contact bounce
   and glitches shorter than that are ignored. Releases are debounced like presses, so a
@@ -30,7 +34,7 @@ class Debouncer:
         self._candidate.clear()
 
     def feed(self, now: float, levels: Mapping[str, bool]) -> None:
-        """A raw sample of every channel's level at ``now``."""
+        """A raw sample of every channel's level, seen by the panel no later than ``now``."""
         for name, level in levels.items():
             pending = self._candidate.get(name)
             if level == self._stable.get(name):
@@ -39,7 +43,9 @@ class Debouncer:
                 self._candidate[name] = (level, now)
 
     def poll(self, now: float) -> list[tuple[str, bool]]:
-        """Level changes that have now held for the debounce time, oldest first."""
+        """Level changes that have held for the debounce time, oldest first, given that the
+        levels last fed were still the panel's levels at ``now`` (a time no later than the
+        panel's next change: call it before feeding that change)."""
         confirmed = sorted(
             (since, name, level) for name, (level, since) in self._candidate.items()
             if now - since >= self.debounce_s
@@ -71,3 +77,23 @@ class RepeatGuard:
             return False
         self._last[name] = now
         return True
+
+
+STAMP_MODULUS = 1 << 32  # a panel's millisecond counter: 32 bits, wrapping after 49.7 days
+
+
+class DeviceClock:
+    """A panel's free-running millisecond counter as seconds that never wrap back.
+
+    Stamps are taken in the order the panel sent them; each is after the previous one by
+    its difference modulo 2**32 ms, so a wrap of the counter is a step forward, not back."""
+
+    def __init__(self) -> None:
+        self._last_ms: int | None = None
+        self._seconds = 0.0
+
+    def seconds(self, stamp_ms: int) -> float:
+        if self._last_ms is not None:
+            self._seconds += ((stamp_ms - self._last_ms) % STAMP_MODULUS) / 1000.0
+        self._last_ms = stamp_ms % STAMP_MODULUS
+        return self._seconds

@@ -20,6 +20,7 @@ switch by the options::
     leds: {start_round: 1, reveal: 2}   # optional: bits of the LED (output) report
     led_report_length: 1
     led_report_id: null
+    timestamp_byte: null         # set when each report carries the panel's ms counter (4 bytes)
     debounce_ms: 20
     reconnect_seconds: 2.0
     read_timeout_ms: 500
@@ -29,6 +30,11 @@ Posts ``Button`` on a debounced press edge, ``Switch("pause", on)`` on a debounc
 change and always on (re)connect (read with HID GET_REPORT: the switch is a level, and what
 changed while we were away is not in any report), ``DeviceStatus("panel", …)`` on connect and
 once on loss; an unplugged panel is retried every ``reconnect_seconds``.
+
+Presses are debounced on the panel's time, not on when this process got round to reading a
+report (``ReportClock``; docs/panel.md "When did the panel see it"): a report's time is the
+panel's own millisecond stamp when it has one; without a stamp a level only counts once the
+host has seen it unchanged for the debounce time while reading.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ import usb.util
 
 from controller.table.inputs import BUTTONS, Button, DeviceStatus, Switch
 from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
-from drivers.debounce import Debouncer
+from drivers.debounce import Debouncer, DeviceClock
 from drivers.options import OptionReader
 from drivers.panel_common import RateLimitedLog
 
@@ -59,6 +65,8 @@ MAX_BIT = 8 * MAX_REPORT_BYTES - 1
 HID_GET_REPORT, HID_SET_REPORT = 0x01, 0x09
 HID_INPUT_REPORT, HID_OUTPUT_REPORT = 0x01, 0x02
 CONTROL_TIMEOUT_MS = 500
+TIMESTAMP_BYTES = 4  # the panel's free-running millisecond counter, little-endian
+LATENCY_MARGIN_S = 0.002  # beyond a polling interval, for a report on its way to the host
 
 
 class ReportError(ValueError):
@@ -76,13 +84,29 @@ class ReportLayout:
     leds: Mapping[str, int] = field(default_factory=dict)
     led_report_length: int = 1
     led_report_id: int | None = None
+    timestamp_byte: int | None = None  # where the panel's ms counter starts (after the id)
 
     @property
-    def min_report_bytes(self) -> int:
+    def input_bits(self) -> list[int]:
         bits = list(self.buttons.values())
         if self.pause_bit is not None:
             bits.append(self.pause_bit)
-        return max(bits, default=0) // 8 + 1
+        return bits
+
+    @property
+    def min_report_bytes(self) -> int:
+        needed = max(self.input_bits, default=0) // 8 + 1
+        if self.timestamp_byte is not None:
+            needed = max(needed, self.timestamp_byte + TIMESTAMP_BYTES)
+        return needed
+
+    def stamp(self, report: bytes) -> int | None:
+        """The panel's millisecond counter in a report (None: this panel has none). Call after
+        ``decode``, which checks the report is long enough."""
+        if self.timestamp_byte is None:
+            return None
+        start = self.timestamp_byte + (1 if self.report_id is not None else 0)
+        return int.from_bytes(report[start:start + TIMESTAMP_BYTES], "little")
 
     def decode(self, report: bytes) -> dict[str, bool]:
         """The level of every channel (button names and ``PAUSE_CHANNEL``) in one input report."""
@@ -144,6 +168,14 @@ class HidPanelConfig:
         pause_active_low = opts.flag("pause_switch_active_low", False)
         report_id = opts.integer("report_id", None, 1, 255)
         led_report_id = opts.integer("led_report_id", None, 1, 255)
+        timestamp_byte = opts.integer("timestamp_byte", None, 0,
+                                      MAX_REPORT_BYTES - TIMESTAMP_BYTES)
+        if timestamp_byte is not None:
+            stamp_bits = range(8 * timestamp_byte, 8 * (timestamp_byte + TIMESTAMP_BYTES))
+            for name, bit in [*buttons.items(), ("pause_switch_bit", pause_bit)]:
+                if bit in stamp_bits:
+                    opts.problem("timestamp_byte", f"bit {bit} ({name}) is inside the "
+                                 f"{TIMESTAMP_BYTES}-byte timestamp")
         debounce_ms = opts.number("debounce_ms", 20, 0, 1000)
         reconnect_seconds = opts.number("reconnect_seconds", 2.0, 0.01, 3600)
         read_timeout_ms = opts.integer("read_timeout_ms", 500, 5, 5000)
@@ -157,6 +189,7 @@ class HidPanelConfig:
             leds=leds,
             led_report_length=led_report_length,
             led_report_id=led_report_id,
+            timestamp_byte=timestamp_byte,
         )
         config = cls(
             vendor_id=vendor_id,
@@ -174,6 +207,46 @@ class HidPanelConfig:
     def describe(self) -> str:
         serial = f" serial {self.serial}" if self.serial else ""
         return f"USB panel {self.vendor_id:04x}:{self.product_id:04x}{serial}"
+
+
+class ReportClock:
+    """When the panel saw each report, on a time line of the panel's own (seconds). Pure.
+
+    Reports come in the order the panel sent them, however late they are read. With a stamp
+    (the panel's millisecond counter) a report's time is exact. Without one it is the host's
+    time just after the read: an upper bound, so a level is only confirmed by ``quiet_until``:
+    the host read on and found nothing new. ``quiet_until`` is a lower bound either way: a
+    read that began at host time ``s`` and timed out after ``T`` means no report reached the
+    host before ``s + T``, so nothing changed before ``s + T - latency`` (``latency``: how long
+    a report can take to reach the host, the endpoint's polling interval and a margin)."""
+
+    def __init__(self, latency_s: float):
+        self.latency_s = latency_s
+        self._device = DeviceClock()
+        self._anchor: tuple[float, float] | None = None  # (host time after a read, its time)
+
+    def report(self, stamp_ms: int | None, read_at: float) -> float:
+        """The time of a report read just before host time ``read_at``."""
+        at = read_at if stamp_ms is None else self._device.seconds(stamp_ms)
+        # the panel sent it before it was read: later host times map to at least this much
+        # panel time, whatever the two clocks' offset (a late read only makes this cautious)
+        self._anchor = (read_at, at)
+        return at
+
+    def quiet_until(self, empty_at: float) -> float | None:
+        """Panel time the last levels held until, given no report reached the host before
+        host time ``empty_at`` (None before the first report)."""
+        if self._anchor is None:
+            return None
+        read_at, at = self._anchor
+        return at + (empty_at - self.latency_s - read_at)
+
+    def host_time(self, device_time: float) -> float | None:
+        """The host time from which an empty read proves the panel reached ``device_time``."""
+        if self._anchor is None:
+            return None
+        read_at, at = self._anchor
+        return read_at + (device_time - at) + self.latency_s
 
 
 class _HidSession:
@@ -233,6 +306,15 @@ class _HidSession:
             custom_match=lambda e: usb.util.endpoint_direction(e.bEndpointAddress) == direction
             and usb.util.endpoint_type(e.bmAttributes) == usb.util.ENDPOINT_TYPE_INTR,
         )
+
+    @property
+    def poll_interval_s(self) -> float:
+        """The endpoint's polling interval: a report reaches the host within one of them."""
+        assert self.device is not None and self.ep_in is not None
+        interval = max(1, int(self.ep_in.bInterval))
+        if self.device.speed == usb.util.SPEED_HIGH:  # 2**(bInterval-1) microframes of 125 us
+            return float(2 ** (min(interval, 16) - 1) * 125e-6)
+        return interval / 1000.0
 
     def read(self, timeout_ms: int) -> bytes | None:
         """One input report, or None when none came within the timeout."""
@@ -296,6 +378,7 @@ class HidPanel(Driver):
         self._monotonic = monotonic
         self._report_hook = report_hook  # read-panel --raw: every report as it arrives
         self._debouncer = Debouncer(self.config.debounce_s)
+        self._report_clock = ReportClock(LATENCY_MARGIN_S)  # each session makes its own
         self._problems = RateLimitedLog(log)
         self._led_lock = threading.Lock()
         self._led_changed = threading.Condition(self._led_lock)
@@ -356,6 +439,7 @@ class HidPanel(Driver):
             with self._session_lock:
                 self._session = session
             self._on_connected(levels)
+            self._report_clock = ReportClock(session.poll_interval_s + LATENCY_MARGIN_S)
             reported_down = False
             try:
                 self._serve(session, stop)
@@ -405,27 +489,44 @@ class HidPanel(Driver):
 
     def _serve(self, session: _HidSession, stop: threading.Event) -> None:
         cfg = self.config
+        clock = self._report_clock
         while not stop.is_set():
             timeout_ms = cfg.read_timeout_ms
             deadline = self._debouncer.next_deadline()
-            if deadline is not None:  # wake up when a pending press is due for confirmation
-                due_ms = int((deadline - self._monotonic()) * 1000) + 1
+            due = None if deadline is None else clock.host_time(deadline)
+            if due is not None:  # wake up when a pending press is due for confirmation
+                due_ms = int((due - self._monotonic()) * 1000) + 1
                 timeout_ms = max(1, min(timeout_ms, due_ms))
+            started = self._monotonic()
             report = session.read(timeout_ms)
-            now = self._monotonic()
-            if report is not None:
-                self.counters["reports"] += 1
-                if self._report_hook is not None:
-                    self._report_hook(report)
-                try:
-                    self._debouncer.feed(now, cfg.layout.decode(report))
-                except ReportError as exc:
-                    self.counters["bad_reports"] += 1
-                    self._problems.warning("bad_report", "%s: ignored a bad report (%s)",
-                                           cfg.describe(), exc)
-                    log.debug("bad report bytes: %s", report.hex(" "))
-            for channel, level in self._debouncer.poll(now):
-                self._post_change(channel, level)
+            if report is None:  # nothing new: the levels held at least until then
+                quiet = clock.quiet_until(started + timeout_ms / 1000.0)
+                if quiet is not None:
+                    self._post_changes(quiet)
+                continue
+            read_at = self._monotonic()
+            self.counters["reports"] += 1
+            if self._report_hook is not None:
+                self._report_hook(report)
+            try:
+                levels = cfg.layout.decode(report)
+            except ReportError as exc:
+                self.counters["bad_reports"] += 1
+                self._problems.warning("bad_report", "%s: ignored a bad report (%s)",
+                                       cfg.describe(), exc)
+                log.debug("bad report bytes: %s", report.hex(" "))
+                continue
+            stamp = cfg.layout.stamp(report)
+            at = clock.report(stamp, read_at)
+            if stamp is not None:  # the earlier levels held until the panel sent this one
+                self._post_changes(at)
+            self._debouncer.feed(at, levels)
+            if stamp is not None or cfg.debounce_s == 0:
+                self._post_changes(at)
+
+    def _post_changes(self, held_until: float) -> None:
+        for channel, level in self._debouncer.poll(held_until):
+            self._post_change(channel, level)
 
     def _post_change(self, channel: str, level: bool) -> None:
         if channel == PAUSE_CHANNEL:

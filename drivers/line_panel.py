@@ -7,6 +7,7 @@ panel -> host::
 
     start_round              a button press: new_shoe, start_round, reveal, cancel_round, end_shoe
     switch pause on          the key switch is at PAUSE (a level; "off" = RUN)
+    start_round @48213       optionally with the panel's millisecond counter when it happened
     # booting v1.2           a comment: ignored, as are blank lines
 
 host -> panel::
@@ -15,7 +16,9 @@ host -> panel::
     led start_round on       light (or "off") an LED, where the panel has one
 
 The panel debounces its own contacts; the host still ignores a repeat of the same button
-within ``debounce_ms``. Options::
+within ``debounce_ms``: of the panel's time when the lines carry its ``@ms`` stamp (lines read
+together after the process stalled are still as far apart as the panel sent them), else of the
+time the line was read. Options::
 
     url: /dev/pokdeng/panel      # anything serial.serial_for_url opens: socket://, loop://, spy://
     baudrate: 9600
@@ -40,7 +43,7 @@ import serial
 
 from controller.table.inputs import BUTTONS, SWITCHES, Button, Switch
 from drivers.base import Clock, Driver, InputSink
-from drivers.debounce import RepeatGuard
+from drivers.debounce import STAMP_MODULUS, DeviceClock, RepeatGuard
 from drivers.options import OptionReader
 from drivers.panel_common import RateLimitedLog
 from drivers.serial_link import SerialLink
@@ -62,12 +65,14 @@ class PanelLineError(ValueError):
 @dataclass(frozen=True)
 class ButtonLine:
     name: str
+    stamp_ms: int | None = None  # the panel's millisecond counter, when the line carries it
 
 
 @dataclass(frozen=True)
 class SwitchLine:
     name: str
     on: bool
+    stamp_ms: int | None = None
 
 
 PanelLine = ButtonLine | SwitchLine
@@ -82,15 +87,22 @@ def parse_panel_line(raw: bytes) -> PanelLine | None:
     if not text or text.startswith("#"):
         return None
     words = text.split()
+    stamp = None
+    if len(words) > 1 and words[-1].startswith("@"):
+        digits = words.pop()[1:]
+        if not digits.isdigit() or int(digits) >= STAMP_MODULUS:
+            raise PanelLineError(f"bad time stamp {'@' + digits!r}: expected @ and the "
+                                 "panel's millisecond counter (0 to 4294967295)")
+        stamp = int(digits)
     if len(words) == 1 and words[0] in BUTTONS:
-        return ButtonLine(words[0])
+        return ButtonLine(words[0], stamp)
     if len(words) == 3 and words[0] == "switch":
         if words[1] not in SWITCHES:
             raise PanelLineError(
                 f"unknown switch {words[1]!r}; expected one of: {', '.join(SWITCHES)}")
         if words[2] not in ("on", "off"):
             raise PanelLineError(f"switch position must be on or off, got {words[2]!r}")
-        return SwitchLine(words[1], words[2] == "on")
+        return SwitchLine(words[1], words[2] == "on", stamp)
     raise PanelLineError(f"unknown line {text[:MAX_LINE]!r}; expected a button name "
                          f"({', '.join(BUTTONS)}) or 'switch pause on|off'")
 
@@ -171,7 +183,9 @@ class LinePanel(Driver):
         super().__init__(sink, options, clock, name)
         self.config = LinePanelConfig.from_options(self.options)
         self._monotonic = monotonic
-        self._repeats = RepeatGuard(self.config.debounce_s)
+        self._repeats = RepeatGuard(self.config.debounce_s)  # lines without a stamp
+        self._stamped_repeats = RepeatGuard(self.config.debounce_s)  # on the panel's time
+        self._device_clock = DeviceClock()
         self._problems = RateLimitedLog(log)
         self._splitter = LineSplitter(MAX_LINE, self._line_too_long)
         self._switch_levels: dict[str, bool] = {}
@@ -214,6 +228,9 @@ class LinePanel(Driver):
 
     def _on_open(self, port: serial.SerialBase) -> None:
         self._splitter.reset()
+        # the panel may have restarted (its counter with it): time starts again
+        self._device_clock = DeviceClock()
+        self._stamped_repeats = RepeatGuard(self.config.debounce_s)
         self._switch_levels = {}  # unknown until the panel answers the query
         self._link.write(STATUS_QUERY)  # the switch is a level: ask for it on every connect
         self._status_deadline = self._monotonic() + STATUS_ANSWER_SECONDS
@@ -253,8 +270,16 @@ class LinePanel(Driver):
                                    self.config.url, exc)
             log.debug("bad line bytes: %s", line.hex(" "))
             return
+        at = None
+        if message is not None and message.stamp_ms is not None:
+            # every stamp moves the panel's time on, so a wrap of its counter is seen
+            at = self._device_clock.seconds(message.stamp_ms)
         if isinstance(message, ButtonLine):
-            if self._repeats.accept(message.name, self._monotonic()):
+            if at is not None:
+                accepted = self._stamped_repeats.accept(message.name, at)
+            else:
+                accepted = self._repeats.accept(message.name, self._monotonic())
+            if accepted:
                 self.counters["presses"] += 1
                 self.post(Button(self.clock(), message.name))
             else:

@@ -13,7 +13,9 @@ the key switch through it::
     panel.leds            # {"start_round": True, ...}: what the daemon lit
 
 Its options are the HID panel's; vendor/product id, buttons, switch and LEDs default to the
-emulated panel's layout below.
+emulated panel's layout below, which stamps every report with the panel's millisecond counter
+(``timestamp_byte: 1``, right after the input bits; ``timestamp_byte: null`` for a panel
+without one).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "buttons": {"new_shoe": 0, "start_round": 1, "reveal": 2, "cancel_round": 3, "end_shoe": 4},
     "pause_switch_bit": 7,
     "leds": {"new_shoe": 0, "start_round": 1, "reveal": 2, "cancel_round": 3, "end_shoe": 4},
+    "timestamp_byte": 1,
 }
 
 
@@ -48,14 +51,23 @@ class SimPanel(HidPanel):
                  hardware: EmulatedHidPanel | None = None):
         merged = {**DEFAULT_OPTIONS, **dict(options or {})}
         config = HidPanelConfig.from_options(merged, name or "sim_panel")
-        self.hardware = hardware or EmulatedHidPanel(
-            vendor_id=config.vendor_id, product_id=config.product_id, serial=config.serial)
+        layout = config.layout
+        stamp_at = layout.timestamp_byte
+        if hardware is None:
+            hardware = EmulatedHidPanel(vendor_id=config.vendor_id, product_id=config.product_id,
+                                        serial=config.serial, timestamped=stamp_at is not None)
+        bits_length = max(layout.input_bits, default=0) // 8 + 1
+        if hardware.timestamped:  # the emulated panel puts its stamp right after the bits
+            if stamp_at is None or stamp_at < bits_length:
+                raise ValueError(f"sim_panel: timestamp_byte must be at least {bits_length}, "
+                                 "after the input bits, for the emulated panel's stamp")
+            hardware.report_length = stamp_at
+        elif bits_length > hardware.report_length:
+            hardware.report_length = bits_length
+        self.hardware = hardware
         self.bus = EmulatedBackend([self.hardware])
         super().__init__(sink, merged, clock, name or "sim_panel", backend=self.bus,
                          monotonic=monotonic)
-        layout = self.config.layout
-        if layout.min_report_bytes > self.hardware.report_length:
-            self.hardware.report_length = layout.min_report_bytes
 
     # -- what the dealer and the supervisor do --------------------------------------------------
     def press(self, name: str, hold_s: float | None = None) -> None:

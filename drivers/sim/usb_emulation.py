@@ -21,6 +21,12 @@ can tell the difference:
 The panel side is driven by ``EmulatedHidPanel``: ``set_input(bits)`` changes the input
 level now, ``queue_inputs([(delay_s, bits), …])`` schedules a timed sequence (contact bounce,
 a press and its release), ``out_reports`` records every LED report received.
+
+The panel's inputs happen on their schedule whether or not the host is reading: a report is
+queued for the host (in order, as the host controller polling the endpoint would) stamped with
+the moment it was due, and a reader that comes late gets a backlog. With ``timestamped=True``
+each input report ends with the panel's free-running millisecond counter (4 bytes,
+little-endian) at that moment, as panels that stamp their reports do.
 """
 
 from __future__ import annotations
@@ -74,11 +80,13 @@ ENDPOINT_IN_ADDRESS = 0x81
 ENDPOINT_OUT_ADDRESS = 0x01
 LANGID_EN_US = 0x0409
 _MAX_QUEUED_REPORTS = 4096
+TIMESTAMP_BYTES = 4
 
 
-def hid_report_descriptor(input_bytes: int, output_bytes: int) -> bytes:
+def hid_report_descriptor(input_bytes: int, output_bytes: int, timestamped: bool = False) -> bytes:
     """A vendor-page HID report descriptor: ``input_bytes`` of 1-bit inputs (buttons and the
-    key switch), ``output_bytes`` of 1-bit outputs (LEDs)."""
+    key switch), ``output_bytes`` of 1-bit outputs (LEDs), then the 32-bit ms counter when
+    ``timestamped``."""
     items = [
         0x06, 0x00, 0xFF,        # Usage Page (Vendor Defined 0xFF00)
         0x09, 0x01,              # Usage (1)
@@ -90,6 +98,9 @@ def hid_report_descriptor(input_bytes: int, output_bytes: int) -> bytes:
     ]
     if output_bytes:
         items += [0x95, 8 * output_bytes, 0x09, 0x03, 0x91, 0x02]  # Output (Data, Var, Abs)
+    if timestamped:  # the panel's ms counter: one 32-bit input field
+        items += [0x27, 0xFF, 0xFF, 0xFF, 0xFF, 0x75, 32, 0x95, 1,  # Max 2^32-1, 32 bits, x1
+                  0x09, 0x04, 0x81, 0x02]                           # Usage (4), Input
     items.append(0xC0)           # End Collection
     return bytes(items)
 
@@ -107,6 +118,8 @@ class EmulatedHidPanel:
     led_report_length: int = 1        # bytes in an output (LED) report
     has_out_endpoint: bool = True     # LEDs by interrupt OUT, else only SET_REPORT on EP0
     supports_get_report: bool = True  # answers HID GET_REPORT with the current level
+    timestamped: bool = False         # each input report ends with the panel's ms counter
+    clock_start_ms: int = 0           # the counter's value when the panel was made
     bus: int = 1
     port_number: int = 3
 
@@ -117,6 +130,7 @@ class EmulatedHidPanel:
     kernel_driver_bound: bool = field(default=True, init=False)
     level: int = field(default=0, init=False)
     out_reports: list[bytes] = field(default_factory=list, init=False)
+    _epoch: float = field(default_factory=time.monotonic, init=False)  # the counter's zero
     _scheduled: deque = field(default_factory=deque, init=False)   # (due, bits)
     _deliverable: deque = field(default_factory=deque, init=False)  # report bytes
     _claimed_by: object | None = field(default=None, init=False)
@@ -204,12 +218,12 @@ class EmulatedHidPanel:
         interface (the kernel's usbhid when we have not claimed it: then they are lost to us)."""
         now = time.monotonic()
         while self._scheduled and self._scheduled[0][0] <= now:
-            _, bits = self._scheduled.popleft()
+            due, bits = self._scheduled.popleft()
             if bits == self.level:
                 continue  # a HID device reports changes only
             self.level = bits
             if self._claimed_by is not None and len(self._deliverable) < _MAX_QUEUED_REPORTS:
-                self._deliverable.append(self._report())
+                self._deliverable.append(self._report(due))  # stamped when it happened
 
     def _last_scheduled_level(self) -> int:
         self._advance()
@@ -218,8 +232,18 @@ class EmulatedHidPanel:
     def _next_due(self) -> float | None:
         return self._scheduled[0][0] if self._scheduled else None
 
-    def _report(self) -> bytes:
-        return self.level.to_bytes(self.report_length, "little")
+    def _report(self, at: float | None = None) -> bytes:
+        """The input report for the current level, stamped at monotonic time ``at`` (now)."""
+        report = self.level.to_bytes(self.report_length, "little")
+        if self.timestamped:
+            ms = self.clock_start_ms + int(((time.monotonic() if at is None else at)
+                                            - self._epoch) * 1000)
+            report += (ms % (1 << 32)).to_bytes(TIMESTAMP_BYTES, "little")
+        return report
+
+    @property
+    def input_report_length(self) -> int:
+        return self.report_length + (TIMESTAMP_BYTES if self.timestamped else 0)
 
     def _strings(self) -> dict[int, str]:
         strings = {1: self.manufacturer, 2: self.product}
@@ -301,7 +325,8 @@ class EmulatedBackend(usb.backend.IBackend):
         self._check_index(intf, 1, "interface")
         self._check_index(alt, 1, "alternate setting")
         p = dev.panel
-        report_len = len(hid_report_descriptor(p.report_length, p.led_report_length))
+        report_len = len(hid_report_descriptor(p.report_length, p.led_report_length,
+                                               p.timestamped))
         hid_descriptor = [9, DESC_HID, 0x11, 0x01, 0x00, 0x01, DESC_HID_REPORT,
                           report_len & 0xFF, report_len >> 8]
         return SimpleNamespace(
@@ -314,7 +339,7 @@ class EmulatedBackend(usb.backend.IBackend):
                                 config: int) -> SimpleNamespace:
         p = dev.panel
         self._check_index(ep, self._n_endpoints(p), "endpoint")
-        address, size = ((ENDPOINT_IN_ADDRESS, p.report_length) if ep == 0
+        address, size = ((ENDPOINT_IN_ADDRESS, p.input_report_length) if ep == 0
                          else (ENDPOINT_OUT_ADDRESS, p.led_report_length))
         return SimpleNamespace(
             bLength=7, bDescriptorType=DESC_ENDPOINT, bEndpointAddress=address,
@@ -445,7 +470,8 @@ class EmulatedBackend(usb.backend.IBackend):
             if request == (0x81, REQ_GET_DESCRIPTOR) and wValue >> 8 == DESC_HID_REPORT:
                 self._check_interface(wIndex)
                 return self._fill(data, hid_report_descriptor(p.report_length,
-                                                              p.led_report_length))
+                                                              p.led_report_length,
+                                                              p.timestamped))
             if request == (0xA1, HID_GET_REPORT) and wValue >> 8 == HID_REPORT_INPUT:
                 self._claimed(dev_handle, wIndex)
                 if not p.supports_get_report:

@@ -3,8 +3,13 @@ and a check that a test leaves no driver thread behind."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from controller.table.inputs import Button, DeviceStatus, Switch
@@ -66,3 +71,45 @@ def driver_threads() -> set[threading.Thread]:
 def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
     """The shared wait, with the panels' default timeout."""
     return waiting.wait_until(predicate, timeout, what, interval=0.005)
+
+
+class PtyPanel:
+    """The panel end of a serial line: a pty whose other end is reachable at a stable path
+    (a symlink, as udev gives /dev/pokdeng/panel), which can be unplugged and plugged back."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.master: int | None = None
+        self._slave: int | None = None
+        self._received = bytearray()
+
+    def plug(self) -> None:
+        self.master, self._slave = pty.openpty()  # keep a slave fd: master reads never see EIO
+        tmp = self.path.with_suffix(".new")
+        os.symlink(os.ttyname(self._slave), tmp)
+        os.replace(tmp, self.path)
+        self._received.clear()
+
+    def unplug(self) -> None:
+        if self.master is None:
+            return
+        os.close(self.master)
+        os.close(self._slave)
+        self.master = self._slave = None
+        self.path.unlink(missing_ok=True)
+
+    def send(self, data: bytes) -> None:
+        os.write(self.master, data)
+
+    def expect(self, token: bytes, timeout: float = WAIT) -> None:
+        """Wait until the host has written ``token`` (consumed from what it sent)."""
+        deadline = time.monotonic() + timeout
+        while token not in self._received:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"host never sent {token!r}; got {bytes(self._received)!r}")
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                self._received += os.read(self.master, 1024)
+        index = self._received.index(token)
+        del self._received[:index + len(token)]
