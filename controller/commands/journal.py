@@ -18,11 +18,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify = actions.add_parser(
         "verify", help="check the hash chain, archives included (exit 0 when it holds, 1 "
                        "naming the first bad record or the missing/damaged archive)",
-        description="Check the journal's chain (keyed: with --key-file), its archives, its "
-                    "head file, and with --against what a backend received. Exit 0: it "
-                    "holds; 1: the first bad record, archive or difference is named; 2: bad "
-                    "arguments or an unreadable key file.")
-    verify.add_argument("file", metavar="FILE", help="journal SQLite file")
+        description="Check the journal's chain (keyed: with its key, from --key-file, the "
+                    "table's --config or the demo's --state-dir), its archives, its head file, "
+                    "and with --against what a backend received. Exit 0: it holds; 1: the "
+                    "first bad record, archive or difference is named; 2: bad arguments or an "
+                    "unreadable key file.")
+    verify.add_argument("file", metavar="FILE", nargs="?", default=None,
+                        help="journal SQLite file (default: the one --config or --state-dir "
+                             "names)")
+    table = verify.add_mutually_exclusive_group()
+    table.add_argument("--config", metavar="FILE", default=None,
+                       help="the table's config: its journal, and the key its journal: section "
+                            "names (key_file or the credential)")
+    table.add_argument("--state-dir", metavar="DIR", default=None,
+                       help="a state directory (the demo's): its journal.sqlite, and the key "
+                            "file beside it when there is one")
     verify.add_argument("--archives", metavar="DIR", default=None,
                         help="the journal's archive directory (default: FILE.archive/)")
     verify.add_argument("--key-file", metavar="PATH", default=None,
@@ -73,12 +83,21 @@ def _verify(args: argparse.Namespace) -> int:
     from controller.service.journal_key import read_key_file
     from controller.transports import TransportConfigError
 
+    from controller.service.config_errors import ConfigError
+
     try:
-        key = read_key_file(args.key_file) if args.key_file else None
-    except TransportConfigError as exc:
+        args.file, key = _journal_and_key(args)
+        if args.key_file:
+            key = read_key_file(args.key_file)
+    except (TransportConfigError, ConfigError, ValueError) as exc:
         print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
         return 2
     try:
+        if _holds_no_record_yet(args.file):
+            print(f"{args.file}: no record yet: the journal was cut while its table was being "
+                  f"created; the daemon starts it afresh on its next start (nothing was lost: "
+                  f"nothing had been journaled)")
+            return 0
         print(f"{args.file}: chain: {_chain_description(args.file)}")
         if args.against:
             return _verify_against(args, key)
@@ -98,6 +117,57 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
+
+
+def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
+    """The journal to check and its key, from FILE or what --config / --state-dir name."""
+    from pathlib import Path
+
+    from controller.service.journal_key import read_key_file
+
+    if args.config:
+        from controller.service.config import load_config
+        from controller.service.journal_key import load_journal_key
+
+        config = load_config(args.config)
+        return args.file or config.journal_path, load_journal_key(config)
+    if args.state_dir:
+        from controller.commands.demo_table import DEMO_KEY_FILE
+
+        key_file = Path(args.state_dir) / DEMO_KEY_FILE
+        journal = args.file or str(Path(args.state_dir) / "journal.sqlite")
+        return journal, read_key_file(key_file) if key_file.is_file() else None
+    if not args.file:
+        raise ValueError("which journal? give FILE, --config FILE or --state-dir DIR")
+    return args.file, None
+
+
+def _holds_no_record_yet(path: str) -> bool:
+    """An empty file, an SQLite file with no table yet, or a journal whose records table is
+    empty: a journal cut before its first record (a power cut while the table was created).
+    An SQLite file with other tables is not a journal (open_read_only says so)."""
+    import os
+    import sqlite3
+
+    if not os.path.isfile(path):
+        return False
+    if os.path.getsize(path) == 0:
+        return True
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        tables = {name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return True
+        return "records" in tables and conn.execute(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM records LIMIT 1)").fetchone()[0] == 0
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
 
 
 def _chain_description(path: str) -> str:

@@ -58,6 +58,11 @@ def table(played, tmp_path) -> Path:
 def run_daemon(state: Path) -> subprocess.CompletedProcess:
     """``pokdeng-table run`` on the played table's state and key (the demo's settings): a
     journal it refuses stops it before any device is opened."""
+    return pokdeng("run", "--config", str(table_config(state)), timeout=60)
+
+
+def table_config(state: Path) -> Path:
+    """A table config for the played state directory, with the demo's key as its key file."""
     config = state / "table.yaml"
     config.write_text(yaml.safe_dump({
         "table": {"id": "DEMO-1", "betting_seconds": 15, "reveal": "auto", "decks": 8},
@@ -68,7 +73,7 @@ def run_daemon(state: Path) -> subprocess.CompletedProcess:
         "transports": {"file": {"path": str(state / "events.jsonl")}},
         "journal": {"key_file": str(state / "journal.key")},
         "logging": {"level": "info", "format": "json"}}))
-    return pokdeng("run", "--config", str(config), timeout=60)
+    return config
 
 
 def verify(state: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -93,6 +98,36 @@ def test_an_untouched_keyed_journal_passes_and_names_its_chain(table) -> None:
     # every event went out anchored at its own journal record
     assert all(e["anchor"]["record"] > 0 and len(e["anchor"]["hash"]) == 64 for e in events)
     assert head_path(table / "journal.sqlite").exists()
+
+
+def test_the_key_comes_from_the_config_or_the_state_dir_that_names_it(table) -> None:
+    for where in (["--state-dir", str(table)], ["--config", str(table_config(table))]):
+        result = pokdeng("journal", "verify", *where)
+        assert result.returncode == 0, result.stderr
+        assert f"{table / 'journal.sqlite'}: chain holds:" in result.stdout
+    REWRITES["two cards swapped, every hash recomputed"](table)
+    for where in (["--state-dir", str(table)], ["--config", str(table_config(table))]):
+        result = pokdeng("journal", "verify", *where)
+        assert result.returncode == 1, result.stdout  # the key found checks the MACs
+
+
+def test_a_journal_cut_before_its_first_record_is_reported_as_such(tmp_path) -> None:
+    import sqlite3
+
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    no_table = tmp_path / "no-table.sqlite"
+    sqlite3.connect(no_table).execute("PRAGMA user_version = 1").connection.commit()
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER)")
+    for path in (empty, no_table):
+        result = pokdeng("journal", "verify", str(path))
+        assert result.returncode == 0, result.stderr
+        assert f"{path}: no record yet" in result.stdout
+    result = pokdeng("journal", "verify", str(other))
+    assert result.returncode == 1
+    assert "not a journal" in result.stderr
 
 
 def test_a_keyed_journal_needs_its_own_key(table, tmp_path) -> None:
