@@ -80,10 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from controller.durability.archive import verify_with_archives
     from controller.durability.journal import JournalError
+    from controller.service.config_errors import ConfigError
     from controller.service.journal_key import read_key_file
     from controller.transports import TransportConfigError
-
-    from controller.service.config_errors import ConfigError
 
     try:
         args.file, key = _journal_and_key(args)
