@@ -191,11 +191,14 @@ def read_base(conn: sqlite3.Connection) -> ArchiveBase | None:
 
 
 def connect(path: str | Path, *, synchronous: str = "FULL",
-            check_same_thread: bool = True) -> sqlite3.Connection:
-    """Open the journal database in WAL mode; autocommit, explicit transactions."""
+            check_same_thread: bool = True, new: bool = False) -> sqlite3.Connection:
+    """Open the journal database in WAL mode; autocommit, explicit transactions. ``new``: the
+    file is being created, so it can still take incremental auto-vacuum (vacuum.py)."""
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=10.0,
                                check_same_thread=check_same_thread)
+        if new:  # before WAL mode and the first table: later it takes a whole VACUUM
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(f"{path}: cannot switch to WAL mode (got {mode!r})")
@@ -256,7 +259,7 @@ class Journal:
         created = not self.path.exists()
         if not self.path.parent.is_dir():
             raise JournalError(f"{self.path}: directory {self.path.parent} does not exist")
-        self._conn = connect(self.path)
+        self._conn = connect(self.path, new=created)
         self._lock = threading.Lock()  # guards against accidental use from two threads
         try:
             self._conn.executescript(_SCHEMA)
@@ -631,12 +634,7 @@ def _verify_snapshot(conn: sqlite3.Connection, chain: ChainHash) -> VerifyResult
         return VerifyResult(False, 0, 0, None, str(exc))
     except sqlite3.DatabaseError as exc:
         return VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
-    walker = ChainWalker(chain=chain) if base is None else ChainWalker(
-        base.records, base.hash, base.seq, chain)
-
-    def bad(n: int | None, reason: str) -> VerifyResult:
-        return VerifyResult(False, walker.records, walker.events, n, reason)
-
+    walker = walker_from(base, chain)
     try:
         cursor = conn.execute(
             "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records ORDER BY n")
@@ -644,32 +642,59 @@ def _verify_snapshot(conn: sqlite3.Connection, chain: ChainHash) -> VerifyResult
             chunk = cursor.fetchmany(_FETCH_CHUNK)
             if not chunk:
                 break
-            for row in chunk:
-                first_live = base is not None and walker.records == 0
-                problem = walker.check(*row)
-                if problem is None:
-                    continue
-                if first_live and row[0] == base.records + 1 and row[5] != base.hash:
-                    problem = ("prev_hash does not match the hash of the last archived record "
-                               f"as the journal records it (meta archive_base {base.hash[:12]}…)")
-                elif first_live and row[0] != base.records + 1:
-                    problem = (f"missing: records 1..{base.records} are archived, so the live "
-                               f"journal should start at {base.records + 1}, not {row[0]}")
-                return bad(walker.next_n if problem.startswith("missing") else row[0], problem)
-        head = conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
-        head_records, head_hash = (0, GENESIS_HASH) if head is None else head
-        if head_records != walker.last_record or head_hash != walker.prev:
-            return bad(_first_off_head(head_records, walker.last_record),
-                       f"head says {head_records} records ending in hash {head_hash[:12]}…, "
-                       f"the chain has {walker.last_record} ending in {walker.prev[:12]}…: "
-                       "records were cut from the end or added without the journal")
-        for transport, last_seq in conn.execute("SELECT transport, last_seq FROM delivery"):
-            if last_seq > walker.last_seq:
-                return bad(None, f"transport {transport!r} delivered up to seq {last_seq} but "
-                                 f"the journal ends at seq {walker.last_seq}")
+            problem = check_rows(walker, base, chunk)
+            if problem is not None:
+                return problem
+        problem = check_end(conn, walker)
     except sqlite3.DatabaseError as exc:
-        return bad(walker.next_n, f"database unreadable: {exc}")
-    return VerifyResult(True, walker.records, walker.events)
+        return VerifyResult(False, walker.records, walker.events, walker.next_n,
+                            f"database unreadable: {exc}")
+    return problem or VerifyResult(True, walker.records, walker.events)
+
+
+def walker_from(base: ArchiveBase | None, chain: ChainHash) -> ChainWalker:
+    """A walker for the live journal: from record 1, or from the archive cut."""
+    return ChainWalker(chain=chain) if base is None else ChainWalker(
+        base.records, base.hash, base.seq, chain)
+
+
+def check_rows(walker: ChainWalker, base: ArchiveBase | None,
+               rows: Iterable[tuple]) -> VerifyResult | None:
+    """Walk ``rows`` (every column, in order) on ``walker``; the failure, or None."""
+    for row in rows:
+        first_live = base is not None and walker.records == 0
+        problem = walker.check(*row)
+        if problem is None:
+            continue
+        if first_live and row[0] == base.records + 1 and row[5] != base.hash:
+            problem = ("prev_hash does not match the hash of the last archived record "
+                       f"as the journal records it (meta archive_base {base.hash[:12]}…)")
+        elif first_live and row[0] != base.records + 1:
+            problem = (f"missing: records 1..{base.records} are archived, so the live "
+                       f"journal should start at {base.records + 1}, not {row[0]}")
+        return VerifyResult(False, walker.records, walker.events,
+                            walker.next_n if problem.startswith("missing") else row[0], problem)
+    return None
+
+
+def check_end(conn: sqlite3.Connection, walker: ChainWalker) -> VerifyResult | None:
+    """Once every record is walked: the head and the transports' positions agree with the
+    chain's end (on the same snapshot); the failure, or None."""
+    def bad(n: int | None, reason: str) -> VerifyResult:
+        return VerifyResult(False, walker.records, walker.events, n, reason)
+
+    head = conn.execute("SELECT records, last_hash FROM head WHERE id=1").fetchone()
+    head_records, head_hash = (0, GENESIS_HASH) if head is None else head
+    if head_records != walker.last_record or head_hash != walker.prev:
+        return bad(_first_off_head(head_records, walker.last_record),
+                   f"head says {head_records} records ending in hash {head_hash[:12]}…, "
+                   f"the chain has {walker.last_record} ending in {walker.prev[:12]}…: "
+                   "records were cut from the end or added without the journal")
+    for transport, last_seq in conn.execute("SELECT transport, last_seq FROM delivery"):
+        if last_seq > walker.last_seq:
+            return bad(None, f"transport {transport!r} delivered up to seq {last_seq} but "
+                             f"the journal ends at seq {walker.last_seq}")
+    return None
 
 
 def verify_file(path: str | Path, key: bytes | None = None) -> VerifyResult:

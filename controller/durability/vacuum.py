@@ -1,0 +1,66 @@
+"""Giving the space of archived records back to the file system, a little at a time.
+
+SQLite keeps the pages of deleted rows in the file for reuse: without this the live journal
+stays as large as it ever was (478 MB after 30 days without archiving stays 478 MB). A journal
+with ``auto_vacuum=INCREMENTAL`` (every journal created since, ``journal.py``) moves its free
+pages to the end and truncates them with ``PRAGMA incremental_vacuum(N)``; each call here is
+its own short write transaction of ``STEP_PAGES`` pages, so the owner loop's appends never wait
+long. SQLite makes each step atomic: a crash in the middle of one leaves the file as before it.
+
+An older journal (``auto_vacuum=NONE``) can only be switched by a whole ``VACUUM``, which
+rewrites the file under an exclusive lock: never while the daemon runs. ``compact`` does it,
+for ``pokdeng-table journal compact`` with the table stopped; until then the freed pages are
+reused by new records, so such a file stops growing once retention runs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+#: pages per step (4 KiB pages: 2 MiB), one short write transaction each
+STEP_PAGES = 512
+INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+
+
+def incremental(conn: sqlite3.Connection) -> bool:
+    return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == INCREMENTAL
+
+
+def free_pages(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+
+def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES) -> int:
+    """Truncate the file's free pages, ``step_pages`` per write transaction; returns the pages
+    released (0 on a journal that is not incremental). ``conn`` must not be in a transaction."""
+    if not incremental(conn):
+        return 0
+    released = 0
+    while True:
+        before = free_pages(conn)
+        if before == 0:
+            return released
+        # executescript steps the pragma to its end (execute() would free a single page)
+        conn.executescript(f"PRAGMA incremental_vacuum({int(step_pages)});")
+        after = free_pages(conn)
+        if after >= before:
+            return released  # nothing moved (a reader holds the pages): the next run goes on
+        released += before - after
+
+
+def compact(path: str | Path) -> tuple[int, int]:
+    """Rewrite a journal with nobody else using it: ``VACUUM``, switching it to incremental
+    auto-vacuum. Returns its size before and after (bytes)."""
+    from controller.durability.journal import connect
+
+    path = Path(path)
+    before = path.stat().st_size
+    conn = connect(path)
+    try:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return before, path.stat().st_size
