@@ -40,12 +40,13 @@ import re
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.durability import chain_check, vacuum
 from controller.durability.chain import ChainHash
 from controller.durability.disk import write_durably
 from controller.durability.journal import (
@@ -55,12 +56,14 @@ from controller.durability.journal import (
     JournalError,
     VerifyResult,
     canonical_json,
+    check_rows,
     connect,
     group_entries,
     open_read_only,
     read_base,
     read_chain,
     verify_connection,
+    walker_from,
 )
 from controller.durability.recovery import RecoveryError, replay
 
@@ -74,7 +77,8 @@ _RECORD_COLUMNS = ("n", "kind", "event_seq", "written", "body", "prev_hash", "ha
 
 
 class ArchiveError(JournalError):
-    """Archiving cannot go ahead; the message says which file and why. Nothing was removed."""
+    """Archiving cannot go ahead; the message says which file and why. Nothing was removed
+    by the cut that failed (cuts before it in the same run stand: each is whole)."""
 
 
 def parse_duration(text: str) -> float:
@@ -105,6 +109,7 @@ class ArchiveResult:
     first_seq: int = 0
     last_seq: int = 0
     shoes: tuple[int, ...] = ()
+    files: int = 1                   # archive files written (one per cut)
 
     @property
     def records(self) -> int:
@@ -115,17 +120,31 @@ class ArchiveResult:
             return f"nothing archived: {self.reason}"
         shoes = ", ".join(str(s) for s in self.shoes)
         return (f"archived records {self.first_record}-{self.last_record} (events "
-                f"{self.first_seq}-{self.last_seq}, shoe(s) {shoes}) to {self.file}")
+                f"{self.first_seq}-{self.last_seq}, shoe(s) {shoes}) to {self.file}"
+                + (f" and {self.files - 1} archive(s) before it" if self.files > 1 else ""))
 
 
 # --- archiving ---------------------------------------------------------------------------------
+
+#: records removed per write transaction at most (a cut never splits a shoe, so one shoe may go
+#: over): a cut holds SQLite's write lock, and the owner loop's next append waits for it
+CUT_RECORDS = 2_000
+#: records read per statement while looking for the shoes to archive
+SCAN_RECORDS = 10_000
+
+
+@dataclass(frozen=True)
+class _ShoeEnd:
+    """The end of the entry holding a shoe's ``shoe_ended``: where a cut may go."""
+    last_record: int
+    last_seq: int
+
 
 @dataclass
 class _Cut:
     last_record: int
     last_hash: str
     last_seq: int
-    written: float
     shoes: list[int]
     checkpoint: dict[str, Any]
 
@@ -133,15 +152,22 @@ class _Cut:
 def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
                          now: float | None = None, *, settings: Any = None,
                          archive_dir: str | Path | None = None,
-                         key: bytes | None = None) -> ArchiveResult:
+                         key: bytes | None = None, trust_mark: bool = False,
+                         cut_records: int = CUT_RECORDS,
+                         between_cuts: Callable[[], None] | None = None) -> ArchiveResult:
     """Archive every closed, delivered shoe whose ``shoe_ended`` is older than ``older_than_s``.
 
     ``settings`` are the table's ``MachineSettings`` (needed to replay the journal for the
     checkpoint); without them they are read from the journal's events (table id, betting
     seconds) with defaults for the rest, and a journal they do not reproduce is refused.
-    Safe to call while the daemon writes the journal (it takes SQLite's write lock only for
-    the final delete). A keyed journal needs its ``key`` (its chain is checked first).
-    Raises ArchiveError when it cannot archive safely; returns
+    Safe to call while the daemon writes the journal: it reads in short read transactions and
+    removes records in cuts of about ``cut_records`` (each one archive file and one short
+    write transaction; ``between_cuts`` is called after each), then returns the freed pages
+    to the file system (``vacuum.py``). A keyed journal needs its ``key``.
+
+    The chain is checked first: from the archive cut to the head, or with ``trust_mark``
+    only after the verified mark (``chain_check.py``); either way every record archived is
+    checked again as it is read. Raises ArchiveError when it cannot archive safely; returns
     ``archived=False`` with the reason when there is nothing to archive.
     """
     journal_path = Path(journal_path)
@@ -150,80 +176,72 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
     directory = Path(archive_dir) if archive_dir is not None else archive_dir_for(journal_path)
     now = time.time() if now is None else float(now)
     cutoff = now - float(older_than_s)
-    conn = connect(journal_path)
+    # NORMAL: a cut's commit is not fsynced while it holds the write lock. A cut lost in a
+    # power cut comes back as live records (their archive is then a leftover, redone next
+    # run); WAL commits are kept in order, so no later commit survives without it.
+    conn = connect(journal_path, synchronous="NORMAL")
     try:
-        base, cut, rows, reason = _plan(conn, journal_path, cutoff, settings, key)
+        chain = read_chain(conn, key, journal_path)
+        _check_chain(conn, chain, journal_path, trust_mark)
+        base = read_base(conn)
         _drop_leftovers(directory, base)
-        if cut is None:
+        ends, reason = _closed_shoe_ends(conn, base, cutoff)
+        if not ends:
             return ArchiveResult(False, reason)
-        first_record = 1 if base is None else base.records + 1
-        first_seq = (0 if base is None else base.seq) + 1
-        prev_hash = GENESIS_HASH if base is None else base.hash
-        header = {
-            "format": ARCHIVE_FORMAT, "v": 1,
-            "first_record": first_record, "last_record": cut.last_record,
-            "first_seq": first_seq, "last_seq": cut.last_seq,
-            "prev_hash": prev_hash, "last_hash": cut.last_hash,
-            "records": cut.last_record - first_record + 1,
-            "events": cut.last_seq - first_seq + 1,
-            "shoes": cut.shoes, "checkpoint": cut.checkpoint,
-            "created": datetime.fromtimestamp(now, UTC).isoformat().replace(
-                "+00:00", "Z"),
-        }
-        file = _write_archive(directory, header, rows)
-        _commit_cut(conn, journal_path, base, cut)
-        return ArchiveResult(True, "ok", file, first_record, cut.last_record, first_seq,
-                             cut.last_seq, tuple(cut.shoes))
+        cutter = _Cutter(conn, journal_path, directory, base, chain, settings, now)
+        for end in _group(ends, base, cut_records):
+            cutter.cut(end)
+            if between_cuts is not None:
+                between_cuts()
+        vacuum.release_free_pages(conn)
+        return cutter.result()
     except sqlite3.Error as exc:
         raise ArchiveError(f"{journal_path}: {exc}") from None
     finally:
         conn.close()
 
 
-def _plan(conn: sqlite3.Connection, journal_path: Path, cutoff: float, settings: Any,
-          key: bytes | None) -> tuple[ArchiveBase | None, _Cut | None, list[tuple], str]:
-    """Find the cut and read the records to archive, from one snapshot of the journal.
-    Returns (base, cut, rows, reason); cut is None (and reason says why) when there is none."""
-    conn.execute("BEGIN")
-    try:
-        result = verify_connection(conn, key, journal_path)
-        if not result.ok:
-            raise ArchiveError(f"{journal_path}: the chain does not hold, nothing archived: "
-                               f"{result.describe()}")
-        base = read_base(conn)
-        delivered = [int(s) for (s,) in conn.execute("SELECT last_seq FROM delivery")]
-        limit_seq = min(delivered) if delivered else None
-        ends = conn.execute(
-            "SELECT n, event_seq, written FROM records WHERE kind='event' AND "
-            "json_extract(body, '$.type')='shoe_ended' ORDER BY n").fetchall()
-        if not ends:
-            return base, None, [], "no closed shoe in the live journal"
-        old = [e for e in ends if e[2] <= cutoff]
-        if not old:
-            return base, None, [], "no closed shoe is older than the retention age"
-        # The cut goes after the whole entry (input + all its events) holding shoe_ended.
-        candidates = []
-        for n, _seq, written in old:
-            last_n, last_seq = _entry_end(conn, n)
-            candidates.append((last_n, last_seq, written))
-        if limit_seq is not None:
-            deliverable = [c for c in candidates if c[1] <= limit_seq]
-            if not deliverable:
-                return base, None, [], (f"the oldest closed shoe ends at seq {candidates[0][1]} "
-                                    f"but a transport has delivered only up to {limit_seq}")
-            candidates = deliverable
-        last_n, last_seq, written = candidates[-1]
-        rows = conn.execute(
-            "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records "
-            "WHERE n <= ? ORDER BY n", (last_n,)).fetchall()
-        checkpoint, shoes = _checkpoint_at(conn, journal_path, base, last_n, settings)
-        return base, _Cut(last_n, rows[-1][6], last_seq, written, shoes, checkpoint), rows, "ok"
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+def _check_chain(conn: sqlite3.Connection, chain: ChainHash, journal_path: Path,
+                 trust_mark: bool) -> None:
+    """The live chain holds (from the mark, or from the cut); the mark moves to its end."""
+    start = chain_check.load_mark(conn, chain)[0] if trust_mark else None
+    result, mark = chain_check.verify_in_steps(conn, chain, start)
+    if not result.ok or mark is None:
+        raise ArchiveError(f"{journal_path}: the chain does not hold, nothing archived: "
+                           f"{result.describe()}")
+    chain_check.store_mark(conn, mark, chain)
 
 
-def _entry_end(conn: sqlite3.Connection, n: int) -> tuple[int, int]:
+def _closed_shoe_ends(conn: sqlite3.Connection, base: ArchiveBase | None,
+                      cutoff: float) -> tuple[list[_ShoeEnd], str]:
+    """The shoe ends a cut may go after, oldest first: each closes a shoe older than
+    ``cutoff`` and delivered by every transport. Reads forward from the archive cut and stops
+    at the first shoe that is not (so its cost is what gets archived, plus one shoe)."""
+    delivered = [int(s) for (s,) in conn.execute("SELECT last_seq FROM delivery")]
+    limit_seq = min(delivered) if delivered else None
+    last = conn.execute("SELECT MAX(n) FROM records").fetchone()[0]
+    ends: list[_ShoeEnd] = []
+    reason = "no closed shoe in the live journal"
+    after = 0 if base is None else base.records
+    while last is not None and after < last:
+        found = conn.execute(
+            "SELECT n, written FROM records WHERE n > ? AND n <= ? AND kind='event' AND "
+            "json_extract(body, '$.type')='shoe_ended' ORDER BY n",
+            (after, after + SCAN_RECORDS)).fetchall()
+        after += SCAN_RECORDS
+        for n, written in found:
+            if written > cutoff:
+                return ends, reason if ends else "no closed shoe is older than the retention age"
+            end = _entry_end(conn, n)
+            if limit_seq is not None and end.last_seq > limit_seq:
+                return ends, (f"the oldest closed shoe ends at seq {end.last_seq} but a "
+                              f"transport has delivered only up to {limit_seq}")
+            ends.append(end)
+            reason = "ok"
+    return ends, reason
+
+
+def _entry_end(conn: sqlite3.Connection, n: int) -> _ShoeEnd:
     """The last record (and its event seq) of the entry that record ``n`` belongs to."""
     row = conn.execute("SELECT MIN(n) FROM records WHERE n > ? AND kind='input'",
                        (n,)).fetchone()
@@ -231,8 +249,111 @@ def _entry_end(conn: sqlite3.Connection, n: int) -> tuple[int, int]:
         last_n = conn.execute("SELECT MAX(n) FROM records").fetchone()[0]
     else:
         last_n = row[0] - 1
-    seq = conn.execute("SELECT MAX(event_seq) FROM records WHERE n <= ?", (last_n,)).fetchone()[0]
-    return int(last_n), int(seq)
+    # backwards from the entry's end to its last event: a few rows, whatever the journal's size
+    seq = conn.execute("SELECT event_seq FROM records WHERE n <= ? AND event_seq IS NOT NULL "
+                       "ORDER BY n DESC LIMIT 1", (last_n,)).fetchone()[0]
+    return _ShoeEnd(int(last_n), int(seq))
+
+
+def _group(ends: list[_ShoeEnd], base: ArchiveBase | None,
+           cut_records: int) -> Iterator[_ShoeEnd]:
+    """The cuts: as many whole shoes as fit in ``cut_records`` records, at least one."""
+    start = 0 if base is None else base.records
+    for i, end in enumerate(ends):
+        following = ends[i + 1] if i + 1 < len(ends) else None
+        if following is None or following.last_record - start > cut_records:
+            yield end
+            start = end.last_record
+
+
+class _Cutter:
+    """Cuts the journal one group of shoes at a time: reads and checks the records, replays
+    them to the checkpoint at the cut, writes the archive, removes them."""
+
+    def __init__(self, conn: sqlite3.Connection, journal_path: Path, directory: Path,
+                 base: ArchiveBase | None, chain: ChainHash, settings: Any, now: float):
+        from controller.table.machine import TableMachine
+
+        self.conn, self.journal_path, self.directory = conn, journal_path, directory
+        self.base, self.chain, self.now = base, chain, now
+        self.settings = settings if settings is not None else _settings_from_events(conn)
+        try:
+            self.machine = (TableMachine(self.settings) if base is None
+                            else TableMachine.from_checkpoint(self.settings, base.checkpoint))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ArchiveError(f"{journal_path}: the journal's checkpoint does not load: "
+                               f"{exc}") from None
+        self.first_base = base
+        self.files: list[Path] = []
+        self.shoes: list[int] = []
+
+    def cut(self, end: _ShoeEnd) -> None:
+        start = 0 if self.base is None else self.base.records
+        rows = self.conn.execute(
+            "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records "
+            "WHERE n > ? AND n <= ? ORDER BY n", (start, end.last_record)).fetchall()
+        walker = walker_from(self.base, self.chain)
+        problem = check_rows(walker, self.base, rows)
+        if problem is None and walker.last_record != end.last_record:
+            problem = VerifyResult(False, walker.records, walker.events, walker.next_n,
+                                   "missing: the records to archive end early")
+        if problem is not None:
+            raise ArchiveError(f"{self.journal_path}: the chain does not hold, nothing "
+                               f"more archived: {problem.describe()}")
+        checkpoint, shoes = self._replay([(r[0], r[1], r[4]) for r in rows], end.last_record)
+        cut = _Cut(end.last_record, rows[-1][6], end.last_seq, shoes, checkpoint)
+        first_seq = (0 if self.base is None else self.base.seq) + 1
+        header = {
+            "format": ARCHIVE_FORMAT, "v": 1,
+            "first_record": start + 1, "last_record": cut.last_record,
+            "first_seq": first_seq, "last_seq": cut.last_seq,
+            "prev_hash": GENESIS_HASH if self.base is None else self.base.hash,
+            "last_hash": cut.last_hash,
+            "records": cut.last_record - start,
+            "events": cut.last_seq - first_seq + 1,
+            "shoes": cut.shoes, "checkpoint": cut.checkpoint,
+            "created": datetime.fromtimestamp(self.now, UTC).isoformat().replace(
+                "+00:00", "Z"),
+        }
+        self.files.append(_write_archive(self.directory, header, rows))
+        self.base = _commit_cut(self.conn, self.journal_path, self.base, cut)
+        self.shoes.extend(shoes)
+
+    def _replay(self, rows: list[tuple[int, str, str]],
+                last_n: int) -> tuple[dict[str, Any], list[int]]:
+        """Replay the cut's records on the machine and take its checkpoint there.
+
+        Every recomputed event must equal the journaled one, and the checkpoint must rebuild a
+        machine whose status is the replayed one: otherwise recovery from it would differ from
+        recovery by replay, and nothing more is archived."""
+        from controller.table.machine import TableMachine
+
+        entries = list(group_entries(rows, self.journal_path))
+        try:
+            replay(self.machine, entries)
+        except RecoveryError as exc:
+            raise ArchiveError(f"{self.journal_path}: {exc}; pass the table's settings "
+                               "(--config)") from None
+        shoes = [int(event["shoe"]) for entry in entries for event in entry.events
+                 if event.get("type") == "shoe_ended"]
+        try:
+            checkpoint = self.machine.checkpoint()
+        except ValueError as exc:
+            raise ArchiveError(f"{self.journal_path}: record {last_n}: no checkpoint: "
+                               f"{exc}") from None
+        rebuilt = TableMachine.from_checkpoint(self.settings, checkpoint)
+        if rebuilt.status() != self.machine.status():
+            raise ArchiveError(f"{self.journal_path}: record {last_n}: the checkpoint does "
+                               "not rebuild the table's status; nothing more archived")
+        return checkpoint, shoes
+
+    def result(self) -> ArchiveResult:
+        assert self.base is not None and self.files
+        first = self.first_base
+        return ArchiveResult(True, "ok", self.files[-1],
+                             1 if first is None else first.records + 1, self.base.records,
+                             (0 if first is None else first.seq) + 1, self.base.seq,
+                             tuple(self.shoes), len(self.files))
 
 
 def _settings_from_events(conn: sqlite3.Connection) -> Any:
@@ -249,45 +370,6 @@ def _settings_from_events(conn: sqlite3.Connection) -> Any:
     if seconds and seconds[0] is not None:
         kwargs["betting_seconds"] = float(seconds[0])
     return MachineSettings(**kwargs)
-
-
-def _checkpoint_at(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBase | None,
-                   last_n: int, settings: Any) -> tuple[dict[str, Any], list[int]]:
-    """Replay the live journal up to record ``last_n`` and take the machine's checkpoint.
-
-    Every recomputed event must equal the journaled one, and the checkpoint must rebuild a
-    machine whose status is the replayed one: otherwise recovery from it would differ from
-    recovery by replay, and nothing is archived.
-    """
-    from controller.table.machine import TableMachine
-
-    if settings is None:
-        settings = _settings_from_events(conn)
-    try:
-        machine = (TableMachine(settings) if base is None
-                   else TableMachine.from_checkpoint(settings, base.checkpoint))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(f"{journal_path}: the journal's checkpoint does not load: {exc}") \
-            from None
-    rows = conn.execute("SELECT n, kind, body FROM records WHERE n <= ? ORDER BY n",
-                        (last_n,)).fetchall()
-    entries = list(group_entries(rows, journal_path))
-    try:
-        replay(machine, entries)
-    except RecoveryError as exc:
-        raise ArchiveError(f"{journal_path}: {exc}; pass the table's settings (--config)") \
-            from None
-    shoes = [event.get("shoe") for entry in entries for event in entry.events
-             if event.get("type") == "shoe_ended"]
-    try:
-        checkpoint = machine.checkpoint()
-    except ValueError as exc:
-        raise ArchiveError(f"{journal_path}: record {last_n}: no checkpoint: {exc}") from None
-    rebuilt = TableMachine.from_checkpoint(settings, checkpoint)
-    if rebuilt.status() != machine.status():
-        raise ArchiveError(f"{journal_path}: record {last_n}: the checkpoint does not rebuild "
-                           "the table's status; nothing archived")
-    return checkpoint, shoes
 
 
 def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -> Path:
@@ -315,8 +397,9 @@ def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -
 
 
 def _commit_cut(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBase | None,
-                cut: _Cut) -> None:
-    """Delete the archived records and record the new base, in one transaction."""
+                cut: _Cut) -> ArchiveBase:
+    """Delete the archived records and record the new base, in one transaction; returns
+    the new base."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         if read_base(conn) != base:
@@ -332,6 +415,7 @@ def _commit_cut(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBase 
                      "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                      (new_base.to_json(),))
         conn.execute("COMMIT")
+        return new_base
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
