@@ -1,7 +1,11 @@
-"""Journal retention in the daemon: archive closed, delivered shoes on a side thread.
+"""Journal retention in the daemon: archive closed, delivered shoes, away from the table.
 
-``archive_closed_shoes`` replays the live journal to take its checkpoint, which may take
-seconds on a month of records, so it never runs on the owner loop. One thread runs it:
+Each run is ``archive_closed_shoes`` in a child process at idle priority (``idle_child.py``,
+``retention_run.py``): the chain is checked from the verified mark on (only what is new), the
+shoes are cut in short write transactions and the freed pages go back to the file system. Not
+a thread: even that much Python would hold the interpreter lock the owner loop and the senders
+need (a thread re-walking the whole chain took 20–28 s of it on 30 days of records). One thread
+starts the runs and waits for them:
 
 * when a shoe ends (``shoe_ended(seq)``, called by the owner loop; it only sets a flag), after
   waiting a while for the backends to take that shoe's events, since archiving only ever cuts
@@ -10,22 +14,29 @@ seconds on a month of records, so it never runs on the owner loop. One thread ru
   the retention age while the table was idle.
 
 Being one thread, two runs never overlap. Any error is logged (ERROR) and kept for ``status``;
-the daemon plays on and the next run tries again.
+the daemon plays on and the next run tries again. ``stop`` kills a run in progress: every step
+of a run is crash-safe, and the next run carries on where it stopped.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from controller.durability.idle_child import ChildFailed, IdleChild
+
+if TYPE_CHECKING:
+    from controller.durability.archive import ArchiveResult
 
 DAY_S = 86400.0
 DELIVERY_WAIT_S = 30.0   # how long a shoe's end waits for the backends before archiving
 DELIVERY_POLL_S = 0.1
-STOP_WAIT_S = 5.0        # how long a stop waits for a run in progress (a cut is crash-safe)
+STOP_WAIT_S = 5.0        # how long a stop waits for the thread once its run is killed
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class JournalRetention:
             "archived_records": 0}
         self._thread = threading.Thread(target=self._main, name="journal-retention",
                                         daemon=True)
+        self._child: IdleChild | None = None
 
     # -- called by the daemon -----------------------------------------------------------------
     def start(self) -> None:
@@ -88,6 +100,10 @@ class JournalRetention:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        with self._lock:
+            child = self._child
+        if child is not None:
+            child.stop()
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_S)
             if self._thread.is_alive():
@@ -144,22 +160,23 @@ class JournalRetention:
 
     def run_once(self) -> None:
         """One archive run; logs and records its outcome, never raises."""
-        from controller.durability.archive import archive_closed_shoes
-
         with self._lock:
             self._status["running"] = True
         started = time.monotonic()
         error = None
         result = None
         try:
-            result = archive_closed_shoes(
-                self.journal_path, self.settings.retention_days * DAY_S,
-                settings=self.machine_settings, archive_dir=self.settings.archive_dir,
-                key=self.key)
+            result = self._run_child()
         except Exception as exc:  # the table plays on; the next run tries again
+            if self._stop.is_set():
+                self._log.info("journal archive run stopped with the daemon; the next run "
+                               "carries on from where it was")
+                with self._lock:
+                    self._status["running"] = False
+                return
             error = f"{type(exc).__name__}: {exc}"
-            self._log.error("journal archive failed; nothing was removed from the journal",
-                            error=error)
+            self._log.error("journal archive failed; what it had not cut is still in the "
+                            "journal", error=error)
         seconds = round(time.monotonic() - started, 3)
         if result is not None and result.archived:
             self._log.info("journal archived", records=result.records,
@@ -176,3 +193,38 @@ class JournalRetention:
                                 last_result=result.describe() if result is not None else None)
             if result is not None and result.archived:
                 self._status["archived_records"] += result.records
+
+    def _run_child(self) -> ArchiveResult:
+        """One run in an idle child; ArchiveError with the child's words when it fails."""
+        from controller.durability.archive import ArchiveError
+
+        child = IdleChild("controller.durability.retention_run")
+        with self._lock:
+            if self._stop.is_set():
+                raise ArchiveError("the daemon is stopping")
+            self._child = child
+        try:
+            answer = child.run(pickle.dumps({
+                "journal": str(self.journal_path),
+                "older_than_s": self.settings.retention_days * DAY_S,
+                "settings": self.machine_settings, "archive_dir": self.settings.archive_dir,
+                "key": self.key}))
+        except ChildFailed as exc:
+            raise ArchiveError(f"the archive process ended without an answer: {exc}") from None
+        finally:
+            with self._lock:
+                self._child = None
+        if "error" in answer:
+            raise ArchiveError(str(answer["error"]))
+        return result_from(answer)
+
+
+def result_from(answer: dict[str, Any]) -> ArchiveResult:
+    """The child's JSON answer back into an ArchiveResult."""
+    from controller.durability.archive import ArchiveResult
+
+    return ArchiveResult(bool(answer["archived"]), str(answer["reason"]),
+                         None if answer["file"] is None else Path(answer["file"]),
+                         int(answer["first_record"]), int(answer["last_record"]),
+                         int(answer["first_seq"]), int(answer["last_seq"]),
+                         tuple(answer["shoes"]), int(answer["files"]))
