@@ -16,9 +16,10 @@ writes the journal. For each input the owner:
    table/shoe/round to the log context and logs the events (already sealed by the machine:
    no card value of a round before its betting closed; raw card inputs are never logged).
 
-Journal retention (archiving closed, delivered shoes) runs on its own thread
-(``controller/durability/retention.py``): it replays the journal, which the owner loop must
-never wait for; the loop only tells it that a shoe ended.
+Journal retention (archiving closed, delivered shoes) and the full journal check after READY
+run in child processes at idle priority, each waited for by a thread of its own
+(``controller/durability/retention.py``, ``journal_check.py``): they read the whole journal,
+which the owner loop must never wait for; the loop only tells retention that a shoe ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. While a deadline is pending the table clock is kept steady (on the
@@ -51,7 +52,7 @@ from controller import __version__
 from controller import transports as transport_module
 from controller.display.server import DisplayServer
 from controller.durability.archive_resend import ArchiveSource
-from controller.durability.journal import Journal, JournalCorrupt, JournalError, verify_file
+from controller.durability.journal import Journal, JournalCorrupt, JournalError
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import RecoveryError, recover, recover_report
 from controller.durability.retention import JournalRetention
@@ -285,8 +286,7 @@ class Daemon:
         # The chain before the checkpoint recovery started from is checked now, off this thread.
         key = self.journal.chain.key if self.journal is not None else None
         self.journal_check = JournalCheck(self.config.journal_path,
-                                          on_change=lambda: self.queue.put(_REPUBLISH),
-                                          verify=lambda path: verify_file(path, key))
+                                          on_change=lambda: self.queue.put(_REPUBLISH), key=key)
         self.journal_check.start()
 
     def _journal_software(self, machine: TableMachine) -> None:
@@ -420,6 +420,8 @@ class Daemon:
             self.health.stop()
         if self.retention is not None:
             self.retention.stop()
+        if self.journal_check is not None:
+            self.journal_check.stop()
         if self.outbox is not None:
             try:
                 # Give the backends a moment to take what is journaled; the rest goes on the

@@ -1,13 +1,16 @@
 """The full journal check, run once off the owner thread after READY.
 
 A start checks the chain only from the last shoe-end checkpoint on (docs/durability.md), so
-the rest of the live journal is checked here, from a thread that waits for a niced child
-process doing the work on its own read-only connection (one snapshot; the owner keeps writing
-meanwhile). A child, not a thread: a thread walking a million records would hold the GIL the
-owner loop needs (measured on a 500-shoe journal: the owner's p99 per input went from 1.5 ms
-to 12.6 ms with a thread, 4.0 ms with the child). The same check as
-``pokdeng-table journal verify`` makes of the live journal, from its archive cut to its head.
-Archives are not read: they may have been moved off the table PC.
+the rest of the live journal is checked here, from a thread that waits for a child process
+at idle priority (``durability/idle_child.py``: SCHED_IDLE, nice 19, idle I/O class) doing the
+work on its own read-only connection. A child, not a thread: a thread walking a million
+records would hold the GIL the owner loop needs (measured on a 500-shoe journal: the owner's
+p99 per input went from 1.5 ms to 12.6 ms with a thread, 4.0 ms with the child). A keyed
+chain's key goes to the child on its stdin. The child reads in short read transactions
+(``chain_check.verify_in_steps``), so it never holds one snapshot, and with it the WAL
+checkpoints, for the whole walk. The same check as ``pokdeng-table journal verify`` makes of
+the live journal, from its archive cut to its head. Archives are not read: they may have been
+moved off the table PC.
 
 Its state is part of the published status: ``running``, ``ok`` (with the time and the count),
 or ``failed`` with the reason. A failure is logged at ERROR and shown in ``status`` and in
@@ -18,8 +21,7 @@ supervisor must look at the journal (``pokdeng-table journal verify``).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import sqlite3
 import sys
 import threading
 import time
@@ -29,7 +31,9 @@ from typing import Any
 
 import structlog
 
-from controller.durability.journal import JournalError, VerifyResult, verify_file
+from controller.durability.chain_check import verify_in_steps
+from controller.durability.idle_child import ChildFailed, IdleChild
+from controller.durability.journal import JournalError, VerifyResult, open_read_only, read_chain
 from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
@@ -45,18 +49,30 @@ def sealed_reason(result: VerifyResult) -> str:
     return f"{where}: {reason}"
 
 
-def verify_in_child(path: Path) -> VerifyResult:
-    """``verify_file(path)`` in a child process at a lower priority (``nice`` +10)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "controller.service.journal_check", str(path)],
-        capture_output=True, text=True, preexec_fn=lambda: os.nice(10), check=False)
-    try:
-        fields = json.loads(done.stdout)
-        return VerifyResult(bool(fields["ok"]), int(fields["records"]), int(fields["events"]),
-                            fields["bad_record"], str(fields["reason"]))
-    except (ValueError, KeyError, TypeError):
-        raise JournalError(f"the check process exited with {done.returncode}: "
-                           f"{done.stderr.strip()[-300:]}") from None
+class ChildCheck:
+    """The live journal's chain checked in a child process at idle priority; ``stop()`` (any
+    thread) ends a check in progress."""
+
+    def __init__(self, key: bytes | None = None):
+        self._key = key
+        self._child: IdleChild | None = None
+
+    def __call__(self, path: Path) -> VerifyResult:
+        self._child = IdleChild("controller.service.journal_check", str(path))
+        try:
+            fields = self._child.run(self._key or b"")
+        except ChildFailed as exc:
+            raise JournalError(f"the check process {exc}") from None
+        try:
+            return VerifyResult(bool(fields["ok"]), int(fields["records"]),
+                                int(fields["events"]), fields["bad_record"],
+                                str(fields["reason"]))
+        except (KeyError, TypeError, ValueError):
+            raise JournalError(f"the check process answered {fields!r:.300}") from None
+
+    def stop(self) -> None:
+        if self._child is not None:
+            self._child.stop()
 
 
 class JournalCheck:
@@ -66,13 +82,15 @@ class JournalCheck:
     """
 
     def __init__(self, journal_path: str | Path, on_change: Callable[[], None] | None = None,
-                 verify: Callable[[Path], VerifyResult] = verify_in_child):
+                 key: bytes | None = None,
+                 verify: Callable[[Path], VerifyResult] | None = None):
         self._path = Path(journal_path)
         self._on_change = on_change
-        self._verify = verify
+        self._verify: Callable[[Path], VerifyResult] = verify or ChildCheck(key)
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {"state": "not started"}
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     def start(self) -> None:
         self._set({"state": "running", "since": iso_time(time.time())})
@@ -82,6 +100,12 @@ class JournalCheck:
     def status(self) -> dict[str, Any]:
         with self._lock:
             return dict(self._status)
+
+    def stop(self) -> None:
+        """End a check still running (the daemon is stopping): no verdict is given."""
+        self._stopped = True
+        if isinstance(self._verify, ChildCheck):
+            self._verify.stop()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -96,6 +120,8 @@ class JournalCheck:
         except Exception as exc:  # a check that breaks must say so, never kill the daemon
             result = VerifyResult(False, 0, 0, None, f"the check itself failed: "
                                                      f"{type(exc).__name__}: {exc}")
+        if self._stopped:
+            return  # killed on the way down: not a verdict on the journal
         seconds = round(time.monotonic() - started, 3)
         at = iso_time(time.time())
         if result.ok:
@@ -121,11 +147,20 @@ class JournalCheck:
 
 
 def main(argv: list[str]) -> int:
-    """The child's side: verify one journal file, print the result as JSON."""
+    """The child's side: check one journal file (its key, if any, on stdin), print the result
+    as JSON."""
+    key = sys.stdin.buffer.read() or None
     try:
-        result = verify_file(argv[0])
+        conn = open_read_only(argv[0])
+        try:
+            chain = read_chain(conn, key, argv[0])
+            result = verify_in_steps(conn, chain)[0]
+        finally:
+            conn.close()
     except JournalError as exc:
         result = VerifyResult(False, 0, 0, None, str(exc))
+    except sqlite3.DatabaseError as exc:
+        result = VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
     print(json.dumps({"ok": result.ok, "records": result.records, "events": result.events,
                       "bad_record": result.bad_record, "reason": result.reason}))
     return 0
