@@ -75,6 +75,10 @@ def _installed_distribution() -> importlib.metadata.Distribution | None:
     running = Path(controller.__file__).resolve()
     if Path(str(dist.locate_file("controller/__init__.py"))).resolve() != running:
         return None  # another copy runs (a checkout on PYTHONPATH): RECORD is not about it
+    if dist.read_text("RECORD") is None or not _recorded(dist):
+        # a checkout's *.egg-info (setup.py egg_info, an old editable install): its file list
+        # has no hashes, so there is nothing to verify the code against
+        return None
     return dist
 
 

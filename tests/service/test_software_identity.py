@@ -90,6 +90,23 @@ def test_version_of_a_checkout_is_a_digest_over_its_sources(tmp_path: Path) -> N
         f"pokdeng-table {identity['version']}"
 
 
+def test_a_checkout_with_egg_info_has_nothing_to_verify_against(tmp_path: Path) -> None:
+    sources = copy_sources(tmp_path / "src")
+    egg_info = sources / "pokdeng_table.egg-info"
+    egg_info.mkdir()
+    version = run_cli("--version", pythonpath=sources).stdout.split()[-1]
+    (egg_info / "PKG-INFO").write_text(
+        f"Metadata-Version: 2.1\nName: pokdeng-table\nVersion: {version}\n")
+    (egg_info / "SOURCES.txt").write_text("controller/__init__.py\ncontroller/rules/hands.py\n")
+    hands = sources / "controller" / "rules" / "hands.py"
+    hands.write_text(hands.read_text() + "\n# changed\n")
+    verify = run_cli("version", "--verify", pythonpath=sources)
+    assert verify.returncode == 2, verify.stdout + verify.stderr
+    assert "cannot verify" in verify.stderr and "verified: all" not in verify.stdout
+    identity = json.loads(run_cli("version", "--json", pythonpath=sources).stdout)
+    assert identity["digest_of"] == "sources"  # a digest of the code, not of an empty list
+
+
 @pytest.mark.slow
 def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Path) -> None:
     build = tmp_path / "build"
