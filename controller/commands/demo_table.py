@@ -6,7 +6,10 @@ builds a config for them, and runs the same ``Daemon`` that ``run`` runs: driver
 table machine → journal → outbox → a JSON Lines file sink. A demo *dealer* then plays the table
 the way a person would, following only the daemon's sealed status: press ``new_shoe``, draw
 the flip card and the burns, press ``start_round``, deal the burn and 12 cards in order, wait
-for betting to close, and so on until the cut card's round is settled (or ``--rounds``).
+for betting to close, and so on until the cut card's round is settled (or ``--rounds``). Like a
+dealer it looks at the table after a press and presses again when the press did not take (a
+stalled machine, a panel reconnecting); it waits as long as the table runs, and stops only
+with the daemon.
 
 Table time runs ``--speed`` times faster than real time (default 50: a 15 s betting window is
 0.3 s), so a whole shoe plays in well under a minute with the table's real rules and timings.
@@ -42,8 +45,8 @@ from controller.service.notify import Notifier
 DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
 PAUSE_BETWEEN_ROUNDS = 3  # table seconds the result stays up before the next start_round
-STALL_SECONDS = 10.0      # real seconds without progress before the demo gives up
-PAUSE_PATIENCE = 120.0    # real seconds a paused table waits for a supervisor to resume it
+PRESS_AGAIN_SECONDS = 2.0  # real seconds a press may take to show before the dealer presses again
+WAITING_SAY_SECONDS = 10.0  # real seconds without progress before the dealer says what it awaits
 
 DEMO_CONFIG = """
 table:
@@ -320,6 +323,8 @@ class DemoDealer:
         self.error: str | None = None
         self._order: tuple[int, list[Card], int] | None = None  # shoe, cards, cut position
         self._sent: tuple[int, int] | None = None  # (shoe, index) of the last card sent
+        self._pressed: tuple[str, float] | None = None  # the last button pressed, and when
+        self.presses_again = 0  # presses that did not take the first time
         self._thread = threading.Thread(target=self._main, name="demo-dealer", daemon=True)
         self._stop = threading.Event()
 
@@ -358,9 +363,9 @@ class DemoDealer:
             self.daemon.request_stop()
 
     def _wait_devices(self) -> dict[str, Any]:
-        deadline = time.monotonic() + STALL_SECONDS
+        said_at = time.monotonic()
         version = -1
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self.daemon.stopping:
             version, status = self.daemon.wait_for_change(version, 0.2)
             panel_up = any(getattr(d, "connected", None) is not None and d.connected.is_set()
                            for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
@@ -370,9 +375,11 @@ class DemoDealer:
                           for d in self.daemon.drivers if getattr(d, "device", "") == "shoe")
             if status.get("state") not in ("starting",) and panel_up and shoe_up:
                 return status
-            if time.monotonic() > deadline:
+            if time.monotonic() - said_at > WAITING_SAY_SECONDS:
+                said_at = time.monotonic()
                 missing = [name for name, up in (("panel", panel_up), ("shoe", shoe_up)) if not up]
-                raise DemoError(f"the simulated {' and '.join(missing)} did not connect")
+                waiting_for = " and ".join(missing) or "table"
+                self.view.say(f"dealer: waiting for the simulated {waiting_for} to connect")
         raise DemoError("stopped")
 
     def _play(self) -> None:
@@ -380,7 +387,8 @@ class DemoDealer:
         results_at_start = self.view.results
         version, last_progress = -1, time.monotonic()
         last_key: Any = None
-        while not self._stop.is_set():
+        # The dealer plays for as long as the table runs: only the daemon stopping ends it.
+        while not self._stop.is_set() and not self.daemon.stopping:
             version, status = self.daemon.wait_for_change(version, 0.2)
             if self.view.shoe_ended.is_set() and status.get("state") == "no_shoe":
                 return
@@ -389,29 +397,46 @@ class DemoDealer:
                 return
             key = (status.get("state"), status.get("cards_drawn"), status.get("round"),
                    status.get("paused"), status.get("betting_open"))
+            now = time.monotonic()
             if key != last_key:
-                last_key, last_progress = key, time.monotonic()
+                last_key, last_progress = key, now
+                self._pressed = None
                 self._act(status)
-            elif status.get("state") == "betting" and status.get("next_target") is None:
-                last_progress = time.monotonic()  # waiting for the countdown is progress
-            elif status.get("paused"):
-                # A supervisor (`pokdeng-table supervisor …`) may resume or cancel; wait a while.
-                if time.monotonic() - last_progress > PAUSE_PATIENCE:
-                    raise DemoError(f"the table stayed paused: {status.get('prompt')}")
-            elif time.monotonic() - last_progress > STALL_SECONDS:
-                raise DemoError(f"the table made no progress for {STALL_SECONDS:g} s "
-                                f"(state {status.get('state')}: {status.get('prompt')})")
+            elif self._press_did_not_take(status, now):
+                # the table is where it was before the press: look again, and press again
+                assert self._pressed is not None
+                self.presses_again += 1
+                self.view.say(f"dealer: the table did not take {self._pressed[0]}; "
+                              f"pressing it again")
+                self._act(status, again=True)
+            elif now - last_progress > WAITING_SAY_SECONDS:
+                last_progress = now  # say it once in a while, and keep waiting
+                self.view.say(f"dealer: waiting (state {status.get('state')}: "
+                              f"{status.get('prompt')})")
 
-    def _act(self, status: dict[str, Any]) -> None:
+    def _press_did_not_take(self, status: dict[str, Any], now: float) -> bool:
+        pressed = self._pressed
+        return (pressed is not None and not status.get("paused")
+                and now - pressed[1] > PRESS_AGAIN_SECONDS)
+
+    def _press(self, name: str) -> None:
+        self.panel.press(name)
+        self._pressed = (name, time.monotonic())
+
+    def _act(self, status: dict[str, Any], again: bool = False) -> None:
+        """Do what the table asks for now; ``again``: a press that did not take, repeated."""
         state = status.get("state")
         if status.get("paused"):
             return  # the view shows why; the dealer waits for the supervisor
         if state == "no_shoe":
-            self.panel.press("new_shoe")
+            self._press("new_shoe")
             return
         if state == "ready":
-            self._sleep_table(PAUSE_BETWEEN_ROUNDS)
-            self.panel.press("start_round")
+            if not again:
+                self._sleep_table(PAUSE_BETWEEN_ROUNDS)
+                if self.daemon.snapshot().get("state") != "ready":
+                    return  # a press that was slow to take came in meanwhile
+            self._press("start_round")
             return
         if status.get("next_target") is not None:
             self._deal(status)

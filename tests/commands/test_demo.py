@@ -139,3 +139,39 @@ def test_the_dealer_plays_only_once_the_table_has_the_shoe_port_open(tmp_path: P
                    if isinstance(inp, DeviceStatus) and inp.name == "shoe" and inp.connected)
     first_press = next(i for i, inp in enumerate(inputs) if isinstance(inp, Button))
     assert shoe_up < first_press, inputs[:first_press + 1]
+
+
+def test_a_press_that_does_not_take_is_pressed_again(tmp_path: Path, monkeypatch) -> None:
+    """The dealer's first press is made while the panel's cable is out (the panel's report
+    reaches no host and is gone); the panel is back half a second later. The dealer sees the
+    table has not moved, presses again and plays its rounds, as a person at the table would,
+    instead of giving up."""
+    import io
+    import threading
+
+    from controller.commands.demo_table import DemoOptions, main
+    from drivers.sim.panel import SimPanel
+
+    real_press = SimPanel.press
+    swallowed: list[str] = []
+
+    def press_on_a_loose_cable(self, name, hold_s=None):
+        if not swallowed:
+            swallowed.append(name)
+            self.unplug()
+            real_press(self, name, hold_s)  # no host has the panel: the press is lost
+            threading.Timer(0.5, self.replug).start()
+            return
+        real_press(self, name, hold_s)
+
+    monkeypatch.setattr(SimPanel, "press", press_on_a_loose_cable)
+    state = tmp_path / "state"
+    out = io.StringIO()
+    assert main(DemoOptions(rounds=2, speed=200, seed=7, state_dir=str(state), quiet=True,
+                            display=False, events=str(tmp_path / "events.jsonl")), out) == 0
+    assert swallowed == ["new_shoe"]
+    assert f"the table did not take {swallowed[0]}; pressing it again" in out.getvalue()
+    events = read_events(tmp_path / "events.jsonl")
+    assert check_results(events) >= 2
+    assert [e["data"] for e in events if e["type"] == "device_status"] == [
+        {"device": "panel", "connected": False}, {"device": "panel", "connected": True}]
