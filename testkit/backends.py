@@ -84,6 +84,7 @@ class WebhookBackend:
         self.requests = 0
         self.strays = 0                               # requests for another backend's path
         self.bad_signatures = 0
+        self.foreign = 0                              # batches with another table's events
         self.truncated = 0                            # requests cut short by a dying client
         self.idempotency_keys: list[str] = []
         self.fail_with: list[int | str] = []          # next answers: status code, "drop", "stall"
@@ -188,6 +189,12 @@ class WebhookBackend:
             self._reply(handler, 401, b'{"error":"bad signature"}')
             return
         batch = json.loads(body)
+        if documented_verifier().foreign_events(batch["events"],
+                                                handler.headers.get("X-Pokdeng-Table", "")):
+            with self.lock:
+                self.foreign += 1
+            self._reply(handler, 403, b'{"error":"events of another table"}')
+            return
         with self.received:
             self.idempotency_keys.append(handler.headers.get("Idempotency-Key", ""))
             self.events += batch["events"]

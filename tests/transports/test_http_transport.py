@@ -187,7 +187,7 @@ def test_a_reply_slower_than_timeout_s_brings_the_batch_twice_and_the_verifier_s
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
     try:
         conn.request("POST", parts.path, body=body, headers={
-            "Content-Type": "application/json",
+            "Content-Type": "application/json", "X-Pokdeng-Table": TABLE,
             **signed_now(webhook_secret.read_bytes().rstrip(b"\n"), body)})
         assert conn.getresponse().status == 200
     finally:
