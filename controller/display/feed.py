@@ -12,8 +12,14 @@ Nothing here can slow the table:
 
 A page is sent the whole screen when it connects (``state``), then ``status``, ``results`` and
 ``roadmap`` as they change, and the status again every ``HEARTBEAT_S`` of quiet: the page
-notices a dead link when that heartbeat stops. A restarted daemon is caught up from the
-journal's events of the current shoe (``history``), then from the live ones.
+notices a dead link when that heartbeat stops.
+
+Each message is encoded once and the same bytes go to every page: a change is one ``status``
+encoding however many pages are open, and the whole screen (``/state.json``, a new page's
+``state``) one encoding per change of it, made by its first reader (``encodings`` counts them).
+
+A restarted daemon is caught up from the journal's events of the current shoe (``history``),
+then from the live ones.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import json
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,8 +96,13 @@ class DisplayFeed:
         self._lock = threading.Lock()  # guards _streams and _state
         self._streams: set[Stream] = set()
         self._state: dict[str, Any] = {}  # the whole screen, as a new page is sent it first
+        self._state_generation = 0        # moves with every change of _state
+        self._encode_lock = threading.Lock()
+        self._state_encoded: tuple[int, bytes] = (-1, b"")
         self._thread: threading.Thread | None = None
         self.dropped_clients = 0
+        #: encodings made, per message kind: one per change however many pages read it
+        self.encodings: Counter[str] = Counter()
 
     # -- the owner thread's side: never waits -------------------------------------------------
     def offer_events(self, events: list[dict[str, Any]]) -> None:
@@ -211,22 +222,21 @@ class DisplayFeed:
     def _render_status(self) -> bytes:
         self._status_dirty = False
         _, status = self._snapshot_source()
-        view = self._screen.view(status, self._backends, self._rate)
-        with self._lock:
-            self._state["status"] = view
-        return sse("status", view)
+        return self._render("status", self._screen.view(status, self._backends, self._rate))
 
     def _render_results(self) -> bytes:
-        results = self._screen.results_message()
-        with self._lock:
-            self._state["results"] = results
-        return sse("results", results)
+        return self._render("results", self._screen.results_message())
 
     def _render_roadmap(self) -> bytes:
-        roadmap = self._screen.roadmap_message()
+        return self._render("roadmap", self._screen.roadmap_message())
+
+    def _render(self, kind: str, data: Any) -> bytes:
+        """``data`` as the screen's ``kind`` now, and its message: encoded once, for every page."""
         with self._lock:
-            self._state["roadmap"] = roadmap
-        return sse("roadmap", roadmap)
+            self._state[kind] = data
+            self._state_generation += 1
+        self.encodings[kind] += 1
+        return sse(kind, data)
 
     def _render_all(self) -> None:
         self._poll_backends()
@@ -235,6 +245,7 @@ class DisplayFeed:
         self._render_status()
         with self._lock:
             self._state["seats"] = target_order()
+            self._state_generation += 1
 
     def _broadcast(self, message: bytes) -> None:
         with self._lock:
@@ -258,15 +269,35 @@ class DisplayFeed:
         with self._lock:
             return dict(self._state)
 
+    def state_json(self) -> bytes:
+        """The whole screen now, encoded: once per change of it, the same bytes for every
+        reader (``/state.json`` and each new page's ``state``)."""
+        return self._state_json()[1]
+
+    def _state_json(self) -> tuple[int, bytes]:
+        with self._encode_lock:  # held while encoding: readers of a new screen wait for one
+            with self._lock:
+                generation, state = self._state_generation, dict(self._state)
+            if self._state_encoded[0] != generation:
+                data = json.dumps(state, separators=(",", ":")).encode()
+                self._state_encoded = (generation, data)
+                self.encodings["state"] += 1
+            return self._state_encoded
+
     def open_stream(self) -> Stream | None:
         """A new stream with the whole screen queued first; None when the streams are full."""
-        with self._lock:
-            if len(self._streams) >= self.max_streams or self._closed.is_set():
-                return None
-            stream = Stream()
-            stream.offer(f"retry: {RETRY_MS}\n\n".encode() + sse("state", self._state))
-            self._streams.add(stream)
-            return stream
+        while True:
+            generation, state = self._state_json()
+            with self._lock:
+                if len(self._streams) >= self.max_streams or self._closed.is_set():
+                    return None
+                if generation != self._state_generation:
+                    continue  # the screen changed meanwhile: the page must start from the new
+                stream = Stream()
+                stream.offer(f"retry: {RETRY_MS}\n\nevent: state\ndata: ".encode() + state
+                             + b"\n\n")
+                self._streams.add(stream)
+                return stream
 
     def close_stream(self, stream: Stream) -> None:
         with self._lock:

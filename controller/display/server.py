@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import http.client
 import io
-import json
 import queue
 import select
 import socket
@@ -197,7 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             name, kind = ASSETS[path]
             self._send(asset(name), kind)
         elif path == "/state.json":
-            self._send(json.dumps(feed.state()).encode(), "application/json")
+            self._send(feed.state_json(), "application/json")
         elif path == "/roadmap.svg":
             roadmap = feed.state().get("roadmap") or {}
             self._send(str(roadmap.get("svg") or "").encode(), "image/svg+xml")

@@ -12,6 +12,8 @@ the daemon more than a slot:
 * all connections are served by one selector thread: a supervisor action is posted to the
   table's owner and answered from its Future's done-callback through a wake-up pipe, never by
   waiting; ``watch`` subscribers are pushed the status when it changes, and a heartbeat;
+* the status is encoded once per change whoever asks (the handler's lines share it:
+  status_board.py), so many watchers and ``status`` callers cost one encoding a change;
 * ``accept`` failing for want of file descriptors never spins: a spare descriptor is given up
   to accept and shed the waiting connection (or let a supervisor in by displacing a reader),
   otherwise accepting backs off; either way the log gets one line per interval with a count.
@@ -82,9 +84,11 @@ class Deadlines:
 class ControlHandler(Protocol):
     """What the daemon offers the control socket (all thread-safe, none blocking for long)."""
 
-    def control_status(self) -> dict[str, Any]: ...
+    def control_status_line(self) -> bytes:
+        """The ``status`` answer, encoded (a JSON line)."""
 
-    def control_snapshot(self) -> tuple[int, dict[str, Any]]: ...
+    def control_watch_line(self) -> tuple[int, bytes]:
+        """The status version and its ``watch`` line: the same bytes for every watcher."""
 
     def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future: ...
 
@@ -478,7 +482,7 @@ class ControlServer:
         try:
             request = parse_request(line)
             if request["cmd"] == "status":
-                self._reply(client, {"ok": True, "status": self.handler.control_status()}, now)
+                self._reply_line(client, self.handler.control_status_line(), now)
             elif request["cmd"] == "watch":
                 client.watching = True
                 client.inbuf.clear()
@@ -505,7 +509,10 @@ class ControlServer:
         future.add_done_callback(functools.partial(self._answered, client, client.waiting))
 
     def _reply(self, client: _Client, message: dict[str, Any], now: float) -> None:
-        client.send(_line(message), now)
+        self._reply_line(client, _line(message), now)
+
+    def _reply_line(self, client: _Client, line: bytes, now: float) -> None:
+        client.send(line, now)
         client.read_due = now + (self.deadlines.request if client.inbuf else self.deadlines.idle)
 
     def _refuse(self, client: _Client, error: str, now: float) -> None:
@@ -540,8 +547,7 @@ class ControlServer:
             return
         if self._status_dirty.is_set() or any(now >= c.push_due for c in watchers):
             self._status_dirty.clear()
-            self._version, snapshot = self.handler.control_snapshot()
-            self._snapshot_line = _line({"ok": True, "status": snapshot})
+            self._version, self._snapshot_line = self.handler.control_watch_line()
         interval = self.handler.control_watch_interval()
         for client in watchers:
             if client.sent_version != self._version or now >= client.push_due:

@@ -3,12 +3,20 @@
 The owner thread publishes; the control socket, the demo and systemd's STATUS= line read.
 Every status here is built from the machine's sealed status, so no card of a round whose
 betting is open appears in it.
+
+Encoded once per change: every ``watch`` and ``status`` client of the control socket is sent
+the same JSON encoding of a version (``encoded``), made by the first reader of that version;
+each reader adds only the fields of its own moment (``now`` and the betting seconds left
+then) and, for ``status``, the backends' figures. A busy socket (many watchers, a monitor
+asking ``status`` ten times a second) costs one encoding per change, not one per reader.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.service.clock import TableClock
@@ -64,6 +72,30 @@ def at_now(snapshot: dict[str, Any], now: float) -> dict[str, Any]:
         status["betting_seconds_left"] = seconds_left_now(status, now)
     return status
 
+
+#: what ``at_now`` sets: a reader's moment, left out of the shared encoding
+MOMENT_FIELDS = frozenset({"now", "betting_seconds_left"})
+
+
+def moment_fields(snapshot: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """The fields ``at_now`` would set or keep for ``snapshot`` at ``now``."""
+    fields: dict[str, Any] = {"now": now}
+    if snapshot.get("betting_open"):
+        fields["betting_seconds_left"] = seconds_left_now(dict(snapshot), now)
+    elif "betting_seconds_left" in snapshot:
+        fields["betting_seconds_left"] = snapshot["betting_seconds_left"]
+    return fields
+
+
+def with_fields(encoded: bytes, fields: Mapping[str, Any]) -> bytes:
+    """An encoded JSON object with ``fields`` added at its end (only they are encoded here)."""
+    if not fields:
+        return encoded
+    tail = json.dumps(fields, ensure_ascii=False).encode()
+    if encoded == b"{}":
+        return tail
+    return encoded[:-1] + b", " + tail[1:]
+
 class StatusBoard:
     """The latest snapshot and its version; watchers wait for the version to move."""
 
@@ -74,6 +106,10 @@ class StatusBoard:
         self._version: int = 0
         self._changed: threading.Condition = threading.Condition()
         self._change_listeners: list[Callable[[], None]] = []
+        self._encode_lock: threading.Lock = threading.Lock()
+        self._encoded: tuple[int, bytes] = (-1, b"")
+        #: encodings made, per view ("status": the control socket's): one per change at most
+        self.encodings: Counter[str] = Counter()
 
     def snapshot(self) -> dict[str, Any]:
         with self._changed:
@@ -84,6 +120,26 @@ class StatusBoard:
         with self._changed:
             snapshot = at_now(self._snapshot, self._clock.now())
             return self._version, snapshot
+
+    def encoded(self) -> tuple[int, dict[str, Any], bytes]:
+        """The published version, its snapshot, and the snapshot's JSON without the moment's
+        fields: encoded by the first reader of a version, then the same bytes for every one."""
+        with self._encode_lock:  # held while encoding: readers of a new version wait for one
+            with self._changed:
+                version, snapshot = self._version, self._snapshot
+            if self._encoded[0] != version:
+                body = {k: v for k, v in snapshot.items() if k not in MOMENT_FIELDS}
+                self._encoded = (version, json.dumps(body, ensure_ascii=False).encode())
+                self.encodings["status"] += 1
+            return version, snapshot, self._encoded[1]
+
+    def status_line(self, extra: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
+        """The version and ``{"ok": true, "status": …}`` + newline as the control socket sends
+        it: the shared encoding with this moment's fields (and ``extra``'s) added."""
+        version, snapshot, body = self.encoded()
+        fields = moment_fields(snapshot, self._clock.now())
+        fields.update(extra or {})
+        return version, b'{"ok": true, "status": ' + with_fields(body, fields) + b"}\n"
 
     def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, Any]]:
         with self._changed:

@@ -7,6 +7,7 @@ actions to the owner thread's queue; it never touches the machine.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -15,8 +16,12 @@ from controller.durability.outbox import Outbox
 from controller.durability.retention import JournalRetention
 from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
 from controller.service.clock import TableClock
-from controller.service.status_board import StatusBoard, at_now
+from controller.service.status_board import StatusBoard
 from controller.table.inputs import Actor, Input, Supervisor
+
+#: the backends' figures in a ``status`` answer are at most this old: callers asking at once
+#: share one reading of the outbox (a journal query) instead of one each
+BACKEND_FIGURES_FRESH_S = 0.1
 
 
 class TableControl:
@@ -31,20 +36,36 @@ class TableControl:
         self._stop_requested: threading.Event = stop_requested
         self._outbox: Outbox | None = outbox
         self._retention: JournalRetention | None = retention
+        self._backend_lock = threading.Lock()
+        self._backend: tuple[float, dict[str, Any]] = (float("-inf"), {})
 
-    def control_status(self) -> dict[str, Any]:
-        status = at_now(self._board.snapshot(), self._clock.now())
+    def control_status_line(self) -> bytes:
+        """The ``status`` answer: the status encoded once per change, shared with every
+        reader, plus this moment's fields and the backends' and archive's figures."""
+        return self._board.status_line(self._extra())[1]
+
+    def control_watch_line(self) -> tuple[int, bytes]:
+        """A ``watch`` push and the status version it shows (one line for every watcher)."""
+        return self._board.status_line()
+
+    def _extra(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
         if self._outbox is not None:
-            try:
-                status["backend"] = self._outbox.status()
-            except Exception as exc:  # status must answer even if the outbox is unwell
-                status["backend"] = {"error": str(exc)}
+            extra["backend"] = self._backend_figures(self._outbox)
         if self._retention is not None:
-            status["journal_archive"] = self._retention.status()
-        return status
+            extra["journal_archive"] = self._retention.status()
+        return extra
 
-    def control_snapshot(self) -> tuple[int, dict[str, Any]]:
-        return self._board.versioned_snapshot()
+    def _backend_figures(self, outbox: Outbox) -> dict[str, Any]:
+        with self._backend_lock:
+            read_at, figures = self._backend
+            if time.monotonic() - read_at >= BACKEND_FIGURES_FRESH_S:
+                try:
+                    figures = outbox.status()
+                except Exception as exc:  # status must answer even if the outbox is unwell
+                    figures = {"error": str(exc)}
+                self._backend = (time.monotonic(), figures)
+            return figures
 
     def control_watch_interval(self) -> float:
         # Heartbeats keep a dealer view's countdown honest; scaled for a fast demo clock.

@@ -40,12 +40,12 @@ class Handler:
         self.listeners: list[Any] = []
         self.answer: Future | None = None  # None: answer at once
 
-    def control_status(self) -> dict[str, Any]:
-        return dict(self.status)
+    def control_status_line(self) -> bytes:
+        return json.dumps({"ok": True, "status": self.status}).encode() + b"\n"
 
-    def control_snapshot(self) -> tuple[int, dict[str, Any]]:
+    def control_watch_line(self) -> tuple[int, bytes]:
         with self.lock:
-            return self.version, dict(self.status)
+            return self.version, json.dumps({"ok": True, "status": self.status}).encode() + b"\n"
 
     def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future:
         self.actions.append((action, card, by))
