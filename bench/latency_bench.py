@@ -36,6 +36,7 @@ N times (fresh daemon, fresh journal each time) and reports min / median / max o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pty
@@ -50,6 +51,7 @@ import tempfile
 import threading
 import time
 import tty
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -413,7 +415,11 @@ def measure(send, arrivals: Arrivals, source: str) -> dict[str, float]:
 
 
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
-                     mqtt_port: int) -> dict[str, list[float]]:
+                     mqtt_port: int, *, extra_config: str = "",
+                     load: Callable[[Path], Any] | None = None,
+                     seed: int = 7) -> dict[str, list[float]]:
+    """The daemon's latencies; ``extra_config`` is added to its YAML, and ``load(work)`` (a
+    context manager: bench/stress_bench.py's load) runs from the first round to the last."""
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     secret = work / "secret"
@@ -425,9 +431,9 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
         table=TABLE, state=json.dumps(str(work / "state")), shoe=json.dumps(str(shoe_link)),
         panel=json.dumps(str(panel_link)), socket=json.dumps(str(work / "control.sock")),
         supervisor_group=json.dumps(own_group()), log_level=LOG_LEVEL,
-        http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port))
+        http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port) + extra_config)
     (work / "state").mkdir()
-    cards = iter(shuffled_shoe(7))
+    cards = iter(shuffled_shoe(seed))
     shoe = ShoeSimulator(shoe_link, "beetek", settle_seconds=0.3).start()
     panel = PanelPty(panel_link)
     log = work / "daemon.log"
@@ -436,6 +442,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
                               cwd=ROOT)
     latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
     watch = RECEIVERS[-1]  # the receiver whose events tell where the table is
+    stack = contextlib.ExitStack()
     try:
         panel.wait_for_driver()
         panel.press("new_shoe")
@@ -449,6 +456,8 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
             shoe.send_card(next(cards))
         else:
             raise SystemExit("the burns never completed")
+        if load is not None:
+            stack.enter_context(load(work))
         for round_number in range(1, rounds + 1):
             panel.press("start_round")
             if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
@@ -463,6 +472,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
                     watch, "daemon", "round_result") >= n):
                 raise SystemExit(f"round {round_number} has no result")
     finally:
+        stack.close()
         daemon.send_signal(signal.SIGTERM)
         try:
             daemon.wait(15)

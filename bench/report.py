@@ -19,6 +19,10 @@ Runs, in this order, and prints one table of figures at the end:
   press -> the page's status, p50/max (bench/display_bench.py; same idle window);
 - start: start to READY and ``journal verify`` on journals of 1, 50 and 500 shoes (--full adds
   1,500), built once and cached (bench/start_bench.py);
+- stress: card -> backend latency through the real daemon, quiet and stressed (16 display
+  pages, ``status`` 10 Hz, ``journal verify``/``archive`` running, an MQTT catch-up on the
+  broker), alternated runs; p50/p99/max and the ratios against the goals
+  (bench/stress_bench.py; needs mosquitto);
 - cli: each command's whole process against ``python -c pass``: ``--version``, ``status --json``
   (a running daemon), a shoe's ``replay``, ``rtp --json``; min / median / max of 5
   (bench/cli_bench.py);
@@ -48,7 +52,7 @@ if str(REPO) not in sys.path:
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "daemon", "display", "start",
-         "cli", "soak")
+         "stress", "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -220,6 +224,29 @@ def start_rows(full: bool, sizes: str | None) -> list[Row]:
     return rows
 
 
+def stress_rows() -> list[Row]:
+    if not os.access(MOSQUITTO, os.X_OK):
+        return [("card -> backend, stressed", "skipped", f"mosquitto missing at {MOSQUITTO}")]
+    found = run_json("stress_bench.py", "--rounds", "8", "--repeat", "3", timeout=1800)
+    rows: list[Row] = []
+    for transport, f in found["transports"].items():
+        name = transport.upper()
+        quiet, stressed = f["quiet"], f["stressed"]
+        rows.append((f"card -> {name} quiet p50 / p99 / max",
+                     f"{quiet['p50']:.2f} / {quiet['p99']:.2f} / {quiet['max_of_runs']:.1f} ms",
+                     f"median of {found['repeat']} runs of {found['cards']} cards, display on"))
+        rows.append((f"card -> {name} stressed p50 / p99 / max",
+                     f"{stressed['p50']:.2f} / {stressed['p99']:.2f} / "
+                     f"{stressed['max_of_runs']:.1f} ms",
+                     f"16 pages, status 10 Hz, journal verify/archive, MQTT catch-up; "
+                     f"{stressed['over_goal']} card(s) > 20 ms (goal: none)"))
+        rows.append((f"  {name} p99 stressed / quiet", f"x{f['p99_ratio']:.2f}",
+                     f"goal <= x1.5: {'met' if f['p99_met'] else 'NOT met'} (runs "
+                     + ", ".join(f"x{r:.2f}" for r in f["p99_ratios"]) + f"); p50 "
+                     f"x{f['p50_ratio']:.2f}"))
+    return rows
+
+
 def cli_rows() -> list[Row]:
     from bench.cli_bench import measure
 
@@ -315,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
         ("start", lambda: start_rows(args.full, args.start_shoes)),
+        ("stress", stress_rows),
         ("cli", cli_rows),
         ("soak", lambda: soak_rows(args.soak_shoes)),
     ]
