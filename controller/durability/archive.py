@@ -163,7 +163,8 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
     Safe to call while the daemon writes the journal: it reads in short read transactions and
     removes records in cuts of about ``cut_records`` (each one archive file and one short
     write transaction; ``between_cuts`` is called after each), then returns the freed pages
-    to the file system (``vacuum.py``). A keyed journal needs its ``key``.
+    to the file system in short steps (``vacuum.py``; ``between_cuts`` after each step too).
+    A keyed journal needs its ``key``.
 
     The chain is checked first: from the archive cut to the head, or with ``trust_mark``
     only after the verified mark (``chain_check.py``); either way every record archived is
@@ -193,7 +194,7 @@ def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
             cutter.cut(end)
             if between_cuts is not None:
                 between_cuts()
-        vacuum.release_free_pages(conn)
+        vacuum.release_free_pages(conn, between_steps=between_cuts)
         return cutter.result()
     except sqlite3.Error as exc:
         raise ArchiveError(f"{journal_path}: {exc}") from None

@@ -16,6 +16,7 @@ reused by new records, so such a file stops growing once retention runs.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 #: pages per step (4 KiB pages: 2 MiB), one short write transaction each
@@ -31,9 +32,11 @@ def free_pages(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
 
 
-def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES) -> int:
-    """Truncate the file's free pages, ``step_pages`` per write transaction; returns the pages
-    released (0 on a journal that is not incremental). ``conn`` must not be in a transaction."""
+def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES,
+                       between_steps: Callable[[], None] | None = None) -> int:
+    """Truncate the file's free pages, ``step_pages`` per write transaction (``between_steps``
+    is called after each); returns the pages released (0 on a journal that is not
+    incremental). ``conn`` must not be in a transaction."""
     if not incremental(conn):
         return 0
     released = 0
@@ -47,6 +50,8 @@ def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES) -
         if after >= before:
             return released  # nothing moved (a reader holds the pages): the next run goes on
         released += before - after
+        if between_steps is not None:
+            between_steps()
 
 
 def compact(path: str | Path) -> tuple[int, int]:
