@@ -8,8 +8,8 @@ the way a person would, following only the daemon's sealed status: press ``new_s
 the flip card and the burns, press ``start_round``, deal the burn and 12 cards in order, wait
 for betting to close, and so on until the cut card's round is settled (or ``--rounds``). Like a
 dealer it looks at the table after a press and presses again when the press did not take (a
-stalled machine, a panel reconnecting); it waits as long as the table runs, and stops only
-with the daemon.
+stalled machine, a panel reconnecting); a card, once out of the shoe, it never deals twice. It
+waits as long as the table runs, and stops only with the daemon.
 
 Table time runs ``--speed`` times faster than real time (default 50: a 15 s betting window is
 0.3 s), so a whole shoe plays in well under a minute with the table's real rules and timings.
@@ -45,7 +45,10 @@ from controller.service.notify import Notifier
 DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
 PAUSE_BETWEEN_ROUNDS = 3  # table seconds the result stays up before the next start_round
-PRESS_AGAIN_SECONDS = 2.0  # real seconds a press may take to show before the dealer presses again
+# How long a press may take to show before the dealer presses again: real seconds, and as many
+# looks at the table (a process frozen for a while has not looked meanwhile).
+AGAIN_SECONDS = 2.0
+AGAIN_LOOKS = 10
 WAITING_SAY_SECONDS = 10.0  # real seconds without progress before the dealer says what it awaits
 
 DEMO_CONFIG = """
@@ -309,6 +312,15 @@ class DemoView:
 
 # --- the dealer --------------------------------------------------------------------------------
 
+@dataclass
+class _Press:
+    """A button the dealer pressed and is waiting to see the table take."""
+
+    name: str
+    at: float
+    looks: int = 0  # looks at the table since
+
+
 class DemoDealer:
     """Plays the table from the daemon's sealed status, as a dealer would."""
 
@@ -323,7 +335,7 @@ class DemoDealer:
         self.error: str | None = None
         self._order: tuple[int, list[Card], int] | None = None  # shoe, cards, cut position
         self._sent: tuple[int, int] | None = None  # (shoe, index) of the last card sent
-        self._pressed: tuple[str, float] | None = None  # the last button pressed, and when
+        self._waiting_on: _Press | None = None  # a press the table has not shown yet
         self.presses_again = 0  # presses that did not take the first time
         self._thread = threading.Thread(target=self._main, name="demo-dealer", daemon=True)
         self._stop = threading.Event()
@@ -400,28 +412,30 @@ class DemoDealer:
             now = time.monotonic()
             if key != last_key:
                 last_key, last_progress = key, now
-                self._pressed = None
+                self._waiting_on = None
                 self._act(status)
-            elif self._press_did_not_take(status, now):
+            elif self._did_not_take(status, now):
                 # the table is where it was before the press: look again, and press again
-                assert self._pressed is not None
+                assert self._waiting_on is not None
                 self.presses_again += 1
-                self.view.say(f"dealer: the table did not take {self._pressed[0]}; "
-                              f"pressing it again")
+                self.view.say(f"dealer: the table did not take {self._waiting_on.name}; "
+                              "pressing it again")
                 self._act(status, again=True)
             elif now - last_progress > WAITING_SAY_SECONDS:
                 last_progress = now  # say it once in a while, and keep waiting
                 self.view.say(f"dealer: waiting (state {status.get('state')}: "
                               f"{status.get('prompt')})")
 
-    def _press_did_not_take(self, status: dict[str, Any], now: float) -> bool:
-        pressed = self._pressed
-        return (pressed is not None and not status.get("paused")
-                and now - pressed[1] > PRESS_AGAIN_SECONDS)
+    def _did_not_take(self, status: dict[str, Any], now: float) -> bool:
+        press = self._waiting_on
+        if press is None or status.get("paused"):
+            return False  # nothing to show; or a supervisor will say what happens next
+        press.looks += 1
+        return press.looks >= AGAIN_LOOKS and now - press.at >= AGAIN_SECONDS
 
     def _press(self, name: str) -> None:
         self.panel.press(name)
-        self._pressed = (name, time.monotonic())
+        self._waiting_on = _Press(name, time.monotonic())
 
     def _act(self, status: dict[str, Any], again: bool = False) -> None:
         """Do what the table asks for now; ``again``: a press that did not take, repeated."""

@@ -175,3 +175,4 @@ def test_a_press_that_does_not_take_is_pressed_again(tmp_path: Path, monkeypatch
     assert check_results(events) >= 2
     assert [e["data"] for e in events if e["type"] == "device_status"] == [
         {"device": "panel", "connected": False}, {"device": "panel", "connected": True}]
+
