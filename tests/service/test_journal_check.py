@@ -79,3 +79,33 @@ def test_an_invalid_input_is_named_without_its_contents(tmp_path: Path) -> None:
 def test_a_missing_journal_fails_the_check_without_raising(tmp_path: Path) -> None:
     status = run_check(tmp_path / "nowhere.db")
     assert status["state"] == "failed" and "no such journal file" in status["reason"]
+
+
+def test_a_keyed_journal_is_checked_with_its_key_in_the_child(tmp_path: Path) -> None:
+    """The daemon's check of a keyed journal: the key reaches the child (on its stdin) and
+    the child holds the chain to it; without the key the check says so."""
+    key = b"k" * 32
+    path = tmp_path / "j.db"
+    machine = TableMachine(SETTINGS)
+    with Journal(path, key) as journal:
+        for inp in (Button(1.0, "new_shoe"), CardScan(2.0, parse_card("5H"))):
+            journal.append(inp, machine.handle(inp))
+    check = JournalCheck(path, key=key)
+    check.start()
+    check.join(30)
+    assert check.status()["state"] == "ok", check.status()
+    unkeyed = run_check(path)
+    assert unkeyed["state"] == "failed" and "keyed" in unkeyed["reason"]
+    # a record changed and re-hashed without the key no longer holds
+    conn = sqlite3.connect(path)
+    kind, seq, written, body, prev = conn.execute(
+        "SELECT kind, event_seq, written, body, prev_hash FROM records WHERE n=2").fetchone()
+    conn.execute("UPDATE records SET written=?, hash=? WHERE n=2",
+                 (written + 1, record_hash(2, kind, seq, written + 1, prev, body)))
+    conn.commit()
+    conn.close()
+    check = JournalCheck(path, key=key)
+    check.start()
+    check.join(30)
+    assert check.status()["state"] == "failed"
+    assert check.status()["reason"].startswith("record 2: ")
