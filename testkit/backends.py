@@ -42,7 +42,7 @@ STUDIO_BROKER_ACL = STUDIO_BROKER_CONF.with_name("pokdeng.acl")
 _TEST_BROKER_OWNS = {"listener", "certfile", "keyfile", "cafile", "require_certificate",
                      "allow_anonymous", "password_file", "acl_file", "persistence",
                      "persistence_location", "log_dest", "log_type", "connection_messages",
-                     "user", "pid_file"}
+                     "user", "pid_file", "use_username_as_clientid"}
 DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
 BACKEND_DOC = Path(__file__).resolve().parents[1] / "docs" / "backend.md"
@@ -266,14 +266,16 @@ class Mosquitto:
                  f"persistence_location {workdir}/", "log_dest stderr",
                  "log_type error", "log_type warning", "user root"]
         if acl:
-            lines.append(f"acl_file {STUDIO_BROKER_ACL}")
+            lines.append(f"acl_file {self._studio_acl(workdir, users or {})}")
         if users:
             passwords = workdir / "mosquitto.passwd"
             passwords.touch()
             for user, password in users.items():
                 subprocess.run(["mosquitto_passwd", "-b", str(passwords), user, password],
                                check=True, capture_output=True)
-            lines += ["allow_anonymous false", f"password_file {passwords}"]
+            # as the studio's: a login is its client id (tests without users stay anonymous)
+            lines += ["allow_anonymous false", f"password_file {passwords}",
+                      "use_username_as_clientid true"]
         else:
             lines.append("allow_anonymous true")
         if tls:
@@ -281,6 +283,18 @@ class Mosquitto:
         self.config.write_text("\n".join(lines) + "\n")
         self.log = workdir / "mosquitto.log"
         self.proc: subprocess.Popen | None = None
+
+    @staticmethod
+    def _studio_acl(workdir: Path, users: dict[str, str]) -> Path:
+        """The studio's ACL with each ``<table>-health`` user's two lines appended, as
+        config/mosquitto/pokdeng.acl tells a studio to."""
+        acl = workdir / "pokdeng.acl"
+        lines = [STUDIO_BROKER_ACL.read_text()]
+        for user in users:
+            if user.endswith("-health"):
+                lines.append(f"user {user}\ntopic write pokdeng/{user[:-len('-health')]}/health\n")
+        acl.write_text("\n".join(lines))
+        return acl
 
     def start(self) -> None:
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.config)],

@@ -98,6 +98,10 @@ class MqttTransportSettings:
     password_file: str | None = option(None, secret="password")
     password_credential: str | None = option(None, secret="password")  # LoadCredential= name
     client_id: str | None = None
+    # the health topic's connection logs in as this user (default <username>-health): on the
+    # studio broker a login is its client id (use_username_as_clientid), so the table's two
+    # connections need two logins, or each would throw the other off
+    health_username: str | None = None
     keepalive: int = option(30, minval=5, maxval=3600)
     protocol: str = option("3.1.1", choices=("3.1.1", "5"))
     publish_timeout_s: float = option(10.0, above=0, maxval=300)  # the PUBACKs of one batch
@@ -131,9 +135,17 @@ class MqttTransportSettings:
                                  f"unset with a port other than {MQTT_TLS_PORT})")
 
 
-def new_client(settings: MqttTransportSettings, client_id: str, logger: str) -> mqtt.Client:
-    """A paho client for the table's broker account: protocol, login and TLS from
-    ``settings`` (the events' connection and the health topic's use the same)."""
+def health_login(settings: MqttTransportSettings) -> str | None:
+    """The user the health topic's connection logs in as (None: the broker takes anyone)."""
+    if settings.health_username:
+        return settings.health_username
+    return f"{settings.username}-health" if settings.username else None
+
+
+def new_client(settings: MqttTransportSettings, client_id: str, logger: str,
+               username: str | None = None) -> mqtt.Client:
+    """A paho client for the table's broker account: protocol, password and TLS from
+    ``settings``; the login is ``username``, or the settings' (the events' connection)."""
     protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
     extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
     client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
@@ -144,7 +156,7 @@ def new_client(settings: MqttTransportSettings, client_id: str, logger: str) -> 
         if settings.password_file or settings.password_credential:
             password = read_secret("mqtt transport: password_file", settings.password_file,
                                    settings.password_credential).decode("utf-8")
-        client.username_pw_set(settings.username, password)
+        client.username_pw_set(username or settings.username, password)
     elif settings.password_file or settings.password_credential:
         raise TransportConfigError("mqtt transport: password_file given without username")
     if settings.use_tls:

@@ -4,7 +4,9 @@ A connection of its own, beside the event transport's, because MQTT gives each c
 one last will and the event connection's is its ``status`` topic: this one's will is the
 health topic's ``{"state": "offline", "reason": "connection lost", …}`` (retained), so a table
 that dies or loses its network shows offline without saying so. It uses the ``transports.mqtt``
-settings (broker, TLS, user); its client id is the transport's with ``-health`` appended.
+settings (broker, TLS, password); its client id is the transport's with ``-health`` appended,
+and it logs in as ``health_username`` (default ``<username>-health``): the studio broker makes a
+login its client id, so one login cannot hold two connections.
 
 ``publish`` never blocks the caller on the network: paho queues the message (QoS 1, retained)
 and the latest one is published again on every reconnect, replacing the will the broker may
@@ -20,7 +22,12 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 
-from controller.transports.mqtt import MqttTransportSettings, new_client, start_connecting
+from controller.transports.mqtt import (
+    MqttTransportSettings,
+    health_login,
+    new_client,
+    start_connecting,
+)
 
 log = logging.getLogger("pokdeng.transports.mqtt.health")
 
@@ -45,8 +52,9 @@ class MqttHealthPublisher:
         self._lock = threading.Lock()
         self._latest: bytes | None = None
         self._connected = threading.Event()
-        # The same broker account and TLS as the event transport (its settings, checked there).
-        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.health.paho")
+        # The event transport's broker, password and TLS (its settings, checked there).
+        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.health.paho",
+                            username=health_login(settings))
         client.will_set(self.topic, _payload(will), qos=1, retain=True)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect

@@ -183,8 +183,9 @@ def test_the_studio_acl_lets_a_table_publish_its_own_events_and_hear_its_resends
 
 def test_the_studio_acl_lets_a_table_publish_its_health_and_the_fleet_read_every_table(
         mosquitto_factory, tmp_path):
-    broker = mosquitto_factory(users={TABLE: "table pass", "fleet": "fleet pass",
-                                      "T8": "other table"}, acl=True)
+    broker = mosquitto_factory(users={TABLE: "table pass", f"{TABLE}-health": "table pass",
+                                      "fleet": "fleet pass", "T8": "other table",
+                                      "T8-health": "other table"}, acl=True)
     passwords = {}
     for user, secret in ((TABLE, "table pass"), ("T8", "other table")):
         passwords[user] = tmp_path / f"{user}.password"
