@@ -13,6 +13,9 @@ Runs, in this order, and prints one table of figures at the end:
   against one transaction each (bench/burst_bench.py);
 - catchup: an MQTT backlog of 3,000 events through loopback and a 10 ms link, several batches
   in flight against one (bench/catchup_bench.py; needs mosquitto);
+- fleet: 5 and 40 tables dealing while their broker is down 10 s, then back: seconds from the
+  broker accepting connections to the last backlog delivered (bench/fleet_bench.py; needs
+  mosquitto);
 - daemon: start to READY, idle RSS and CPU (bench/daemon_bench.py; idle window --idle-seconds,
   20 s by default, --full for 60 s);
 - display: idle RSS and CPU with the dealer display on and two pages connected, and a button
@@ -51,8 +54,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
-PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "daemon", "display", "start",
-         "stress", "cli", "soak")
+PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "daemon", "display",
+         "start", "stress", "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -180,6 +183,18 @@ def catchup_rows() -> list[Row]:
                      f"{many} batches in flight; one at a time "
                      f"{by_window[min(by_window)]['seconds_median']:.2f} s"))
     return rows
+
+
+def fleet_rows() -> list[Row]:
+    if not os.access(MOSQUITTO, os.X_OK):
+        return [("fleet: broker back -> backlogs delivered", "skipped",
+                 f"mosquitto missing at {MOSQUITTO}")]
+    found = run_json("fleet_bench.py", "--tables", "5,40", "--outage", "10")
+    return [(f"fleet of {f['tables']}: broker back -> last backlog",
+             f"{f['last_s']:.2f} s",
+             f"broker down {f['outage_s']:g} s, {f['backlog_events']} events waiting; median "
+             f"table {f['median_s']:.2f} s; goal <= {f['goal_s']:g} s: "
+             f"{'met' if f['last_s'] <= f['goal_s'] else 'NOT met'}") for f in found]
 
 
 def daemon_rows(idle_seconds: float, starts: int) -> list[Row]:
@@ -339,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
         ("latency", lambda: latency_rows(args.latency_rounds, args.latency_repeat)),
         ("burst", burst_rows),
         ("catchup", catchup_rows),
+        ("fleet", fleet_rows),
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
         ("start", lambda: start_rows(args.full, args.start_shoes)),
