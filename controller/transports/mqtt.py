@@ -53,6 +53,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from controller import __version__
+from controller.rate_limited_log import RateLimitedLog
 from controller.transports import (
     OptionConflict,
     PermanentError,
@@ -213,6 +214,8 @@ class MqttTransport(Transport):
         self.status_topic = f"{prefix}/{table}/status"
         self.resend_topic = f"{prefix}/{table}/resend"
         self.client_id = settings.client_id or f"pokdeng-table-{table}"
+        # resend requests come from the network: a flood of them is one line per 5 s
+        self._requests_log = RateLimitedLog(log)
 
         self._connected = threading.Event()
         self._lock = threading.Lock()
@@ -334,11 +337,13 @@ class MqttTransport(Transport):
             if isinstance(request, dict) and set(request) == {"from_seq"}:
                 from_seq = request["from_seq"]
         if isinstance(from_seq, bool) or not isinstance(from_seq, int) or from_seq < 1:
-            log.warning('mqtt %s: resend request ignored: expected {"from_seq": <seq >= 1>}, '
-                        "got %d bytes: %.80r", message.topic, len(message.payload),
-                        bytes(message.payload[:80]))
+            self._requests_log.warning(
+                "bad resend", 'mqtt %s: resend request ignored: expected {"from_seq": '
+                "<seq >= 1>}, got %d bytes: %.80r", message.topic, len(message.payload),
+                bytes(message.payload[:80]))
             return
-        log.info("mqtt %s: backend asks to resend from seq %d", message.topic, from_seq)
+        self._requests_log.info("resend", "mqtt %s: backend asks to resend from seq %d",
+                                message.topic, from_seq)
         self.request_resend(from_seq)
 
     # -- delivery ------------------------------------------------------------------------------
