@@ -303,10 +303,10 @@ def test_config_errors_name_the_option(tmp_path):
 
 @pytest.mark.slow
 def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
-    broker = mosquitto_factory(users={"table-t7": "s3cret pass"})
+    broker = mosquitto_factory(users={TABLE: "s3cret pass"})
     good = tmp_path / "mqtt.password"
     good.write_text("s3cret pass\n")
-    t = MqttTransport(settings(broker.port, username="table-t7", password_file=str(good)),
+    t = MqttTransport(settings(broker.port, username=TABLE, password_file=str(good)),
                       table=TABLE)
     try:
         t.deliver([event(1)])
@@ -314,7 +314,7 @@ def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
         t.close()
     bad = tmp_path / "wrong.password"
     bad.write_text("guess\n")
-    t = MqttTransport(settings(broker.port, username="table-t7", password_file=str(bad)),
+    t = MqttTransport(settings(broker.port, username=TABLE, password_file=str(bad)),
                       table=TABLE)
     try:
         with pytest.raises(PermanentError, match="refused this table: (Not authorized|Bad user)"):
@@ -324,10 +324,10 @@ def test_username_and_password_from_a_file(mosquitto_factory, tmp_path):
 
 
 def test_password_from_a_systemd_credential(mosquitto_factory, tmp_path, monkeypatch):
-    broker = mosquitto_factory(users={"table-t7": "cred pass"})
+    broker = mosquitto_factory(users={TABLE: "cred pass"})
     (tmp_path / "mqtt-password").write_text("cred pass\n")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
-    t = MqttTransport(settings(broker.port, username="table-t7",
+    t = MqttTransport(settings(broker.port, username=TABLE,
                                password_credential="mqtt-password"), table=TABLE)
     try:
         t.deliver([event(1)])
@@ -335,7 +335,7 @@ def test_password_from_a_systemd_credential(mosquitto_factory, tmp_path, monkeyp
         t.close()
     monkeypatch.delenv("CREDENTIALS_DIRECTORY")
     with pytest.raises(TransportConfigError, match="CREDENTIALS_DIRECTORY is not set"):
-        MqttTransport(settings(broker.port, username="table-t7",
+        MqttTransport(settings(broker.port, username=TABLE,
                                password_credential="mqtt-password"), table=TABLE)
 
 
