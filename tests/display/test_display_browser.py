@@ -2,11 +2,12 @@
 own process (simulated shoe on a pty, simulated USB panel, journal, file sink) with the display
 on, and Chromium driven by Playwright reading the page's DOM.
 
-One demo table and one browser for the module; the tests run in order on the same shoe: a
-round watched from open to result (countdown, next-card highlight, nothing of the round in the
-page before betting closes), the roadmap against the round results in the events file, a
-supervisor pause banner, a frozen daemon noticed by the missing heartbeat, and the page coming
-back after the daemon is killed and restarted.
+One demo table and one browser for the module, shared by tests that each wait for what they
+need (no test relies on another having run first, in any order): a round watched from open to
+result (countdown, next-card highlight, nothing of the round in the page before betting closes),
+the roadmap against the round results in the events file, a supervisor pause banner, a frozen
+daemon noticed by the missing heartbeat, and the page coming back after the daemon is killed
+and restarted.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from controller.display.roadmap_svg import COLOURS
+from controller.service.control import ControlClient, ControlError
 from controller.table.procedure import ROUND_TARGETS
 from support.daemon_helpers import cli
 from support.display_helpers import free_port
@@ -82,6 +84,13 @@ class DemoTable:
     def supervisor(self, action: str) -> dict[str, Any]:
         result = cli("supervisor", "--socket", self.socket, "--json", action)
         return dict(json.loads(result.stdout))
+
+    def status(self) -> dict[str, Any] | None:
+        """The table's status over its control socket; None while the daemon is not up."""
+        try:
+            return ControlClient(self.socket, timeout=5, retry_s=0).status()
+        except (ControlError, OSError):
+            return None
 
 
 @pytest.fixture(scope="module")
@@ -218,9 +227,25 @@ def test_the_roadmap_has_a_bead_per_position_per_round_as_the_results_say(
 
 def test_a_supervisor_pause_shows_a_banner_that_clears_on_resume(
         table: DemoTable, page: Any) -> None:
-    answer = wait_until(lambda: (lambda a: a if a["ok"] else None)(table.supervisor("pause")),
-                        20, "the supervisor's pause to be taken")
-    assert "paused" in answer["events"]
+    """The pause is taken while betting is open: no card is owed then, so none can come out
+    while the table is paused (a card that does becomes the banner's `card_while_paused`
+    instead, rightly). Whether the pause landed there is read from the table itself, and a
+    pause that missed the window (a slow machine) is undone and tried on the next round."""
+    paused = None
+    for _attempt in range(5):
+        wait_until(lambda: (lambda s: s and s["state"] == "betting" and not s["paused"]
+                            and (s["betting_seconds_left"] or 0) >= 5)(table.status()),
+                   90, "a round open for betting with time left")
+        # straight over the socket: a command-line client would first spend its start-up
+        answer = ControlClient(table.socket).supervisor("pause")
+        assert answer["ok"] and "paused" in answer["events"], answer
+        status = table.status()
+        assert status is not None and status["paused"]
+        if status["betting_open"] and status["fault"]["code"] == "supervisor_pause":
+            paused = status
+            break
+        assert table.supervisor("resume")["ok"]  # taken after betting closed: try again
+    assert paused is not None, "the pause never landed while betting was open"
     banner = wait_until(lambda: seen(page)["banner"], 10, "the pause banner")
     me = pwd.getpwuid(os.getuid()).pw_name
     assert "supervisor_pause" in banner and f"paused by supervisor {me}" in banner
@@ -244,8 +269,9 @@ def test_a_silent_link_is_noticed_by_the_heartbeat(table: DemoTable, page: Any) 
 
 def test_the_page_comes_back_after_the_daemon_is_killed_and_restarted(
         table: DemoTable, page: Any) -> None:
-    before = seen(page)
-    assert before["beads"] > 0
+    # a page that has a round of this shoe to show (however many rounds the table has played)
+    before = wait_until(lambda: (lambda s: s if s["link"] == "live" and s["beads"] > 0
+                                 else None)(seen(page)), 90, "a round's beads on a live page")
     table.kill()
     wait_until(lambda: seen(page)["link"] == "lost", 20, "the page to notice the lost link")
     table.start()
