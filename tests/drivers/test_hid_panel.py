@@ -10,7 +10,8 @@ import pytest
 from controller.table.inputs import Button, DeviceStatus, Switch
 from drivers import registry
 from drivers.base import DriverConfigError
-from drivers.hid_panel import HidPanel, HidPanelConfig, ReportLayout
+from drivers.debounce import Debouncer
+from drivers.hid_panel import HidPanel, HidPanelConfig, ReportClock, ReportLayout
 from drivers.sim.panel import SimPanel
 from drivers.sim.usb_emulation import EmulatedBackend, EmulatedHidPanel
 from support.panel_helpers import Collector, driver_threads, summary, wait_until
@@ -304,6 +305,8 @@ def test_registry_creates_the_panel_drivers(hardware):
     ({"reconnect_seconds": "soon"}, '"reconnect_seconds": expected a number'),
     ({"detach_kernel_driver": "yes"}, '"detach_kernel_driver": expected true or false'),
     ({"debounce_msec": 20}, '"debounce_msec": unknown option'),
+    ({"timestamp_byte": 0}, '"timestamp_byte": bit 0 (new_shoe) is inside the 4-byte timestamp'),
+    ({"timestamp_byte": 61}, '"timestamp_byte": must be in 0..60'),
 ])
 def test_bad_options_are_rejected_naming_the_option(bad, option):
     with pytest.raises(DriverConfigError) as err:
@@ -352,3 +355,31 @@ def test_report_hook_sees_every_raw_report(hardware):
         panel.queue_inputs([(0.0, 0x81), (0.01, 0x80)])
         wait_until(lambda: len(seen) == 2)
     assert seen == [b"\x81", b"\x80"]
+
+
+def test_report_times_only_ever_underestimate_how_long_a_level_held():
+    """The rule of docs/panel.md "When did the panel see it", on the pure parts."""
+    debouncer = Debouncer(0.03)
+    debouncer.reset({"reveal": False})
+    # no stamp: a press and its release read 1 ms apart after a stall are no press, however
+    # long the host then finds nothing new
+    clock = ReportClock(latency_s=0.01)
+    debouncer.feed(clock.report(None, 10.0), {"reveal": True})
+    debouncer.feed(clock.report(None, 10.001), {"reveal": False})
+    assert debouncer.poll(clock.quiet_until(12.0)) == []
+    # no stamp: a press read live counts once reads found nothing for the debounce + latency
+    debouncer.feed(clock.report(None, 20.0), {"reveal": True})
+    assert debouncer.poll(clock.quiet_until(20.035)) == []
+    assert debouncer.poll(clock.quiet_until(20.045)) == [("reveal", True)]
+    # stamped: reports read 1 ms apart are as far apart as the panel stamped them: a 110 ms
+    # press across the counter's wrap counts, a 10 ms glitch does not
+    debouncer.reset({"reveal": False})
+    clock = ReportClock(latency_s=0.01)
+    changes = []
+    for n, (stamp, level) in enumerate([(2**32 - 50, True), (60, False), (200, True),
+                                        (210, False)]):
+        at = clock.report(stamp, 30.0 + n / 1000)
+        changes += debouncer.poll(at)  # the levels fed so far held until this report
+        debouncer.feed(at, {"reveal": level})
+    changes += debouncer.poll(clock.quiet_until(31.0))
+    assert changes == [("reveal", True), ("reveal", False)]
