@@ -22,6 +22,11 @@ so a backend that answers 404 for a minute gets every event once it answers 2xx 
 Backends must de-duplicate by event ``id``: after a restart a batch may re-form with other
 bounds, and a reply slower than ``timeout_s`` makes the whole batch come again.
 
+A backend whose address refused the connection (or reset it, or cannot be reached) is
+probed with a plain TCP connection every second (probe.py); once one is accepted the outbox
+retries at once (``came_back``) instead of at the end of its backoff. An answer (5xx, 4xx) or
+a timeout is a backend that is there and failing: the backoff alone paces those retries.
+
 A 2xx reply may ask for events again (docs/backend.md, "Catching up"): a JSON object body
 with ``"resend_from": <seq>`` makes the outbox resend what it already delivered from there.
 
@@ -32,6 +37,7 @@ table PC.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import logging
@@ -52,6 +58,7 @@ from controller.transports import (
     option,
     read_secret,
 )
+from controller.transports.probe import ConnectProbe
 from controller.transports.signing import signed_now
 
 log = logging.getLogger("pokdeng.transports.http")
@@ -92,6 +99,13 @@ def encode_batch(table: str, events: list[dict[str, Any]]) -> bytes:
 
 def idempotency_key(table: str, events: list[dict[str, Any]]) -> str:
     return f"{table}:{events[0]['seq']}-{events[-1]['seq']}"
+
+
+def _nobody_there(exc: BaseException) -> bool:
+    """The backend's address took no connection (refused, reset, unreachable): something
+    accepting one again is worth a retry at once. Not a timeout: a slow backend is there."""
+    return isinstance(exc, ConnectionError) or \
+        getattr(exc, "errno", None) in (errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -144,6 +158,8 @@ class HttpTransport(Transport):
                 "http transport: ca_file/verify_tls given but the url is not https")
         self._conn: http.client.HTTPConnection | None = None
         self._reused = False
+        self._probe = ConnectProbe(self._host, self._port or (443 if self._https else 80),
+                                   self.came_back, name=f"probe-{self.name}")
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -187,6 +203,8 @@ class HttpTransport(Transport):
                                  f"{exc.verify_message}") from exc
         except (OSError, http.client.HTTPException) as exc:
             self._drop_connection()
+            if _nobody_there(exc):
+                self._probe.start()
             what = "timed out" if isinstance(exc, (socket.timeout, TimeoutError)) else \
                 f"{type(exc).__name__}: {exc}"
             raise TransientError(f"POST {self.settings.url} {what}") from exc
@@ -236,4 +254,5 @@ class HttpTransport(Transport):
             self._conn = None
 
     def _close(self) -> None:
+        self._probe.close()
         self._drop_connection()
