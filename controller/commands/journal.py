@@ -1,4 +1,5 @@
-"""``pokdeng-table journal verify|export|archive FILE``: check, print and archive a journal."""
+"""``pokdeng-table journal verify|export|archive|compact FILE``: check, print, archive and
+compact a journal."""
 
 from __future__ import annotations
 
@@ -74,6 +75,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     archive.add_argument("--key-file", metavar="PATH", default=None,
                          help="the chain key of a keyed journal (instead of the config's)")
     archive.set_defaults(func=_archive)
+
+    compact = actions.add_parser(
+        "compact", help="give the space of archived records back (the table stopped)",
+        description="Rewrite the journal file without its free pages (SQLite VACUUM) and switch "
+                    "it to incremental auto-vacuum, so retention gives space back from then on "
+                    "while the table runs. Needed once for a journal created before that; "
+                    "refused while another process (the table) has the journal open.")
+    compact.add_argument("file", metavar="FILE", help="journal SQLite file")
+    compact.set_defaults(func=_compact)
 
 
 @creates_private_files
@@ -266,4 +276,17 @@ def _archive(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 1
     print(f"{args.file}: {result.describe()}")
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from controller.durability.journal import JournalError
+    from controller.durability.vacuum import JournalInUse, compact
+
+    try:
+        before, after = compact(args.file)
+    except (JournalError, JournalInUse, OSError) as exc:
+        print(f"pokdeng-table journal compact: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: {before:,} -> {after:,} bytes; incremental auto-vacuum from now on")
     return 0

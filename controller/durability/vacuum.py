@@ -54,15 +54,29 @@ def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES,
             between_steps()
 
 
+class JournalInUse(Exception):
+    """Another process has the journal open (the daemon?): it cannot be rewritten now."""
+
+
 def compact(path: str | Path) -> tuple[int, int]:
-    """Rewrite a journal with nobody else using it: ``VACUUM``, switching it to incremental
-    auto-vacuum. Returns its size before and after (bytes)."""
+    """Rewrite a journal nobody else has open: ``VACUUM``, switching it to incremental
+    auto-vacuum. Returns its size before and after (bytes); JournalInUse when another
+    connection has it open (a VACUUM would hold the daemon's appends for its whole length)."""
     from controller.durability.journal import connect
 
     path = Path(path)
     before = path.stat().st_size
     conn = connect(path)
     try:
+        # exclusive locking: refused at once while any other connection has the file open
+        conn.execute("PRAGMA busy_timeout=0")
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        try:
+            conn.execute("BEGIN EXCLUSIVE")
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError:
+            raise JournalInUse(f"{path}: the journal is open in another process (is the "
+                               "table running? stop it first)") from None
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
