@@ -155,6 +155,13 @@ class _Backend:
         self.client.loop_stop()
 
 
+def _receive(pipe: Connection, timeout: float) -> Any:
+    """A worker's answer; SystemExit when none comes (the worker died, or hangs)."""
+    if not pipe.poll(timeout):
+        raise SystemExit(f"a worker process gave no answer within {timeout:g} s")
+    return pipe.recv()
+
+
 def _start_and_probe(broker: Mosquitto) -> float:
     """Start the stopped broker; the monotonic time its port first accepted a connection."""
     broker.proc = subprocess.Popen([MOSQUITTO, "-c", str(broker.config)],
@@ -192,12 +199,13 @@ def measure_fleet(tables: int, outage_s: float, every: float, processes: int) ->
                 worker = context.Process(target=_worker, daemon=True,
                                          args=(folder, broker.port, group, every, theirs))
                 worker.start()
+                theirs.close()  # the worker's end: a worker that dies then reads as EOF here
                 pipes.append(ours)
                 workers.append(worker)
             time.sleep(2 * every)  # every table has dealt
             for pipe in pipes:
                 pipe.send(("ready?", None))
-            if not all(pipe.recv() for pipe in pipes):
+            if not all(_receive(pipe, 60) for pipe in pipes):
                 raise SystemExit("the tables did not deliver before the outage")
             broker.stop()
             time.sleep(outage_s)
@@ -206,12 +214,12 @@ def measure_fleet(tables: int, outage_s: float, every: float, processes: int) ->
                 pipe.send(("accepted", accepted))
             delivered: dict[str, tuple[int, float | None]] = {}
             for pipe in pipes:
-                delivered.update(pipe.recv())
+                delivered.update(_receive(pipe, 330))
             for pipe in pipes:
                 pipe.send(("stop", None))
             last: dict[str, int] = {}
             for pipe in pipes:
-                last.update(pipe.recv())
+                last.update(_receive(pipe, 90))
             for worker in workers:
                 worker.join(60)
             deadline = time.monotonic() + 30
