@@ -1,7 +1,9 @@
 """``pokdeng-table man``: the manual page pokdeng-table(1) in roff, built from the argparse
 parser: every command, its usage, description and options, as ``--help`` shows them.
 
-Installed by docs/install.md §1: ``pokdeng-table man > /usr/local/share/man/man1/pokdeng-table.1``.
+The Debian package (packaging/build-deb) generates it at build time and installs it as
+/usr/share/man/man1/pokdeng-table.1.gz, with the documents SEE ALSO names under
+/usr/share/doc/pokdeng-table.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ import re
 FILES = (
     ("/etc/pokdeng-table/table.yaml", "the table's configuration (config/example.yaml "
                                       "annotates every key)"),
+    ("/etc/pokdeng-table/example.yaml", "the annotated example configuration the package "
+                                        "installs: copy it to table.yaml and edit"),
+    ("/etc/pokdeng-table/credentials/", "the backend secret and the journal's chain key, "
+                                        "handed to the daemon by LoadCredential= (root only)"),
     ("/etc/pokdeng-table/TABLE.yaml", "a table's configuration with the template unit "
                                       "pokdeng-table@TABLE.service"),
     ("/var/lib/pokdeng-table/journal.sqlite", "the journal: every input and event, hash "
@@ -19,14 +25,16 @@ FILES = (
     ("/run/pokdeng-table/control.sock", "the control socket of status, watch and supervisor"),
 )
 SEE_ALSO = "systemctl(1), journalctl(1), systemd.unit(5)"
+#: the package installs docs/ here (packaging/build-deb); a clone has them in docs/
+DOC_DIR = "/usr/share/doc/pokdeng-table"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "man", help="print the manual page pokdeng-table(1) (roff)",
         description="Print the manual page, in roff, built from the command's own parser: "
-                    "`pokdeng-table man | man -l -` reads it; install it as "
-                    "/usr/local/share/man/man1/pokdeng-table.1.")
+                    "`pokdeng-table man | man -l -` reads it. The Debian package installs it "
+                    "(man pokdeng-table).")
     parser.set_defaults(func=man)
 
 
@@ -117,6 +125,9 @@ def manual(parser: argparse.ArgumentParser) -> str:
               ".SH FILES"]
     for path, what in FILES:
         lines += [".TP", f"\\fI{escape(path)}\\fR", _words(what)]
-    lines += [".SH SEE ALSO", _words(SEE_ALSO + "; docs/install.md, docs/contracts.md and "
-                                     "docs/faults.md of the installed package.")]
+    lines += [".SH SEE ALSO", _words(
+        f"{SEE_ALSO}; {DOC_DIR}/install.md (installing and running the table), "
+        f"{DOC_DIR}/faults.md (every fault and the way out), {DOC_DIR}/contracts.md (the "
+        f"events the backend receives), {DOC_DIR}/durability.md (the journal) and the other "
+        f"documents there, as the Debian package installs them (docs/ in a clone).")]
     return "\n".join(lines) + "\n"
