@@ -6,8 +6,10 @@ on) a retention run. Both read the whole journal; neither may delay a card. For 
 real daemon (``pokdeng-table run``: simulated Bee-Tek shoe and line panel on ptys, an HTTP
 webhook to a loopback server in this process) is started on a copy of a cached journal
 (testkit/journals.py, marked delivered), and as soon as its panel opens the dealer starts a
-shoe and deals ``--rounds`` rounds (13 cards each): every card's time from the frame written on
-the shoe's pty to its ``card_dealt`` at the server. Cases, alternated ``--repeat`` times:
+shoe and deals: the flip card, the burns, then ``--rounds`` rounds of 13 cards, back to back;
+every card's time (but the flip card's: the simulator's first write waits out its settle time)
+from the frame written on the shoe's pty to its event (``card_burned``, ``card_dealt``) at the
+server. Cases, alternated ``--repeat`` times:
 
 * 1 shoe, archiving off (the yardstick);
 * N shoes (default 500, ``--full`` 1,500), archiving off;
@@ -64,17 +66,41 @@ transports:
 """
 
 
-def _card_latency(arrivals: Arrivals, send) -> float:
-    before = arrivals.count("http", "daemon")
-    began = time.perf_counter()
-    send()
-    if not arrivals.wait(lambda: arrivals.count("http", "daemon") > before, WAIT_S):
-        raise RuntimeError(f"a card_dealt did not arrive within {WAIT_S} s")
-    with arrivals.lock:
-        return (arrivals.times[("http", "daemon")][before] - began) * 1000
+class Events(Arrivals):
+    """Arrival times of every event the daemon sends (Arrivals keeps card_dealt's only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: dict[str, list[float]] = {}
+
+    def record(self, receiver: str, source: str, events: list[dict[str, Any]]) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            for event in events:
+                self.at.setdefault(str(event.get("type")), []).append(now)
+        super().record(receiver, source, events)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.at.clear()
+        super().clear()
+
+    def seen(self, kind: str) -> int:
+        with self.lock:
+            return len(self.at.get(kind, []))
+
+    def latency(self, kind: str, send) -> float:
+        """Send one card; ms until the next ``kind`` event it makes arrives."""
+        before = self.seen(kind)
+        began = time.perf_counter()
+        send()
+        if not self.wait(lambda: len(self.at.get(kind, [])) > before, WAIT_S):
+            raise RuntimeError(f"no {kind} within {WAIT_S} s of its card")
+        with self.lock:
+            return (self.at[kind][before] - began) * 1000
 
 
-def deal_after_start(work: Path, shoes: int, archive: bool, rounds: int, arrivals: Arrivals,
+def deal_after_start(work: Path, shoes: int, archive: bool, rounds: int, events: Events,
                      port: int, repo: Path = REPO) -> list[float]:
     """Start the daemon on an N-shoe journal and deal at once; each card's latency in ms."""
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
@@ -105,31 +131,35 @@ def deal_after_start(work: Path, shoes: int, archive: bool, rounds: int, arrival
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
                                str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                               cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)})
-    arrivals.clear()
+    events.clear()
     cards = iter(shuffled_shoe(11))
     latencies: list[float] = []
 
-    def seen(kind: str) -> int:
-        return arrivals.seen_type("http", "daemon", kind)
+    def deal(kind: str) -> None:
+        card = next(cards)
+        latencies.append(events.latency(kind, lambda: shoe.send_card(card)))
 
     try:
+        # From the first card on, as a dealer starting a shoe right after a restart would:
+        # the flip card, the burns, then the rounds (13 cards each, back to back).
         panel.wait_for_driver(60)
         panel.press("new_shoe")
-        if not arrivals.wait(lambda: seen("shoe_started"), WAIT_S):
+        if not events.wait(lambda: events.seen("shoe_started") > 0, WAIT_S):
             raise RuntimeError(f"the daemon did not start a shoe; its log: {log}")
-        shoe.send_card(next(cards))  # the flip card: its value is the number of burns
-        for _ in range(12):
-            if arrivals.wait(lambda: seen("burn_completed"), 1.0):
-                break
-            shoe.send_card(next(cards))
+        # the flip card, untimed: the simulator's first write after the driver opened its pty
+        # waits out its settle time (pyserial flushes input just after opening)
+        shoe.send_card(next(cards))
+        if not events.wait(lambda: events.seen("burn_card_shown") > 0, WAIT_S):
+            raise RuntimeError(f"the flip card was not shown; its log: {log}")
+        while not events.seen("burn_completed"):
+            deal("card_burned")
         for number in range(1, rounds + 1):
             panel.press("start_round")
-            if not arrivals.wait(lambda n=number: seen("round_opened") >= n, WAIT_S):
+            if not events.wait(lambda n=number: events.seen("round_opened") >= n, WAIT_S):
                 raise RuntimeError(f"round {number} did not open; its log: {log}")
             for _ in range(13):
-                card = next(cards)
-                latencies.append(_card_latency(arrivals, lambda c=card: shoe.send_card(c)))
-            if not arrivals.wait(lambda n=number: seen("round_result") >= n, WAIT_S):
+                deal("card_dealt")
+            if not events.wait(lambda n=number: events.seen("round_result") >= n, WAIT_S):
                 raise RuntimeError(f"round {number} has no result; its log: {log}")
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -157,15 +187,15 @@ def measure(shoes: int = SHOES, rounds: int = 5, repeat: int = 2,
         scratch = Path(tempfile.mkdtemp(prefix="pdsd-"))
         cached_journal(scratch / "j.sqlite", size, JOURNAL_SETTINGS)
         shutil.rmtree(scratch, ignore_errors=True)
-    arrivals = Arrivals()
-    server = start_http(arrivals)
+    events = Events()
+    server = start_http(events)
     pooled: dict[str, list[float]] = {name: [] for name in cases}
     try:
         for _ in range(repeat):
             for name, (size, archive) in cases.items():
                 work = Path(tempfile.mkdtemp(prefix="pdsd-", dir="/tmp"))
                 try:
-                    pooled[name] += deal_after_start(work, size, archive, rounds, arrivals,
+                    pooled[name] += deal_after_start(work, size, archive, rounds, events,
                                                      server.server_address[1], repo)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
