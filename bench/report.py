@@ -21,7 +21,9 @@ Runs, in this order, and prints one table of figures at the end:
 - display: idle RSS and CPU with the dealer display on and two pages connected, and a button
   press -> the page's status, p50/max (bench/display_bench.py; same idle window);
 - start: start to READY and ``journal verify`` on journals of 1, 50 and 500 shoes (--full adds
-  1,500), built once and cached (bench/start_bench.py);
+  1,500), built once and cached (bench/start_bench.py); then (unless --start-shoes names the
+  sizes) dealing right after a start on 500 shoes (--full 1,500) against 1 shoe, archiving off
+  and on (bench/start_deal_bench.py);
 - stress: card -> backend latency through the real daemon, quiet and stressed (16 display
   pages, ``status`` 10 Hz, ``journal verify``/``archive`` running, an MQTT catch-up on the
   broker), alternated runs; p50/p99/max and the ratios against the goals
@@ -236,6 +238,11 @@ def start_rows(full: bool, sizes: str | None) -> list[Row]:
                      f"{f['records']:,} records; goal < 1 s + interpreter; TimeoutStartSec 30"))
         rows.append((f"journal verify, {f['shoes']} shoes", f"{f['verify_s']:.2f} s",
                      "whole process"))
+    if sizes is None:
+        from bench import start_deal_bench
+
+        rows.extend(start_deal_bench.rows(start_deal_bench.measure(
+            start_deal_bench.FULL_SHOES if full else start_deal_bench.SHOES)))
     return rows
 
 
