@@ -34,6 +34,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from controller.durability.held import held_of
+
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 STUDIO_BROKER_CONF = Path(__file__).resolve().parents[1] / "config" / "mosquitto" / "pokdeng.conf"
 STUDIO_BROKER_ACL = STUDIO_BROKER_CONF.with_name("pokdeng.acl")
@@ -203,7 +205,9 @@ class WebhookBackend:
             self.conflicts += conflicts
             self.received.notify_all()
             extra, self.reply_extra = self.reply_extra, {}
-        self._reply(handler, 200, json.dumps({"ok": True, **extra}).encode())
+            table = handler.headers.get("X-Pokdeng-Table", "")
+            held = held_of([e for e in self.stored if e.get("table") == table])
+        self._reply(handler, 200, json.dumps({"ok": True, "held": held, **extra}).encode())
 
     @staticmethod
     def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes,
@@ -412,7 +416,7 @@ class MqttReceiver:
 
     def __init__(self, port: int, table: str, prefix: str = "pokdeng", host: str = "127.0.0.1",
                  client_id: str = "backend-receiver", session_expiry_s: int = 3600,
-                 login: tuple[str, str] | None = None):
+                 login: tuple[str, str] | None = None, tell_held: bool = True):
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
@@ -420,6 +424,9 @@ class MqttReceiver:
         self.host, self.port = host, port
         self.events_topic = f"{prefix}/{table}/events"
         self.resend_topic = f"{prefix}/{table}/resend"
+        self.held_topic = f"{prefix}/{table}/held"
+        self.tell_held = tell_held  # publish where we stand (docs/backend.md), retained
+        self._held_moved = False
         self.client_id = client_id
         self.session_expiry_s = session_expiry_s
         self.login = login
@@ -478,6 +485,8 @@ class MqttReceiver:
             with self.changed:
                 ask = self.in_order.due(time.monotonic())
             self._ask(client, ask)
+            if self._held_moved:
+                self._tell_held(client)
 
     close = disconnect
 
@@ -497,6 +506,7 @@ class MqttReceiver:
         if not present:  # a new session: subscribe (again)
             client.subscribe(self.events_topic, qos=1)
         self._ask(client, self.in_order.connected(present, time.monotonic()))
+        self._tell_held(client)
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
         event = json.loads(message.payload)
@@ -506,3 +516,14 @@ class MqttReceiver:
             self.stored += now_stored
             self.changed.notify_all()
         self._ask(client, ask)
+        if now_stored:
+            self._held_moved = True  # told from the timer: at most twice a second
+
+    def _tell_held(self, client: Any) -> None:
+        """Where we stand, retained for the table (docs/backend.md)."""
+        if not self.tell_held:
+            return
+        with self.changed:
+            self._held_moved = False
+            held = self.in_order.held()
+        client.publish(self.held_topic, json.dumps(held), qos=1, retain=True)

@@ -3,6 +3,7 @@ event, each (re)connect and each tick of its timer."""
 
 from __future__ import annotations
 
+from controller.durability.held import held_of
 from support.journal_helpers import event
 from testkit.backends import documented_receiver
 
@@ -43,3 +44,14 @@ def test_the_first_gap_asks_at_once_and_a_session_kept_asks_nothing():
     assert r.accept(event(2), 0.1) == ([], 1)
     assert r.accept(event(3), 0.2) == ([], None)
     assert r.due(5.2) == 1
+
+
+def test_where_the_receiver_stands_is_what_the_table_compares():
+    r = receiver()
+    assert r.held() == {"seq": 0}
+    anchored = [{**event(seq), "anchor": {"record": 2 * seq, "hash": f"{seq:064x}"}}
+                for seq in (1, 2, 3, 5)]
+    for e in anchored:
+        r.accept(e, 0.0)
+    assert r.held() == held_of(anchored) == held_of(anchored[:3])  # 1-3: 5 waits for 4
+    assert r.held()["seq"] == 3
