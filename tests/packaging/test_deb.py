@@ -15,10 +15,14 @@ built once per Depends line and cached in $POKDENG_DEB_ROOT_CACHE (default
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -344,3 +348,207 @@ def test_lintian_finds_nothing_that_is_not_overridden_with_a_reason(
         lines = block.strip().splitlines()
         if any(line.startswith("pokdeng-table:") for line in lines):
             assert lines[0].startswith("#"), f"an override without its reason: {block}"
+
+
+# --- booted: the upgrade of a running table, under systemd --------------------------------------
+
+ROUND = ("8D", "KD", "QS", "JH", "9C", "2D", "3H", "4S", "5C", "6D", "7H", "8S", "TC")
+FLIP_AND_BURNS = ("5H", "2C", "3C", "4C", "6C", "7C")
+
+
+def _cannot_boot() -> str | None:
+    if shutil.which("systemd-nspawn") is None:
+        return "systemd-nspawn not installed (Debian package: systemd-container)"
+    return _missing()
+
+
+class Line:
+    """The far end of a serial device the daemon opens as socket://127.0.0.1:PORT: a TCP
+    server on loopback (the container shares the host's network); the latest connection is
+    the device's cable."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.conn: socket.socket | None = None
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.conn = conn
+
+    def send(self, data: bytes) -> None:
+        deadline = time.monotonic() + 30
+        while self.conn is None:
+            assert time.monotonic() < deadline, "the daemon never connected"
+            time.sleep(0.05)
+        self.conn.sendall(data)
+
+    def close(self) -> None:
+        self.server.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+class Booted:
+    """The root booted with systemd as PID 1 (systemd-nspawn --boot, the host's network);
+    commands run inside it with nsenter, as root."""
+
+    def __init__(self, root: Root, log: Path):
+        self.root = root
+        self.log = log.open("wb")
+        self.proc = subprocess.Popen(
+            ["systemd-nspawn", "--quiet", "--directory", str(root.path), "--register=no",
+             "--keep-unit", "--boot"], stdin=subprocess.DEVNULL, stdout=self.log,
+            stderr=subprocess.STDOUT)
+        self.leader = self._leader()
+
+    def _leader(self) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "systemd-nspawn exited"
+            for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+                children = (task / "children").read_text().split()
+                if children:
+                    return int(children[0])
+            time.sleep(0.1)
+        raise AssertionError("the container's init did not start")
+
+    def command(self, script: str) -> list[str]:
+        return ["nsenter", "--target", str(self.leader), "--mount", "--uts", "--ipc", "--pid",
+                "--root", "--wd", "--", "/bin/sh", "-ec", script]
+
+    def sh(self, script: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(self.command(script), capture_output=True, text=True,
+                                timeout=120, env=ENV)
+        if check:
+            assert result.returncode == 0, (script, result.stdout[-3000:], result.stderr[-3000:])
+        return result
+
+    def wait(self, script: str, what: str, timeout: float = 60) -> str:
+        """Run ``script`` until it succeeds; its output."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.sh(script, check=False)
+            if result.returncode == 0:
+                return result.stdout
+            assert time.monotonic() < deadline, f"{what}: {result.stdout} {result.stderr}"
+            time.sleep(0.3)
+
+    def status(self) -> dict:
+        return json.loads(self.sh("pokdeng-table status --json").stdout)
+
+    def wait_status(self, predicate, what: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.sh("pokdeng-table status --json", check=False)
+            status = json.loads(result.stdout) if result.returncode == 0 else {}
+            if status and predicate(status):
+                return status
+            assert time.monotonic() < deadline, f"{what}; last status: {status}"
+            time.sleep(0.2)
+
+    def main_pid(self) -> str:
+        return self.sh("systemctl show -P MainPID pokdeng-table").stdout.strip()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # nspawn shuts the container down in order
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+
+
+def events(root: Root) -> list[dict]:
+    path = root.file("/var/lib/pokdeng-table/events.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
+def test_an_upgrade_drains_the_running_table_first_and_starts_it_drained(
+        root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
+    assert _cannot_boot() is None, _cannot_boot()
+    shoe, panel = Line(), Line()
+    root.install(debs[OLD])
+    configure(root)
+    config = {
+        "table": {"id": "T01", "betting_seconds": 1},
+        "shoe": {"driver": "beetek", "url": f"socket://127.0.0.1:{shoe.port}",
+                 "reconnect_seconds": 0.2},
+        "panel": {"driver": "line_panel", "url": f"socket://127.0.0.1:{panel.port}",
+                  "reconnect_seconds": 0.2},
+        "control": {"socket": "/run/pokdeng-table/control.sock", "group": "pokdeng-control"},
+        "journal": {"key_credential": "journal-key"},
+        "transports": {"file": {"path": "/var/lib/pokdeng-table/events.jsonl"}},
+    }
+    root.file("/etc/pokdeng-table/table.yaml").write_text(json.dumps(config))
+    root.sh("systemctl enable pokdeng-table")
+    booted = Booted(root, tmp_path / "boot.log")
+    try:
+        booted.wait("systemctl is-active pokdeng-table", "the table to start")
+        booted.wait_status(lambda s: s["devices"].get("shoe") and s["devices"].get("panel"),
+                           "the shoe and panel to connect")
+        # a shoe and the first round, three cards out: a round is open
+        panel.send(b"new_shoe\n")
+        booted.wait_status(lambda s: s["state"] == "awaiting_flip", "new shoe")
+        for card in FLIP_AND_BURNS:
+            shoe.send(f" [Game]<Card:{card}> ".encode())
+        booted.wait_status(lambda s: s["state"] == "ready", "the flip card and burns")
+        panel.send(b"start_round\n")
+        booted.wait_status(lambda s: s["betting_open"], "betting to open")
+        for card in ROUND[:3]:
+            shoe.send(f" [Game]<Card:{card}> ".encode())
+        booted.wait_status(lambda s: s["cards_dealt"] == 3, "three cards dealt")
+        pid = booted.main_pid()
+
+        # a drain that does not finish in time stops the upgrade, and the table plays on
+        root_deb = root.file("/root") / debs[NEW].name  # the booted /tmp is a tmpfs
+        shutil.copy(debs[NEW], root_deb)
+        refused = booted.sh(f"POKDENG_DRAIN_TIMEOUT=2 dpkg -i /root/{root_deb.name}", check=False)
+        assert refused.returncode != 0, refused.stdout
+        assert "did not drain; nothing was stopped" in refused.stderr
+        assert booted.sh("dpkg-query -W -f='${Version} ${db:Status-Abbrev}' pokdeng-table") \
+            .stdout.split() == [OLD, "ii"]
+        assert booted.main_pid() == pid and booted.status()["round"] == 1
+
+        # the upgrade waits for the open round, then stops, installs and starts the table
+        upgrade = subprocess.Popen(booted.command(f"dpkg -i /root/{root_deb.name}"),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=ENV)
+        time.sleep(3)
+        assert upgrade.poll() is None, upgrade.communicate()
+        assert booted.main_pid() == pid  # still running the round
+        assert "round_result" not in [e["type"] for e in events(root)]
+        for card in ROUND[3:]:
+            shoe.send(f" [Game]<Card:{card}> ".encode())
+        out, err = upgrade.communicate(timeout=120)
+        assert upgrade.returncode == 0, (out, err)
+        assert "drained: safe to stop" in out
+        assert "starting pokdeng-table.service again; it is still drained" in out
+        assert booted.sh("dpkg-query -W -f='${Version}' pokdeng-table").stdout == NEW
+
+        booted.wait("systemctl is-active pokdeng-table", "the upgraded table to start")
+        assert booted.main_pid() != pid
+        status = booted.wait_status(lambda s: s["state"] == "ready", "the upgraded table")
+        assert status["draining"] and status["drained"] and status["round"] is None
+        types = [e["type"] for e in events(root)]
+        assert types.count("round_result") == 1 and types.count("drain_started") == 1
+        assert types.index("drain_started") < types.index("round_result")
+        released = booted.sh("pokdeng-table supervisor resume")
+        assert "drain_ended" in released.stdout
+        panel.send(b"start_round\n")
+        booted.wait_status(lambda s: s["round"] == 2 and s["betting_open"],
+                           "the next round on the new version")
+        booted.sh("pokdeng-table version --verify")
+    finally:
+        booted.close()
+        shoe.close()
+        panel.close()
