@@ -10,8 +10,10 @@ starts the runs and waits for them:
 * when a shoe ends (``shoe_ended(seq)``, called by the owner loop; it only sets a flag), after
   waiting a while for the backends to take that shoe's events, since archiving only ever cuts
   behind what every transport delivered;
-* once when the daemon starts, and then every ``interval_s`` (a day), for shoes that aged past
-  the retention age while the table was idle.
+* once when the daemon starts (after ``start_after`` is set: the daemon's full journal check
+  has finished, so two walks of the whole journal never run at once, and the check has left
+  the verified mark at the head for this run to start from), and then every ``interval_s``
+  (a day), for shoes that aged past the retention age while the table was idle.
 
 Being one thread, two runs never overlap. Any error is logged (ERROR) and kept for ``status``;
 the daemon plays on and the next run tries again. ``stop`` kills a run in progress: every step
@@ -59,7 +61,8 @@ class JournalRetention:
     def __init__(self, journal_path: str | Path, settings: RetentionSettings,
                  machine_settings: Any, *,
                  wait_delivered: Callable[[int, float], bool] | None = None,
-                 interval_s: float = DAY_S, key: bytes | None = None):
+                 interval_s: float = DAY_S, key: bytes | None = None,
+                 start_after: threading.Event | None = None):
         # structlog (and asyncio under it) here, not at the top: the config reader imports
         # RetentionSettings, and `config check` or `status --config` log nothing
         import structlog
@@ -82,6 +85,7 @@ class JournalRetention:
         self._thread = threading.Thread(target=self._main, name="journal-retention",
                                         daemon=True)
         self._child: IdleChild | None = None
+        self._start_after = start_after
 
     # -- called by the daemon -----------------------------------------------------------------
     def start(self) -> None:
@@ -113,6 +117,9 @@ class JournalRetention:
 
     # -- the thread ---------------------------------------------------------------------------
     def _main(self) -> None:
+        if self._start_after is not None:
+            while not self._stop.is_set() and not self._start_after.wait(0.5):
+                pass
         next_daily = time.monotonic()  # first run right after start-up
         while not self._stop.is_set():
             self._wake.wait(max(0.0, next_daily - time.monotonic()))

@@ -171,6 +171,7 @@ class Daemon:
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
         self.journal_check: JournalCheck | None = None
+        self._check_finished = threading.Event()  # the check after READY has ended
         self.checkpointer: WalCheckpointer | None = None
         self._software: dict[str, str] | None = None  # set by start()
         self.group_max: int = GROUP_MAX  # 1: one transaction per input (the benchmark's "before")
@@ -283,10 +284,12 @@ class Daemon:
         self.notifier.ready(status_line(status))
         self.ready.set()
         self._ping_watchdog(force=True)
-        # The chain before the checkpoint recovery started from is checked now, off this thread.
+        # The chain before the checkpoint recovery started from is checked now, off this thread;
+        # retention's first run waits for it to finish.
         key = self.journal.chain.key if self.journal is not None else None
         self.journal_check = JournalCheck(self.config.journal_path,
-                                          on_change=lambda: self.queue.put(_REPUBLISH), key=key)
+                                          on_change=lambda: self.queue.put(_REPUBLISH), key=key,
+                                          finished=self._check_finished)
         self.journal_check.start()
 
     def _journal_software(self, machine: TableMachine) -> None:
@@ -362,8 +365,9 @@ class Daemon:
         if not self.config.journal.archive:
             return None
         assert self.journal is not None
-        retention = JournalRetention(self.config.journal_path, self.config.journal,
-                                     self.settings, key=self.journal.chain.key)
+        retention = JournalRetention(
+            self.config.journal_path, self.config.journal, self.settings,
+            key=self.journal.chain.key, start_after=self._check_finished)
         retention.start()
         return retention
 

@@ -8,9 +8,10 @@ records would hold the GIL the owner loop needs (measured on a 500-shoe journal:
 p99 per input went from 1.5 ms to 12.6 ms with a thread, 4.0 ms with the child). A keyed
 chain's key goes to the child on its stdin. The child reads in short read transactions
 (``chain_check.verify_in_steps``), so it never holds one snapshot, and with it the WAL
-checkpoints, for the whole walk. The same check as ``pokdeng-table journal verify`` makes of
-the live journal, from its archive cut to its head. Archives are not read: they may have been
-moved off the table PC.
+checkpoints, for the whole walk; when the chain holds it leaves the verified mark at the end
+of its walk, and retention's first run (which waits for ``finished``) starts from there. The
+same check as ``pokdeng-table journal verify`` makes of the live journal, from its archive cut
+to its head. Archives are not read: they may have been moved off the table PC.
 
 Its state is part of the published status: ``running``, ``ok`` (with the time and the count),
 or ``failed`` with the reason. A failure is logged at ERROR and shown in ``status`` and in
@@ -31,9 +32,16 @@ from typing import Any
 
 import structlog
 
-from controller.durability.chain_check import verify_in_steps
+from controller.durability.chain import ChainHash
+from controller.durability.chain_check import Mark, store_mark, verify_in_steps
 from controller.durability.idle_child import ChildFailed, IdleChild
-from controller.durability.journal import JournalError, VerifyResult, open_read_only, read_chain
+from controller.durability.journal import (
+    JournalError,
+    VerifyResult,
+    connect,
+    open_read_only,
+    read_chain,
+)
 from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
@@ -83,7 +91,8 @@ class JournalCheck:
 
     def __init__(self, journal_path: str | Path, on_change: Callable[[], None] | None = None,
                  key: bytes | None = None,
-                 verify: Callable[[Path], VerifyResult] | None = None):
+                 verify: Callable[[Path], VerifyResult] | None = None,
+                 finished: threading.Event | None = None):
         self._path = Path(journal_path)
         self._on_change = on_change
         self._verify: Callable[[Path], VerifyResult] = verify or ChildCheck(key)
@@ -91,6 +100,8 @@ class JournalCheck:
         self._status: dict[str, Any] = {"state": "not started"}
         self._thread: threading.Thread | None = None
         self._stopped = False
+        #: set once the check has ended, whatever its verdict (retention waits for it)
+        self.finished = finished or threading.Event()
 
     def start(self) -> None:
         self._set({"state": "running", "since": iso_time(time.time())})
@@ -112,6 +123,12 @@ class JournalCheck:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        try:
+            self._check()
+        finally:
+            self.finished.set()
+
+    def _check(self) -> None:
         started = time.monotonic()
         try:
             result = self._verify(self._path)
@@ -146,6 +163,19 @@ class JournalCheck:
                 log.exception("journal check: status update failed")
 
 
+def _leave_mark(path: str, mark: Mark, chain: ChainHash) -> None:
+    """Store the verified mark where the check ended, so retention checks only what comes
+    after it. Best effort: without it retention walks from the archive cut."""
+    try:
+        conn = connect(path, synchronous="NORMAL")
+        try:
+            store_mark(conn, mark, chain)
+        finally:
+            conn.close()
+    except (JournalError, sqlite3.Error) as exc:
+        print(f"the verified mark was not stored: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     """The child's side: check one journal file (its key, if any, on stdin), print the result
     as JSON."""
@@ -154,9 +184,11 @@ def main(argv: list[str]) -> int:
         conn = open_read_only(argv[0])
         try:
             chain = read_chain(conn, key, argv[0])
-            result = verify_in_steps(conn, chain)[0]
+            result, mark = verify_in_steps(conn, chain)
         finally:
             conn.close()
+        if mark is not None:
+            _leave_mark(argv[0], mark, chain)
     except JournalError as exc:
         result = VerifyResult(False, 0, 0, None, str(exc))
     except sqlite3.DatabaseError as exc:

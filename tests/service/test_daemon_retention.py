@@ -62,3 +62,49 @@ def test_runs_after_a_shoe_end_wait_for_delivery_and_never_overlap(tmp_path: Pat
     finally:
         probe.stop()
     assert runs == [False, True] and not any(overlaps)
+
+
+def test_the_first_run_waits_for_the_full_check_which_leaves_the_mark(tmp_path: Path) -> None:
+    """Two walks of the whole journal never run at once: retention's first run waits for the
+    check after READY, and starts from the verified mark that check left at the head."""
+    import threading
+    import time
+
+    from controller.durability.chain_check import load_mark
+    from controller.durability.journal import Journal, connect
+    from controller.service.journal_check import JournalCheck
+    from controller.table.inputs import DeviceStatus
+    from support.waiting import wait_until
+
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        for at in (1.0, 2.0):
+            journal.append(DeviceStatus(at=at, name="panel", connected=True), [])
+        chain = journal.chain
+    finished = threading.Event()
+    runs: list[bool] = []
+
+    class Probe(JournalRetention):
+        def run_once(self) -> None:
+            runs.append(finished.is_set())
+
+    probe = Probe(path, RetentionSettings(), MachineSettings(table_id="T1"),
+                  start_after=finished)
+    probe.start()
+    try:
+        time.sleep(0.7)
+        assert runs == []  # still waiting for the check
+        check = JournalCheck(path, finished=finished)
+        check.start()
+        check.join(30)
+        assert check.status()["state"] == "ok"
+        wait_until(lambda: runs, 5, "the first retention run")
+    finally:
+        probe.stop()
+    assert runs == [True]
+    conn = connect(path)
+    try:
+        mark, why = load_mark(conn, chain)
+    finally:
+        conn.close()
+    assert mark is not None and mark.records == 2, why
