@@ -332,6 +332,20 @@ def test_remove_keeps_the_journal_and_purge_says_what_it_keeps(
     root.sh("getent passwd pokdeng")  # the journal's files are still the daemon user's
 
 
+def test_the_same_commit_builds_the_same_bytes(tmp_path: Path) -> None:
+    if _missing():
+        pytest.fail(f"POKDENG_PACKAGE_TEST=required, but: {_missing()}")
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    built = []
+    for name in ("one", "two"):
+        result = subprocess.run([str(BUILD), "--rev", commit, "--out", str(tmp_path / name)],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        built.append(Path(result.stdout.split()[-1]).read_bytes())
+    assert built[0] == built[1]
+
+
 @pytest.mark.skipif(shutil.which("lintian") is None and not REQUIRED,
                     reason="lintian not installed (Debian package: lintian)")
 def test_lintian_finds_nothing_that_is_not_overridden_with_a_reason(
