@@ -332,6 +332,32 @@ def test_remove_keeps_the_journal_and_purge_says_what_it_keeps(
     root.sh("getent passwd pokdeng")  # the journal's files are still the daemon user's
 
 
+def test_a_first_install_moves_a_venv_made_by_hand_aside_and_names_what_hides_the_package(
+        root: Root, debs: dict[str, Path]) -> None:
+    """The install by hand that came before the package: a venv at the same path, a unit copied
+    into /etc/systemd/system, a manual page under /usr/local."""
+    root.sh("python3 -m venv --without-pip /opt/pokdeng-table/venv\n"
+            "mkdir /opt/pokdeng-table/venv/lib/python3.11/site-packages/"
+            "structlog-25.1.0.dist-info\n"
+            "echo 'Name: structlog' > /opt/pokdeng-table/venv/lib/python3.11/site-packages/"
+            "structlog-25.1.0.dist-info/METADATA\n"
+            "mkdir -p /usr/local/share/man/man1 && : > /usr/local/share/man/man1/pokdeng-table.1")
+    shutil.copy(REPO / "systemd" / "pokdeng-table.service",
+                root.file("/etc/systemd/system/pokdeng-table.service"))
+    result = root.install(debs[OLD])
+    assert "the venv installed by hand is now /opt/pokdeng-table/venv.before-package" \
+        in result.stdout
+    assert root.file("/opt/pokdeng-table/venv.before-package/lib/python3.11/site-packages/"
+                     "structlog-25.1.0.dist-info/METADATA").is_file()
+    site = root.file("/opt/pokdeng-table/venv/lib/python3.11/site-packages")
+    assert len(list(site.glob("structlog-*.dist-info"))) == 1  # the package's one only
+    assert not (site / "structlog-25.1.0.dist-info").exists()
+    root.sh("pokdeng-table version --verify")
+    assert "/etc/systemd/system/pokdeng-table.service overrides the package's unit" \
+        in result.stderr
+    assert "/usr/local/share/man/man1/pokdeng-table.1 hides" in result.stderr
+
+
 def test_the_same_commit_builds_the_same_bytes(tmp_path: Path) -> None:
     if _missing():
         pytest.fail(f"POKDENG_PACKAGE_TEST=required, but: {_missing()}")
