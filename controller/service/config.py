@@ -253,6 +253,8 @@ class Config:
     display: DisplaySettings | None = None  # the dealer display's web page; None: off
     journal_key: JournalKeySource = JournalKeySource()
     metrics: MetricsConfig = MetricsConfig()
+    #: how long a start waits for the backends to say where they stand (docs/backend.md)
+    backend_confirm_s: float = 5.0
 
     @property
     def http(self) -> Any:
@@ -451,9 +453,10 @@ def _read_logging(s: Section | None) -> LoggingConfig:
     return config
 
 
-def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySource]:
+def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySource, float]:
     if s is None:
-        return RetentionSettings(), JournalKeySource()
+        return RetentionSettings(), JournalKeySource(), Config.backend_confirm_s
+    confirm_s = s.get_float("backend_confirm_s", Config.backend_confirm_s, minval=0, maxval=600)
     settings = RetentionSettings(
         archive=s.get_bool("archive", True),
         retention_days=s.get_float("retention_days", 30.0, minval=0, maxval=36500),
@@ -461,7 +464,7 @@ def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySourc
     )
     key_file, key_credential = _read_secret(s, "key", False)
     s.finish()
-    return settings, JournalKeySource(key_file, key_credential)
+    return settings, JournalKeySource(key_file, key_credential), confirm_s
 
 
 def _read_display(s: Section | None) -> DisplaySettings | None:
@@ -517,7 +520,7 @@ def parse_config(data: Any, source: str | None = None,
     control = _read_control(root.get_section("control"), state_dir or DEFAULT_STATE_DIR, environ)
     transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
-    journal, journal_key = _read_journal(root.get_section("journal"))
+    journal, journal_key, backend_confirm_s = _read_journal(root.get_section("journal"))
     display = _read_display(root.get_section("display"))
     metrics = _read_metrics(root.get_section("metrics"))
     root.finish()
@@ -527,7 +530,7 @@ def parse_config(data: Any, source: str | None = None,
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
                   journal=journal, source=source, display=display, journal_key=journal_key,
-                  metrics=metrics)
+                  metrics=metrics, backend_confirm_s=backend_confirm_s)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

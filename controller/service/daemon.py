@@ -66,6 +66,7 @@ from controller.service.control_server import ControlServer
 from controller.service.display_link import DisplayStartError, start_display
 from controller.service.health_reporter import HealthReporter, health_reporter_for
 from controller.service.held_inputs import HeldInputs
+from controller.service.history_guard import HistoryGuard
 from controller.service.journal_check import JournalCheck
 from controller.service.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
 from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
@@ -97,6 +98,9 @@ log = structlog.get_logger("pokdeng.daemon")
 HOUSEKEEPING_S = 1.0          # longest the loop sleeps: storage retries, watchdog slack
 STORAGE_RETRY_S = 5.0         # how often a failed journal is retried
 EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
+#: what the stop on a forked history tells the supervisor (docs/install.md has the whole of it)
+FORK_ADVICE = ("Do not deal on this state directory: restore the newest copy of it, or follow "
+               "docs/install.md, \"A table whose history forked\"")
 FLUSH_ON_STOP_S = 2.0         # how long a stop waits for the backends to catch up
 #: device inputs already queued together (a burst of frames) share one journal transaction,
 #: at most this many; a shoe's start or end closes a group (checkpoints, drivers' new shoe)
@@ -149,6 +153,9 @@ class Daemon:
         self.machine: TableMachine | None = None
         self.journal: Journal | None = None
         self.outbox: Outbox | None = None
+        self.transports: list[Any] = []
+        self.history: HistoryGuard | None = None  # where the backends stand, held to the journal
+        self._forked: str | None = None  # set when the history forked: stop, journal nothing
         self.drivers: list[Driver] = []
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
@@ -233,7 +240,7 @@ class Daemon:
             self._loop()
         finally:
             self._shutdown()
-        return 0
+        return EX_DATAERR if self._forked else 0
 
     def start(self) -> None:
         """Recover, catch up the clock, start outbox, drivers, retention and control socket,
@@ -241,6 +248,7 @@ class Daemon:
         started = time.monotonic()
         os.makedirs(self.config.state_dir, exist_ok=True)
         journal, machine = self._recover()
+        self._hold_history_to_the_backends()  # before this start journals anything
         self._last_at = float(machine.status().get("clock") or 0.0)
         self._last_actions = LastActions(
             (entry.input, entry.events)
@@ -317,10 +325,34 @@ class Daemon:
             raise StartupError(f"cannot recover from {self.config.journal_path}: {exc}") from None
         return self.journal, self.machine
 
+    def _hold_history_to_the_backends(self) -> None:
+        """Build the transports and hear where their backends stand before this start
+        journals anything: a fork stops the start here (exit 65), before an id the backends
+        already hold is issued again with another body (docs/backend.md)."""
+        try:
+            self.transports = self._transports_override if self._transports_override \
+                is not None else build_transports(self.config)
+        except TransportConfigError as exc:
+            raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
+        self.history = HistoryGuard(self.config.journal_path, on_fork=self._history_forked)
+        self.history.watch(self.transports)
+        problem = self.history.wait_first(self.transports, self.config.backend_confirm_s)
+        if problem:
+            self._forked = problem
+            raise StartupError(f"this table's history has forked: {problem}. {FORK_ADVICE}",
+                               EX_DATAERR)
+        self.history.start()
+
+    def _history_forked(self, problem: str) -> None:
+        """A backend that answered after the start holds another history (the guard's
+        thread): stop at once, journal nothing more."""
+        log.critical("this table's history has forked; stopping: it must not deal on",
+                     problem=problem, advice=FORK_ADVICE)
+        self._forked = problem
+        self.request_stop()
+
     def _start_outbox(self) -> Outbox:
-        transports = self._transports_override
-        if transports is None:
-            transports = build_transports(self.config)
+        transports = self.transports
         assert self.machine is not None
         assert self.journal is not None
         recorded_down = dict(self.machine.backends_unreachable)
@@ -408,8 +440,12 @@ class Daemon:
                 driver.stop()
             except Exception:
                 log.exception("driver did not stop cleanly", driver=getattr(driver, "name", "?"))
+        if self._forked:
+            # Nothing more goes into a forked history: what is queued is dropped, and said.
+            log.error("stopping on a forked history: queued inputs not journaled",
+                      queued=self.queue.qsize())
         # What the devices sent before they stopped was accepted: handle it, lose nothing.
-        if self.machine is not None and self.journal is not None:
+        elif self.machine is not None and self.journal is not None:
             self._drain()
             if self._storage_fault:  # one last try for the held inputs
                 self._retry_storage()
@@ -426,7 +462,14 @@ class Daemon:
             self.retention.stop()
         if self.journal_check is not None:
             self.journal_check.stop()
-        if self.outbox is not None:
+        if self.history is not None:
+            self.history.stop()
+        if self.outbox is None:
+            for transport in self.transports:  # built, never handed to an outbox
+                transport.close()
+        elif self._forked:
+            self.outbox.stop()  # a forked history's events are not pushed out on the way down
+        else:
             try:
                 # Give the backends a moment to take what is journaled; the rest goes on the
                 # next start (the outbox resumes from its delivered position).
@@ -442,7 +485,7 @@ class Daemon:
         if self.checkpointer is not None:
             self.checkpointer.stop()
         if self.journal is not None:
-            if self.machine is not None and not self._storage_fault:
+            if self.machine is not None and not self._storage_fault and not self._forked:
                 mark_head(self.journal)  # where a clean stop left the journal
             self.journal.close()
         self.notifier.close()
@@ -492,7 +535,7 @@ class Daemon:
                 item = self._next_item()
             except queue.Empty:
                 item = None
-            if item is _STOP:
+            if item is _STOP or self._forked:
                 break
             if isinstance(item, _Work) and item.reply is None:
                 self._process_group(self._gather(item))

@@ -112,6 +112,9 @@ class Transport(ABC):
         self.back_outbox: Callable[[], None] | None = None
         self._resend_lock = threading.Lock()
         self._resend_from: int | None = None
+        #: set by the daemon: told where the backend stands, each time it says so
+        #: (docs/backend.md, "Where the backend stands"; the raw JSON value, checked there)
+        self.held_listener: Callable[[Transport, Any], None] | None = None
 
     @abstractmethod
     def deliver(self, events: list[dict[str, Any]]) -> None:
@@ -143,6 +146,18 @@ class Transport(ABC):
                 self._resend_from = from_seq
         if self.wake_outbox is not None:
             self.wake_outbox()
+
+    def report_held(self, value: Any) -> None:
+        """The backend said where it stands (any thread): handed to the daemon's listener."""
+        if self.held_listener is not None:
+            self.held_listener(self, value)
+
+    #: whether the backend can say where it stands (``ask_held``, or unasked on connect)
+    tells_held = False
+
+    def ask_held(self) -> None:  # noqa: B027 - optional: the transports that can, ask
+        """Ask the backend where it stands (the answer comes through ``report_held``); a
+        failure raises as ``deliver`` does. MQTT's answer is retained: nothing to ask."""
 
     def take_resend_request(self) -> int | None:
         """The lowest ``from_seq`` asked for since the last call, or None."""

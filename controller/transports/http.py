@@ -163,26 +163,54 @@ class HttpTransport(Transport):
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            if self._https:
-                self._conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=self.settings.timeout_s,
-                    context=self._context)
-            else:
-                self._conn = http.client.HTTPConnection(
-                    self._host, self._port, timeout=self.settings.timeout_s)
+            self._conn = self._new_connection()
         return self._conn
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port,
+                                               timeout=self.settings.timeout_s,
+                                               context=self._context)
+        return http.client.HTTPConnection(self._host, self._port,
+                                          timeout=self.settings.timeout_s)
+
+    tells_held = True  # in every 2xx answer; asked with an empty batch
+
+    def _headers(self, body: bytes, key: str) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+            "X-Pokdeng-Table": self.table,
+            **signed_now(self._secret, body),
+            "User-Agent": f"pokdeng-table/{__version__}",
+        }
+
+    def ask_held(self) -> None:
+        """A batch with no events, on a connection of its own (the outbox's may be busy): the
+        backend answers where it stands (docs/backend.md)."""
+        body = encode_batch(self.table, [])
+        conn = self._new_connection()
+        try:
+            conn.request("POST", self._path, body=body,
+                         headers=self._headers(body, f"{self.table}:held"))
+            response = conn.getresponse()
+            reply = response.read(65536)
+        except (OSError, http.client.HTTPException) as exc:
+            raise TransientError(f"POST {self.settings.url} (where do you stand?): "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            conn.close()
+        if not 200 <= response.status < 300:
+            raise TransientError(f"POST {self.settings.url} (where do you stand?) -> "
+                                 f"{response.status} {response.reason}")
+        if not self._note_reply(reply):
+            self.report_held(None)  # it answered, and said nothing of where it stands
 
     def deliver(self, events: list[dict[str, Any]]) -> None:
         if not events:
             return
         body = encode_batch(self.table, events)
-        headers = {
-            "Content-Type": "application/json",
-            "Idempotency-Key": idempotency_key(self.table, events),
-            "X-Pokdeng-Table": self.table,
-            **signed_now(self._secret, body),
-            "User-Agent": f"pokdeng-table/{__version__}",
-        }
+        headers = self._headers(body, idempotency_key(self.table, events))
         try:
             try:
                 response = self._post(body, headers)
@@ -209,7 +237,7 @@ class HttpTransport(Transport):
                 f"{type(exc).__name__}: {exc}"
             raise TransientError(f"POST {self.settings.url} {what}") from exc
         if 200 <= status < 300:
-            self._note_resend_request(reply)
+            self._note_reply(reply)
             return
         excerpt = reply[:200].decode("utf-8", "replace").strip()
         message = f"POST {self.settings.url} -> {status} {reason}" + (
@@ -222,16 +250,29 @@ class HttpTransport(Transport):
                                  f"{message}")
         raise PermanentError(message)
 
-    def _note_resend_request(self, reply: bytes) -> None:
-        """A 2xx body ``{"resend_from": N}`` asks for the events from seq N again."""
-        if b"resend_from" not in reply:
-            return  # any other body (or none) is just an acknowledgement
+    def _note_reply(self, reply: bytes) -> bool:
+        """A 2xx body may say where the backend stands (``held``) and ask for events again
+        (``resend_from``); any other body (or none) is just an acknowledgement. True when it
+        said where it stands."""
+        if b"resend_from" not in reply and b"held" not in reply:
+            return False
         try:
-            asked = json.loads(reply).get("resend_from")
-        except (ValueError, AttributeError):
-            log.warning("http %s: reply mentions resend_from but is not a JSON object; "
-                        "ignored", self.settings.url)
-            return
+            answer = json.loads(reply)
+            if not isinstance(answer, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            log.warning("http %s: reply mentions resend_from or held but is not a JSON "
+                        "object; ignored", self.settings.url)
+            return False
+        if "resend_from" in answer:
+            self._note_resend_request(answer["resend_from"])
+        if "held" in answer:
+            self.report_held(answer["held"])
+            return True
+        return False
+
+    def _note_resend_request(self, asked: Any) -> None:
+        """``{"resend_from": N}`` asks for the events from seq N again."""
         if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
             log.warning("http %s: resend_from must be a whole number >= 1, got %.50r; ignored",
                         self.settings.url, asked)

@@ -8,6 +8,8 @@ Topics (``<prefix>`` defaults to ``pokdeng``)::
                               lost) and on a clean shutdown
     <prefix>/<table>/resend   subscribed: a backend publishes {"from_seq": N} to get the events
                               from seq N again (docs/backend.md, "Catching up")
+    <prefix>/<table>/held     subscribed: where the backend stands, retained (docs/backend.md,
+                              "Where the backend stands"): handed to ``report_held``
 
 With a secret (protocol 5 only), each event message carries MQTT 5 user properties
 ``x-pokdeng-timestamp`` and ``x-pokdeng-signature``: the HTTP signature (signing.py) over the
@@ -69,6 +71,10 @@ from controller.transports.signing import signed_now
 MQTT_TLS_PORT = 8883
 
 log = logging.getLogger("pokdeng.transports.mqtt")
+
+#: how long after the held subscription's SUBACK its retained message has surely come if the
+#: broker has one (the broker sends it right behind the SUBACK, on the same connection)
+HELD_SILENCE_S = 0.5
 
 #: MQTT 5 PUBACK reason "No matching subscribers": the broker took the message but no one will
 NO_MATCHING_SUBSCRIBERS = 16
@@ -213,6 +219,8 @@ class MqttTransport(Transport):
         self.events_topic = f"{prefix}/{table}/events"
         self.status_topic = f"{prefix}/{table}/status"
         self.resend_topic = f"{prefix}/{table}/resend"
+        self.held_topic = f"{prefix}/{table}/held"
+        self._held_came = threading.Event()
         self.client_id = settings.client_id or f"pokdeng-table-{table}"
         # resend requests come from the network: a flood of them is one line per 5 s
         self._requests_log = RateLimitedLog(log)
@@ -240,6 +248,7 @@ class MqttTransport(Transport):
         client.on_subscribe = self._on_subscribe
         client.on_publish = self._on_publish
         client.message_callback_add(self.resend_topic, self._on_resend_request)
+        client.message_callback_add(self.held_topic, self._on_held)
         # paho holds back QoS 1 messages past 20 unacknowledged: let every event of the
         # batches on the way go out (the broker's own receive maximum still applies).
         client.max_inflight_messages_set(settings.batch_max * settings.in_flight_batches)
@@ -271,7 +280,7 @@ class MqttTransport(Transport):
         # Events may go out only from the SUBACK on: paho sends again the events it still
         # holds (published, no PUBACK) after this callback returns, and an event published
         # before that would overtake them on the wire.
-        _, mid = client.subscribe(self.resend_topic, qos=1)
+        _, mid = client.subscribe([(self.resend_topic, 1), (self.held_topic, 1)])
         with self._lock:
             self._refused_for_good = None
             self._resend_subscription = mid
@@ -283,12 +292,19 @@ class MqttTransport(Transport):
         with self._lock:
             if mid != self._resend_subscription:
                 return
-        refused = [str(code) for code in reason_codes if code.is_failure]
-        if refused:
-            log.warning("mqtt %s: the broker refused the subscription (%s): a backend's resend "
-                        "requests cannot reach this table (check the broker's ACL)",
-                        self.resend_topic, ", ".join(refused))
+        for topic, code, why in zip(
+                (self.resend_topic, self.held_topic), reason_codes,
+                ("a backend's resend requests cannot reach this table",
+                 "where the backend stands cannot reach this table"), strict=False):
+            if code.is_failure:
+                log.warning("mqtt %s: the broker refused the subscription (%s): %s (check the "
+                            "broker's ACL)", topic, code, why)
         self._connected.set()
+        # A retained position comes right behind the SUBACK; its absence is told too.
+        self._held_came = came = threading.Event()
+        timer = threading.Timer(HELD_SILENCE_S, self._held_silence, args=(came,))
+        timer.daemon = True
+        timer.start()
         log.info("mqtt connected to %s:%s as %s", self.settings.host, self.settings.port,
                  self.client_id)
         self.came_back()  # up from here (not at CONNACK): the outbox may retry at once
@@ -345,6 +361,23 @@ class MqttTransport(Transport):
         self._requests_log.info("resend", "mqtt %s: backend asks to resend from seq %d",
                                 message.topic, from_seq)
         self.request_resend(from_seq)
+
+    tells_held = True  # retained on its topic: it comes with every (re)connect
+
+    def _on_held(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        """Where the backend stands; not JSON is reported as it is (the listener says why)."""
+        self._held_came.set()
+        try:
+            value = json.loads(message.payload) if message.payload else None
+        except (ValueError, UnicodeDecodeError):
+            value = bytes(message.payload[:80])
+        self.report_held(value)
+
+    def _held_silence(self, came: threading.Event) -> None:
+        """HELD_SILENCE_S after the SUBACK and no retained position came: the broker has
+        none (a backend that never said where it stands)."""
+        if not came.is_set():
+            self.report_held(None)
 
     # -- delivery ------------------------------------------------------------------------------
     def deliver(self, events: list[dict[str, Any]]) -> None:

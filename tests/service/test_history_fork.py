@@ -1,0 +1,230 @@
+"""One history per table: the daemon compares its journal with where its backend stands before
+it journals anything, and refuses to deal on a history that forked (exit 65) — a whole state
+directory restored from an earlier copy, a journal restored without its head file, another
+table's copy — over HTTP and MQTT, with the real backends of the test kit. The same history
+starts; no answer at start deals on; a fork told after the start stops the table.
+
+A real table (the demo: the daemon on a simulated shoe, its file sink standing for what a
+backend received) makes the histories; ``pokdeng-table run`` is started on them with a backend
+that holds what the file sink says it was sent.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+import yaml
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.durability.held import held_of
+from support.daemon_helpers import NotifyListener, start_daemon, stop_daemon
+from support.waiting import wait_until
+from testkit.backends import WebhookBackend, documented_verifier, free_port
+
+EX_DATAERR = 65
+TABLE = "DEMO-1"
+SECRET = b"history-fork-test-secret"
+
+
+def pokdeng(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def play(state: Path, rounds: int, seed: int = 7) -> None:
+    result = pokdeng("demo", "--rounds", str(rounds), "--speed", "200", "--quiet", "--seed",
+                     str(seed), "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def received(state: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (state / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def histories(tmp_path_factory) -> dict[str, Path]:
+    """``early``: a copy of the table taken after one round; ``table``: the same table two
+    rounds later (what the backend holds); ``other``: another table's shoe, same table id."""
+    root = tmp_path_factory.mktemp("histories")
+    play(root / "table", 1)
+    shutil.copytree(root / "table", root / "early",
+                    ignore=shutil.ignore_patterns("*.sock", "shoe.pty"))
+    play(root / "table", 2)
+    play(root / "other", 3, seed=11)
+    return {name: root / name for name in ("early", "table", "other")}
+
+
+def state_copy(histories: dict[str, Path], name: str, tmp_path: Path) -> Path:
+    state = tmp_path / name
+    shutil.copytree(histories[name], state, ignore=shutil.ignore_patterns("*.sock", "shoe.pty"))
+    return state
+
+
+def config_for(state: Path, transport: dict[str, Any], confirm_s: float = 10.0) -> Path:
+    secret = state / "backend.secret"
+    secret.write_bytes(SECRET + b"\n")
+    transports = {name: {**options, **({"secret_file": str(secret)} if name == "http" else {})}
+                  for name, options in transport.items()}
+    config = state / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "table": {"id": TABLE, "betting_seconds": 15, "reveal": "auto", "decks": 8},
+        "state_dir": str(state),
+        "shoe": {"driver": "beetek", "url": str(state / "no-shoe")},
+        "control": {"socket": str(state / "c.sock"),
+                    "supervisor_group": grp.getgrgid(os.getgid()).gr_name},
+        "transports": transports,
+        "journal": {"key_file": str(state / "journal.key"), "backend_confirm_s": confirm_s},
+        "logging": {"level": "info", "format": "json"}}))
+    return config
+
+
+def holding(events: list[dict[str, Any]], port: int = 0, path: str | None = None
+            ) -> WebhookBackend:
+    """A webhook backend that has stored ``events`` (what the table sent it)."""
+    backend = WebhookBackend(SECRET, port=port)
+    backend.path = path or backend.path
+    backend.stored = list(events)
+    backend.seen = {e["id"]: documented_verifier().canonical(e) for e in events}
+    return backend
+
+
+def http(backend: WebhookBackend) -> dict[str, Any]:
+    return {"http": {"url": backend.url, "allow_insecure": True, "backoff_initial_s": 0.05,
+                     "backoff_max_s": 0.3}}
+
+
+def run(config: Path) -> subprocess.CompletedProcess:
+    return pokdeng("run", "--config", str(config), timeout=90)
+
+
+def test_a_state_dir_restored_from_an_earlier_copy_is_refused_over_http(histories,
+                                                                        tmp_path) -> None:
+    held = received(histories["table"])
+    state = state_copy(histories, "early", tmp_path)
+    backend = holding(held)
+    try:
+        result = run(config_for(state, http(backend)))
+    finally:
+        backend.down()
+    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    text = result.stdout + result.stderr
+    mine = received(state)[-1]["seq"]
+    assert "history has forked" in text
+    assert f"up to seq {held[-1]['seq']}" in text and f"ends at seq {mine}" in text
+    assert "A table whose history forked" in text  # what to do
+    assert [json.loads(line)["seq"] for line in (state / "events.jsonl").read_text()
+            .splitlines()][-1] == mine  # not one event more
+    assert backend.events == [] and backend.conflicts == []  # nothing re-issued reached it
+
+
+def test_a_journal_restored_without_its_head_file_is_refused(histories, tmp_path) -> None:
+    state = state_copy(histories, "table", tmp_path)
+    shutil.copy(histories["early"] / "journal.sqlite", state / "journal.sqlite")
+    for suffix in ("-wal", "-shm"):
+        (state / f"journal.sqlite{suffix}").unlink(missing_ok=True)
+    backend = holding(received(histories["table"]))
+    try:
+        result = run(config_for(state, http(backend)))
+    finally:
+        backend.down()
+    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert backend.events == []
+
+
+def test_another_tables_copy_is_refused(histories, tmp_path) -> None:
+    state = state_copy(histories, "other", tmp_path)
+    backend = holding(received(histories["table"]))
+    try:
+        result = run(config_for(state, http(backend)))
+    finally:
+        backend.down()
+    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "history has forked" in result.stdout + result.stderr
+    assert backend.events == [] and backend.conflicts == []
+
+
+def start(config: Path, tmp_path: Path, name: str = "daemon"
+          ) -> tuple[subprocess.Popen, NotifyListener, Path]:
+    notify = NotifyListener(tmp_path / f"{name}.notify")
+    log = tmp_path / f"{name}.log"
+    return start_daemon(config, notify.path, log), notify, log
+
+
+def test_the_same_history_starts_and_no_answer_deals_on(histories, tmp_path) -> None:
+    state = state_copy(histories, "table", tmp_path)
+    backend = holding(received(histories["table"]))
+    proc, notify, log = start(config_for(state, http(backend)), tmp_path)
+    try:
+        notify.wait_for("READY", "1", timeout=60)
+    finally:
+        assert stop_daemon(proc) == 0, log.read_text()[-2000:]
+        notify.close()
+        backend.down()
+    assert backend.conflicts == []
+    # a backend that does not answer: the table waits backend_confirm_s, then deals on
+    silent = {"http": {"url": f"http://127.0.0.1:{free_port()}/events", "allow_insecure": True}}
+    proc, notify, log = start(config_for(state, silent, confirm_s=1.0), tmp_path, "silent")
+    try:
+        notify.wait_for("READY", "1", timeout=60)
+    finally:
+        assert stop_daemon(proc) == 0
+        notify.close()
+    assert "no word from these backends on where they stand" in log.read_text()
+
+
+def test_a_fork_told_after_the_start_stops_the_table(histories, tmp_path) -> None:
+    """No backend at start (an outage): the table deals on; the backend that comes back holds
+    a later history than this restored copy: the table stops (65) and journals no more."""
+    state = state_copy(histories, "early", tmp_path)
+    port = free_port()
+    config = config_for(state, {"http": {"url": f"http://127.0.0.1:{port}/events",
+                                         "allow_insecure": True, "backoff_initial_s": 0.05,
+                                         "backoff_max_s": 0.3}}, confirm_s=0.5)
+    proc, notify, log = start(config, tmp_path)
+    backend = None
+    try:
+        notify.wait_for("READY", "1", timeout=60)
+        # the backend of this table comes back on the address the table sends to
+        backend = holding(received(histories["table"]), port=port, path="/events")
+        wait_until(lambda: proc.poll() is not None, 30, "the table to stop on the fork")
+    finally:
+        if proc.poll() is None:
+            stop_daemon(proc)
+        notify.close()
+        if backend is not None:
+            backend.down()
+    assert proc.returncode == EX_DATAERR, log.read_text()[-3000:]
+    assert "history has forked; stopping" in log.read_text()
+
+
+def test_a_state_dir_restored_from_an_earlier_copy_is_refused_over_mqtt(
+        histories, tmp_path, mosquitto) -> None:
+    """The backend's position, retained on <prefix>/<table>/held as docs/backend.md says."""
+    held = held_of(received(histories["table"]))
+    backend = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="backend",
+                          protocol=mqtt.MQTTv5)
+    backend.connect("127.0.0.1", mosquitto.port)
+    backend.loop_start()
+    try:
+        backend.publish(f"pokdeng/{TABLE}/held", json.dumps(held), qos=1,
+                        retain=True).wait_for_publish(5)
+        state = state_copy(histories, "early", tmp_path)
+        started = time.monotonic()
+        result = run(config_for(state, {"mqtt": {"host": "127.0.0.1", "port": mosquitto.port,
+                                                 "protocol": "5"}}))
+    finally:
+        backend.loop_stop()
+        backend.disconnect()
+    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"up to seq {held['seq']}" in result.stdout + result.stderr
+    assert time.monotonic() - started < 60
