@@ -18,6 +18,9 @@ The quiet runs have the display on and nobody connected. Goals (issue 21): stres
 1.5x quiet p99, and no card over 20 ms.
 
     python bench/stress_bench.py [--rounds 8] [--repeat 3] [--json FILE]
+                                 [--stressors pages,status,journal,catchup]
+
+``--stressors`` gives the stressed runs some of the load only: what each part costs alone.
 """
 
 from __future__ import annotations
@@ -52,12 +55,15 @@ STATUS_HZ = 10.0
 BACKLOG = 1000            # messages queued for the catch-up subscriber each cycle
 GOAL_P99_RATIO = 1.5      # stressed p99 / quiet p99
 GOAL_MAX_MS = 20.0        # no card slower than this
+#: the stressors (``--stressors`` runs some of them: what each costs on its own)
+STRESSORS = ("pages", "status", "journal", "catchup")
 DISPLAY_CONFIG = 'display: {{listen: "127.0.0.1:{port}", max_clients: 16}}\n'  # formatted here only
 
 
 # --- the load (its own process: its threads must not share the receivers' interpreter) ------
 
-def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: int) -> int:
+def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: int,
+              stressors: tuple[str, ...] = STRESSORS) -> int:
     """Run every stressor until killed; print counts of what each did, once a second."""
     counts = {"sse_messages": 0, "sse_clients": 0, "status_answers": 0, "journal_runs": 0,
               "journal_failed": 0, "backlog_delivered": 0}
@@ -147,7 +153,9 @@ def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: i
                     break
             time.sleep(0.5)
 
-    workers = [sse_client] * SSE_CLIENTS + [status_poller, journal_runs, mqtt_catch_up]
+    chosen = {"pages": [sse_client] * SSE_CLIENTS, "status": [status_poller],
+              "journal": [journal_runs], "catchup": [mqtt_catch_up]}
+    workers = [worker for name in stressors for worker in chosen[name]]
     for worker in workers:
         threading.Thread(target=worker, daemon=True).start()
     print("ready", flush=True)
@@ -157,7 +165,8 @@ def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: i
             print(json.dumps(counts), flush=True)
 
 
-def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]]
+def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
+                stressors: tuple[str, ...] = STRESSORS
                 ) -> Callable[[Path], AbstractContextManager[None]]:
     """The load for a run's daemon (``work``: the run's directory), as run_daemon_phase takes
     it; the load's last counts are appended to ``counts``."""
@@ -166,7 +175,8 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]]
     def load(work: Path) -> Iterator[None]:
         journal = work / "state" / "journal.sqlite"
         proc = subprocess.Popen([sys.executable, __file__, "--load", str(display_port),
-                                 str(work / "control.sock"), str(journal), str(mqtt_port)],
+                                 str(work / "control.sock"), str(journal), str(mqtt_port),
+                                 ",".join(stressors)],
                                 stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                 start_new_session=True)  # its journal commands die with it
         assert proc.stdout is not None
@@ -177,7 +187,8 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]]
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
                 line = proc.stdout.readline()
-                if line and json.loads(line)["sse_clients"] >= SSE_CLIENTS:
+                if line and ("pages" not in stressors
+                             or json.loads(line)["sse_clients"] >= SSE_CLIENTS):
                     break
             yield
         finally:
@@ -198,7 +209,8 @@ def figures(values: list[float]) -> dict[str, float]:
             "over_goal": sum(1 for v in values if v > GOAL_MAX_MS), "cards": len(values)}
 
 
-def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None) -> dict[str, Any]:
+def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
+            stressors: tuple[str, ...] = STRESSORS) -> dict[str, Any]:
     """``repeat`` pairs of runs (quiet and stressed, the order alternating), fresh daemon and
     journal each; per transport, each run's p50/p99/max in ms and the ratios."""
     if not os.access(lb.MOSQUITTO, os.X_OK):
@@ -220,7 +232,7 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None) -> d
                 run_dir.mkdir()
                 display_port = lb.free_port()
                 arrivals.clear()
-                load = stress_load(display_port, broker.port, load_counts)
+                load = stress_load(display_port, broker.port, load_counts, stressors)
                 samples = lb.run_daemon_phase(
                     run_dir, rounds, arrivals, http_port, broker.port,
                     extra_config=DISPLAY_CONFIG.format(port=display_port),
@@ -234,6 +246,7 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None) -> d
         if not state_dir:
             shutil.rmtree(work, ignore_errors=True)
     summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
+                               "stressors": list(stressors),
                                "load": load_counts, "transports": {}}
     for transport in lb.RECEIVERS:
         quiet = [run[transport] for run in runs["quiet"]]
@@ -256,6 +269,7 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None) -> d
 def print_summary(summary: dict[str, Any]) -> None:
     print(f"card frame on the pty -> card_dealt: {summary['cards']} cards a run, "
           f"{summary['repeat']} quiet and {summary['repeat']} stressed runs, alternated; "
+          f"stressed: {','.join(summary['stressors'])}; "
           f"ms, median of the runs' figures (max: of all runs)")
     for load in summary["load"]:
         if load:
@@ -280,13 +294,20 @@ def main() -> int:
                         help="pairs of runs, quiet and stressed (default 3)")
     parser.add_argument("--state-dir", default=None, help="work directory (default: temporary)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    parser.add_argument("--load", nargs=4, help=argparse.SUPPRESS,
-                        metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT"))
+    parser.add_argument("--stressors", default=",".join(STRESSORS),
+                        help=f"the stressed runs' load, some of {','.join(STRESSORS)} "
+                             f"(default all)")
+    parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS,
+                        metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT", "STRESSORS"))
     args = parser.parse_args()
     if args.load:
-        port, sock, journal, mqtt_port = args.load
-        return load_main(int(port), sock, journal, int(mqtt_port))
-    summary = measure(args.rounds, max(1, args.repeat), args.state_dir)
+        port, sock, journal, mqtt_port, stressors = args.load
+        return load_main(int(port), sock, journal, int(mqtt_port),
+                         tuple(stressors.split(",")))
+    stressors = tuple(s for s in args.stressors.split(",") if s)
+    if not stressors or set(stressors) - set(STRESSORS):
+        parser.error(f"--stressors: some of {','.join(STRESSORS)}")
+    summary = measure(args.rounds, max(1, args.repeat), args.state_dir, stressors)
     print_summary(summary)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")

@@ -8,7 +8,8 @@ Nothing here can slow the table:
   history (the journal) instead;
 * one feed thread turns events and status into messages (``controller/display/screen.py``)
   and puts each into every page's bounded queue without waiting; a page whose queue is full
-  (a stuck browser) is dropped.
+  (a stuck browser) is dropped. It starts ``SETTLE_S`` after a change, once the card that
+  made it is on its way to the backends.
 
 A page is sent the whole screen when it connects (``state``), then ``status``, ``results`` and
 ``roadmap`` as they change, and the status again every ``HEARTBEAT_S`` of quiet: the page
@@ -43,6 +44,10 @@ HEALTH_POLL_S = 2.0        # how often the backends' backlog is read
 CLIENT_QUEUE = 64          # messages a page may be behind before it is dropped
 RETRY_MS = 1000            # EventSource reconnects after this
 INBOX_BATCHES = 10_000     # event batches the feed may be behind before it rebuilds instead
+#: the feed waits this long after a change before it renders: the card that made it reaches
+#: the backends first (the render and every page's write would compete with its sending for
+#: the interpreter), and a burst of changes is one message
+SETTLE_S = 0.02
 
 #: (version, sealed status as of now) — the status board's ``versioned_snapshot``
 SnapshotSource = Callable[[], tuple[int, dict[str, Any]]]
@@ -156,7 +161,8 @@ class DisplayFeed:
         self._catch_up()
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
-            self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S))
+            if self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S)):
+                self._closed.wait(SETTLE_S)
             self._wake.clear()
             if self._closed.is_set():
                 return
