@@ -58,8 +58,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_missing() is not None and no
                                                    reason=_missing() or "")]
 
 
-def build(out: Path, version: str) -> Path:
-    result = subprocess.run([str(BUILD), "--version", version, "--out", str(out)],
+def head() -> str:
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def build(out: Path, version: str, commit: str) -> Path:
+    result = subprocess.run([str(BUILD), "--version", version, "--rev", commit, "--out",
+                             str(out)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     deb = Path(result.stdout.strip().splitlines()[-1])
@@ -69,11 +75,11 @@ def build(out: Path, version: str) -> Path:
 
 @pytest.fixture(scope="module")
 def debs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two builds of this clone, the second a later version (for the upgrade)."""
+    """Two builds of this clone's commit, the second a later version (for the upgrade)."""
     if _missing():
         pytest.fail(f"POKDENG_PACKAGE_TEST=required, but: {_missing()}")
-    out = tmp_path_factory.mktemp("debs")
-    return {OLD: build(out, OLD), NEW: build(out, NEW)}
+    out, commit = tmp_path_factory.mktemp("debs"), head()
+    return {OLD: build(out, OLD, commit), NEW: build(out, NEW, commit)}
 
 
 def depends(deb: Path) -> list[str]:
@@ -361,8 +367,7 @@ def test_a_first_install_moves_a_venv_made_by_hand_aside_and_names_what_hides_th
 def test_the_same_commit_builds_the_same_bytes(tmp_path: Path) -> None:
     if _missing():
         pytest.fail(f"POKDENG_PACKAGE_TEST=required, but: {_missing()}")
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    commit = head()
     built = []
     for name in ("one", "two"):
         result = subprocess.run([str(BUILD), "--rev", commit, "--out", str(tmp_path / name)],
@@ -477,7 +482,10 @@ class Booted:
             result = self.sh(script, check=False)
             if result.returncode == 0:
                 return result.stdout
-            assert time.monotonic() < deadline, f"{what}: {result.stdout} {result.stderr}"
+            if time.monotonic() > deadline:
+                log = self.sh("journalctl -u 'pokdeng-table*' -n 40 --no-pager -o cat",
+                              check=False).stdout
+                raise AssertionError(f"{what}: {result.stdout} {result.stderr}\n{log}")
             time.sleep(0.3)
 
     def status(self) -> dict:
@@ -513,7 +521,7 @@ def events(root: Root) -> list[dict]:
 
 
 @pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
-def test_an_upgrade_drains_the_running_table_first_and_starts_it_drained(
+def test_an_upgrade_and_a_removal_wait_for_the_open_round_under_systemd(
         root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
     assert _cannot_boot() is None, _cannot_boot()
     shoe, panel = Line(), Line()
@@ -588,6 +596,24 @@ def test_an_upgrade_drains_the_running_table_first_and_starts_it_drained(
         booted.wait_status(lambda s: s["round"] == 2 and s["betting_open"],
                            "the next round on the new version")
         booted.sh("pokdeng-table version --verify")
+
+        # removing the package mid-round waits for the round too; the journal stays
+        removal = subprocess.Popen(booted.command("dpkg -r pokdeng-table"),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=ENV)
+        time.sleep(3)
+        assert removal.poll() is None, removal.communicate()
+        assert booted.status()["round"] == 2
+        for card in ROUND:
+            shoe.send(f" [Game]<Card:{card}> ".encode())
+        out, err = removal.communicate(timeout=120)
+        assert removal.returncode == 0, (out, err)
+        assert "drained: safe to stop" in out
+        assert booted.sh("systemctl is-active pokdeng-table", check=False).stdout.strip() \
+            != "active"
+        assert [e["type"] for e in events(root)].count("round_result") == 2
+        assert root.file("/var/lib/pokdeng-table/journal.sqlite").stat().st_size > 0
+        assert not root.file("/opt/pokdeng-table/venv").exists()
     finally:
         booted.close()
         shoe.close()
