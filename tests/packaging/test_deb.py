@@ -501,8 +501,8 @@ class Booted:
             assert time.monotonic() < deadline, f"{what}; last status: {status}"
             time.sleep(0.2)
 
-    def main_pid(self) -> str:
-        return self.sh("systemctl show -P MainPID pokdeng-table").stdout.strip()
+    def main_pid(self, unit: str = "pokdeng-table") -> str:
+        return self.sh(f"systemctl show -P MainPID {unit}").stdout.strip()
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -578,7 +578,7 @@ def test_an_upgrade_and_a_removal_wait_for_the_open_round_under_systemd(
         for card in ROUND[3:]:
             shoe.send(f" [Game]<Card:{card}> ".encode())
         out, err = upgrade.communicate(timeout=120)
-        assert upgrade.returncode == 0, (out, err)
+        assert upgrade.returncode == 0, out + err
         assert "drained: safe to stop" in out
         assert "starting pokdeng-table.service again; it is still drained" in out
         assert booted.sh("dpkg-query -W -f='${Version}' pokdeng-table").stdout == NEW
@@ -618,3 +618,44 @@ def test_an_upgrade_and_a_removal_wait_for_the_open_round_under_systemd(
         booted.close()
         shoe.close()
         panel.close()
+
+
+@pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
+def test_an_upgrade_drains_and_restarts_each_table_of_the_template_unit(
+        root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
+    """Two tables on one PC (pokdeng-table@T01, @T02), idle with no devices plugged in: each
+    is drained (at once: no round is open), stopped, and started again drained."""
+    assert _cannot_boot() is None, _cannot_boot()
+    root.install(debs[OLD])
+    for table in ("T01", "T02"):
+        config = {"table": {"id": table}, "state_dir": f"/var/lib/pokdeng-table/{table}",
+                  "shoe": {"driver": "beetek", "url": "socket://127.0.0.1:9"},
+                  "control": {"socket": f"/run/pokdeng-table/{table}/control.sock",
+                              "group": "pokdeng-control"},
+                  "journal": {"key_credential": "journal-key"}}
+        root.file(f"/etc/pokdeng-table/{table}.yaml").write_text(json.dumps(config))
+        root.sh(f"install -d -m700 /etc/pokdeng-table/credentials/{table}\n"
+                f"printf secret | install -m600 /dev/stdin "
+                f"/etc/pokdeng-table/credentials/{table}/backend-secret\n"
+                f"printf '%064d' 7 | install -m600 /dev/stdin "
+                f"/etc/pokdeng-table/credentials/{table}/journal-key\n"
+                f"systemctl enable pokdeng-table@{table}")
+    shutil.copy(debs[NEW], root.file("/root") / debs[NEW].name)
+    booted = Booted(root, tmp_path / "boot.log")
+    try:
+        status = {table: f"pokdeng-table status --config /etc/pokdeng-table/{table}.yaml --json"
+                  for table in ("T01", "T02")}
+        pids = {}
+        for table in ("T01", "T02"):
+            booted.wait(status[table], f"{table} to answer")
+            pids[table] = booted.main_pid(f"pokdeng-table@{table}")
+        upgrade = booted.sh(f"dpkg -i /root/{debs[NEW].name}")
+        for table in ("T01", "T02"):
+            assert f"starting pokdeng-table@{table}.service again; it is still drained" \
+                in upgrade.stdout
+            answer = json.loads(booted.wait(status[table], f"{table} to answer again"))
+            assert answer["draining"] and answer["drained"], answer
+            assert booted.main_pid(f"pokdeng-table@{table}") not in ("0", pids[table])
+        assert upgrade.stdout.count("drained: safe to stop") == 2
+    finally:
+        booted.close()
