@@ -133,12 +133,14 @@ class StatusBoard:
                 self.encodings["status"] += 1
             return version, snapshot, self._encoded[1]
 
-    def status_line(self, extra: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
+    def status_line(self, extra: Callable[[int], Mapping[str, Any]] | None = None
+                    ) -> tuple[int, bytes]:
         """The version and ``{"ok": true, "status": …}`` + newline as the control socket sends
-        it: the shared encoding with this moment's fields (and ``extra``'s) added."""
+        it: the shared encoding with this moment's fields (and ``extra(version)``'s, read
+        after the snapshot, so they are never older than it) added."""
         version, snapshot, body = self.encoded()
         fields = moment_fields(snapshot, self._clock.now())
-        fields.update(extra or {})
+        fields.update(extra(version) if extra is not None else {})
         return version, b'{"ok": true, "status": ' + with_fields(body, fields) + b"}\n"
 
     def wait_for_change(self, version: int, timeout: float) -> tuple[int, dict[str, Any]]:

@@ -20,7 +20,8 @@ from controller.service.status_board import StatusBoard
 from controller.table.inputs import Actor, Input, Supervisor
 
 #: the backends' figures in a ``status`` answer are at most this old: callers asking at once
-#: share one reading of the outbox (a journal query) instead of one each
+#: share one reading of the outbox (a journal query) instead of one each. Never older than the
+#: status they go with: a reading is shared only within the status version it was read in.
 BACKEND_FIGURES_FRESH_S = 0.1
 
 
@@ -37,34 +38,36 @@ class TableControl:
         self._outbox: Outbox | None = outbox
         self._retention: JournalRetention | None = retention
         self._backend_lock = threading.Lock()
-        self._backend: tuple[float, dict[str, Any]] = (float("-inf"), {})
+        self._backend: tuple[int, float, dict[str, Any]] = (-1, float("-inf"), {})
 
     def control_status_line(self) -> bytes:
         """The ``status`` answer: the status encoded once per change, shared with every
         reader, plus this moment's fields and the backends' and archive's figures."""
-        return self._board.status_line(self._extra())[1]
+        return self._board.status_line(self._extra)[1]
 
     def control_watch_line(self) -> tuple[int, bytes]:
         """A ``watch`` push and the status version it shows (one line for every watcher)."""
         return self._board.status_line()
 
-    def _extra(self) -> dict[str, Any]:
+    def _extra(self, version: int) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self._outbox is not None:
-            extra["backend"] = self._backend_figures(self._outbox)
+            extra["backend"] = self._backend_figures(self._outbox, version)
         if self._retention is not None:
             extra["journal_archive"] = self._retention.status()
         return extra
 
-    def _backend_figures(self, outbox: Outbox) -> dict[str, Any]:
+    def _backend_figures(self, outbox: Outbox, version: int) -> dict[str, Any]:
+        """The outbox's figures, read after status ``version`` was published (a backlog of 0
+        then covers every event that status counts)."""
         with self._backend_lock:
-            read_at, figures = self._backend
-            if time.monotonic() - read_at >= BACKEND_FIGURES_FRESH_S:
+            read_in, read_at, figures = self._backend
+            if read_in != version or time.monotonic() - read_at >= BACKEND_FIGURES_FRESH_S:
                 try:
                     figures = outbox.status()
                 except Exception as exc:  # status must answer even if the outbox is unwell
                     figures = {"error": str(exc)}
-                self._backend = (time.monotonic(), figures)
+                self._backend = (version, time.monotonic(), figures)
             return figures
 
     def control_watch_interval(self) -> float:
