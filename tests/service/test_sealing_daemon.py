@@ -14,6 +14,7 @@ supervisor cancels the round, and ``fault_detail`` events must carry what was he
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import tempfile
@@ -222,7 +223,10 @@ class Table:
         if self.health is not None:
             self.health.wait_for(lambda m: m["paused"] and m["state"] == "betting")
             self.cut["health"] = len(self.health.texts)
-            wait_until(lambda: "pokdeng_table_paused" in self._metrics_text(), 10, "metrics")
+            # the write after the pause, not the first one (which names the gauge already)
+            wait_until(lambda: re.search(r"^pokdeng_table_paused\{[^}]*\} 1\.0$",
+                                         self._metrics_text(), re.MULTILINE), 10,
+                       "the metrics textfile to show the table paused")
             self.captured.append(("metrics textfile", self._metrics_text()))
         answer = self.supervisor("cancel-round")
         self.captured.pop()  # its reply comes after the round is cancelled
