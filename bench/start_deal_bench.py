@@ -202,7 +202,8 @@ def measure(shoes: int = SHOES, rounds: int = 5, repeat: int = 2,
     finally:
         server.shutdown()
     result: dict[str, Any] = {"shoes": shoes, "rounds": rounds, "repeat": repeat,
-                              "cases": {name: figures(v) for name, v in pooled.items()}}
+                              "cases": {name: figures(v) for name, v in pooled.items()},
+                              "samples_ms": pooled}  # in dealing order, run after run
     base, big, on = (result["cases"][name] for name in cases)
     result["ratios"] = {
         "size": {k: big[k] / base[k] for k in ("p50", "p99")},
