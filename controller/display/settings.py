@@ -13,6 +13,9 @@ class DisplaySettings:
     host: str = "127.0.0.1"
     port: int = 8080
     max_clients: int = MAX_CLIENTS_DEFAULT
+    #: the names the screens reach the table by, beside localhost, this machine's own names and
+    #: any IP address (a request for another name is refused: DNS rebinding)
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def listen(self) -> str:

@@ -105,6 +105,14 @@ class Section:
             return default if default is not _MISSING else None
         return value
 
+    def get_list(self, key: str, default: Any = _MISSING) -> Any:
+        """A list (its items are the caller's to check); anything else is an error."""
+        value = self._raw(key, default)
+        if value is not default and not isinstance(value, list):
+            self.error(key, f"must be a list, got {_show(value)}")
+            return default if default is not _MISSING else None
+        return value
+
     def get_path(self, key: str, default: Any = _MISSING) -> Any:
         value = self.get_str(key, default)
         if isinstance(value, str) and value is not default and not os.path.isabs(value):
@@ -474,6 +482,7 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
     default = DisplaySettings()
     listen = s.get_str("listen", default.listen)
     max_clients = s.get_int("max_clients", default.max_clients, minval=1, maxval=256)
+    allowed_hosts = _host_names(s, "allowed_hosts")
     s.finish()
     if not isinstance(listen, str):  # already named by get_str
         return None
@@ -482,7 +491,26 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
     except ValueError as exc:
         s.error("listen", f"{exc}; got {_show(listen)}")
         return None
-    return DisplaySettings(host=host, port=port, max_clients=max_clients)
+    return DisplaySettings(host=host, port=port, max_clients=max_clients,
+                           allowed_hosts=allowed_hosts)
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+def _host_names(s: Section, key: str) -> tuple[str, ...]:
+    """A list of DNS names (``display.allowed_hosts``); each bad one is an error naming it."""
+    value = s.get_list(key, [])
+    if not isinstance(value, list):
+        return ()
+    names = []
+    for index, name in enumerate(value):
+        if not isinstance(name, str) or not _HOST_NAME.match(name):
+            s.error(f"{key}[{index}]", f"not a host name: {_show(name)}")
+        else:
+            names.append(name.lower())
+    return tuple(names)
 
 
 def _read_metrics(s: Section | None) -> MetricsConfig:
