@@ -51,8 +51,11 @@ def test_an_empty_section_listens_on_loopback_8080(tmp_path: Path) -> None:
     ({"listen": "127.0.0.1:99999"}, "display.listen: port must be a number from 0 to 65535"),
     ({"listen": 8080}, "display.listen: must be a non-empty string, got 8080"),
     ({"max_clients": 0}, "display.max_clients: must be an integer >= 1 and <= 256, got 0"),
-    ({"port": 8080}, "display.port: unknown option (a typo?); allowed here: listen, "
-                     "max_clients"),
+    ({"port": 8080}, "display.port: unknown option (a typo?); allowed here: allowed_hosts, "
+                     "listen, max_clients"),
+    ({"allowed_hosts": "table-01"}, "display.allowed_hosts: must be a list, got table-01"),
+    ({"allowed_hosts": ["ok.example", "two words"]},
+     'display.allowed_hosts[1]: not a host name: "two words"'),
     ("on", 'display: must be a mapping of options, got "on"'),
 ])
 def test_bad_display_options_are_named(tmp_path: Path, display: Any, message: str) -> None:
