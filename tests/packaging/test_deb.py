@@ -27,6 +27,7 @@ import tarfile
 import threading
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -151,7 +152,7 @@ class Root:
 
 
 @pytest.fixture
-def root(tmp_path: Path, base_tar: Path) -> Root:
+def root(tmp_path: Path, base_tar: Path) -> Iterator[Root]:
     path = tmp_path / "root"
     path.mkdir()
     subprocess.run(["tar", "-xf", str(base_tar), "-C", str(path)], check=True, timeout=300)
