@@ -54,8 +54,15 @@ def escape(text: str) -> str:
                      for line in text.split("\n"))
 
 
+def installed_paths(text: str) -> str:
+    """The clone's paths that the commands' help names, as the Debian package installs them:
+    docs/X under /usr/share/doc/pokdeng-table, config/example.yaml in /etc/pokdeng-table."""
+    text = re.sub(r"(?<![\w/])docs/(?=[\w.-]+\.(?:md|json)\b)", DOC_DIR + "/", text)
+    return re.sub(r"(?<![\w/])config/example\.yaml\b", "/etc/pokdeng-table/example.yaml", text)
+
+
 def _words(text: str | None) -> str:
-    return escape(re.sub(r"\s+", " ", text or "").strip())
+    return escape(installed_paths(re.sub(r"\s+", " ", text or "").strip()))
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from controller.commands.cli import build_parser
-from controller.commands.manpage import escape
+from controller.commands.manpage import escape, installed_paths
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -94,3 +94,14 @@ def test_the_manual_page_renders_without_warnings_and_has_every_command(tmp_path
                                                 "MANWIDTH": "100"})
         assert shown.returncode == 0 and "POKDENG-TABLE(1)" in shown.stdout
         assert shown.stderr == ""
+
+
+def test_the_manual_names_the_documents_where_the_package_installs_them() -> None:
+    assert installed_paths("see docs/install.md, docs/health.schema.json and "
+                           "config/example.yaml; not mydocs/x.md") == (
+        "see /usr/share/doc/pokdeng-table/install.md, "
+        "/usr/share/doc/pokdeng-table/health.schema.json and "
+        "/etc/pokdeng-table/example.yaml; not mydocs/x.md")
+    page = cli("man").stdout
+    assert "docs/install.md" not in page.replace("/usr/share/doc/pokdeng\\-table/", "")
+    assert "/usr/share/doc/pokdeng\\-table/install.md" in page

@@ -232,11 +232,12 @@ def test_install_puts_files_users_groups_and_modes_in_place_and_leaves_the_table
     tampered = root.sh("pokdeng-table version --verify", check=False)
     assert tampered.returncode == 1 and "changed: controller/rules/rtp.py" in tampered.stderr
 
-    # the man page opens, and everything its SEE ALSO names under /usr/share/doc is there
+    # the man page opens, and every document it names (SEE ALSO, the commands' help) is there
     page = root.sh("zcat /usr/share/man/man1/pokdeng-table.1.gz").stdout
-    named = re.findall(r"(/usr/share/doc/pokdeng\\-table/[\w.\\-]+\.md)",
-                       page.split(".SH SEE ALSO", 1)[1])
-    assert len(named) >= 3
+    named = re.findall(r"(/usr/share/doc/pokdeng\\-table/[\w.\\-]+\.(?:md|json)"
+                       r"|/etc/pokdeng\\-table/example\.yaml)", page)
+    assert len(re.findall(r"/usr/share/doc/", page.split(".SH SEE ALSO", 1)[1])) >= 3
+    assert "/etc/pokdeng\\-table/example.yaml" in named
     for path in named:
         assert root.file(path.replace("\\-", "-")).is_file(), path
     # the completion script is bash, and completes the installed program's commands
