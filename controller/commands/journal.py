@@ -153,7 +153,8 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
 
 def _holds_no_record_yet(path: str) -> bool:
     """An empty file, an SQLite file with no table yet, or a journal whose records table is
-    empty: a journal cut before its first record (a power cut while the table was created).
+    empty and that never archived any: a journal cut before its first record (a power cut
+    while the table was created).
     An SQLite file with other tables is not a journal (open_read_only says so)."""
     import os
     import sqlite3
@@ -171,8 +172,12 @@ def _holds_no_record_yet(path: str) -> bool:
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return True
-        return "records" in tables and conn.execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM records LIMIT 1)").fetchone()[0] == 0
+        if "records" not in tables or conn.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM records LIMIT 1)").fetchone()[0]:
+            return False
+        # an empty live journal whose every record was archived is a journal, not a cut one
+        return "meta" not in tables or conn.execute(
+            "SELECT COUNT(*) FROM meta WHERE key='archive_base'").fetchone()[0] == 0
     except sqlite3.DatabaseError:
         return False
     finally:
