@@ -5,8 +5,10 @@ is there: files, users, groups and modes, `systemd-analyze verify` of the instal
 `config check` of the example with its credentials, `version --verify`, an upgrade that keeps
 the journal, the config and the credentials, remove and purge, and lintian.
 
-Each test unpacks its own root and runs in it through a private mount namespace (unshare:
-/proc and /dev for the chroot, gone when the test's command ends). Needs root, mmdebstrap,
+Each test unpacks its own root and runs in it through private mount and network namespaces
+(unshare: /proc and /dev for the chroot, gone when the test's command ends; no network, so the
+package is shown to install offline). The upgrade of running tables boots the root with
+systemd-nspawn (systemd as PID 1, the real hardened units). Needs root, mmdebstrap,
 dpkg-deb, Debian 12's python3-venv and lintian (`.ci/run` installs them); the clean root is
 built once per Depends line and cached in $POKDENG_DEB_ROOT_CACHE (default
 ~/.cache/pokdeng-table), which needs Debian's mirror the first time only.
@@ -110,7 +112,8 @@ def base_tar(debs: dict[str, Path]) -> Path:
 
 
 class Root:
-    """A clean Debian root unpacked for one test; commands run in it as root."""
+    """A clean Debian root unpacked for one test; commands run in it as root, with no network
+    (a network namespace of their own): the package installs, upgrades and runs offline."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -120,7 +123,7 @@ class Root:
         wrapper = ('mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && '
                    'exec chroot "$1" /bin/sh -ec "$2"')
         result = subprocess.run(
-            ["unshare", "--mount", "--pid", "--fork", "--kill-child", "sh", "-c", wrapper,
+            ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", wrapper,
              "sh", str(self.path), script],
             capture_output=True, text=True, timeout=600, env={**ENV, **(env or {})})
         if check:
