@@ -7,18 +7,30 @@ sent, and how the table hands it over without waiting, is ``controller/display/f
 
 Bounded and read-only: each connection has its own thread with a socket timeout; at most
 ``max_clients`` streams (beyond that 503) and ``max_clients + SPARE_CONNECTIONS`` sockets at
-all; GET only (anything else 405); request line and headers bounded together (431); unknown
-paths 404.
+all, handed out so that no client can starve the dealer's screen (``admission.py``); a request
+must be in whole within ``REQUEST_DEADLINE_S``; GET only (anything else 405); request line
+and headers bounded together (431); unknown paths 404; a request for a host name the table is
+not reached by is refused (421: DNS rebinding). A client that goes away mid-answer costs one
+log line at most per ``ERROR_LOG_S``, never a traceback.
+
+Why still the standard library: what starves a server here is its policy (who holds the
+threads and for how long), not its parsing; an asyncio server would hold no thread per client
+but still needs the same deadlines and admission, and would bring an event loop into a daemon
+whose other parts are threads. The policy is ``admission.py``; the figures are in
+docs/benchmarks.md (display part).
 """
 
 from __future__ import annotations
 
 import http.client
 import io
+import ipaddress
+import logging
 import queue
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,12 +39,16 @@ from typing import Any, cast
 
 import structlog
 
+from controller.display.admission import Admission, Connection
 from controller.display.feed import DisplayFeed, SnapshotSource
 from controller.display.settings import DisplaySettings
+from controller.rate_limited_log import RateLimitedLog
 
 log = structlog.get_logger("pokdeng.display")
 
-SOCKET_TIMEOUT_S = 10.0    # a request must arrive, and a write must go, within this
+SOCKET_TIMEOUT_S = 10.0    # a write must go within this
+REQUEST_DEADLINE_S = 5.0   # the request line and headers, in whole, within this of the accept
+ERROR_LOG_S = 10.0         # a client that broke its connection: one log line per this, counted
 MAX_REQUEST_BYTES = 16384  # request line and headers together; a page sends well under 2 KiB
 SPARE_CONNECTIONS = 8      # page and asset loads beside the streams
 GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browser left
@@ -100,6 +116,30 @@ class DisplayServer:
             self._thread.join(2.0)
 
 
+def host_names(settings: DisplaySettings) -> frozenset[str]:
+    """The names a request may ask for besides any IP address: localhost, this machine's
+    names and ``display.allowed_hosts``."""
+    names = {"localhost", socket.gethostname(), socket.getfqdn(), *settings.allowed_hosts}
+    return frozenset(name.lower().rstrip(".") for name in names if name)
+
+
+def host_allowed(header: str | None, names: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` is the table's: an IP address (a rebinding attack needs
+    a name of its own) or one of ``names``. No header (HTTP/1.0 tools): not a browser."""
+    if header is None:
+        return True
+    host = header.strip().lower()
+    if host.startswith("["):
+        host = host[1:host.find("]")] if "]" in host else ""
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return host.rstrip(".") in names
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -107,37 +147,77 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, settings: DisplaySettings, feed: DisplayFeed):
         self.feed = feed
-        self._connections = threading.BoundedSemaphore(settings.max_clients + SPARE_CONNECTIONS)
+        self.admission = Admission(settings.max_clients + SPARE_CONNECTIONS,
+                                   settings.max_clients)
+        self.host_names = host_names(settings)
+        self._errors = RateLimitedLog(logging.getLogger("pokdeng.display"), ERROR_LOG_S)
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         super().__init__((settings.host, settings.port), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        # One thread per connection, but never more than the bound: beyond it, close at once.
-        if not self._connections.acquire(blocking=False):
+        # One thread per connection, but never more than the bound: beyond it, room is made
+        # by closing the oldest connection still sending its request, or the newcomer goes.
+        victims = self.admission.connect(request, str(client_address[0]))
+        if victims is None:
             self.shutdown_request(request)
             return
+        for victim in victims:
+            self.end(victim)
         try:
             super().process_request(request, client_address)
         except Exception:
-            self._connections.release()
+            self.admission.close(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connections.release()
+            self.admission.close(request)
+
+    def end(self, connection: Connection) -> None:
+        """Close a connection the admission dropped: its thread sees the socket shut."""
+        if connection.stream is not None:
+            self.feed.close_stream(connection.stream)
+            connection.stream.end()
+        try:
+            connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already gone
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that broke off (reset, timeout): one rate-limited line, no traceback on
+        stderr (the standard library prints one per connection)."""
+        import sys
+
+        problem = sys.exc_info()[1]
+        kind = type(problem).__name__
+        self._errors.warning(kind, "display client %s: %s: %s", client_address[0], kind,
+                             problem)
 
 
 class _BoundedReader:
-    """A request's reader that refuses to read past MAX_REQUEST_BYTES in all: the standard
-    library alone allows a 64 KiB request line and a hundred 64 KiB header lines."""
+    """A request's reader that refuses to read past MAX_REQUEST_BYTES in all (the standard
+    library alone allows a 64 KiB request line and a hundred 64 KiB header lines), nor past
+    REQUEST_DEADLINE_S after the accept (its timeout is per read: a byte a second would do)."""
 
-    def __init__(self, raw: Any):
+    def __init__(self, raw: Any, sock: socket.socket):
         self._raw = raw
+        self._sock = sock
         self._left = MAX_REQUEST_BYTES
+        self._deadline: float | None = time.monotonic() + REQUEST_DEADLINE_S
+
+    def request_read(self) -> None:
+        """The request is in: reads from now on are the stream's liveness checks."""
+        self._deadline = None
+        self._sock.settimeout(SOCKET_TIMEOUT_S)
 
     def readline(self, size: int = -1) -> bytes:
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"request not in within {REQUEST_DEADLINE_S:g} s")
+            self._sock.settimeout(min(left, SOCKET_TIMEOUT_S))
         if self._left <= 0:
             raise http.client.LineTooLong(f"request over {MAX_REQUEST_BYTES} bytes")
         limit = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
@@ -163,7 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.rfile = cast(io.BufferedIOBase, _BoundedReader(self.rfile))  # it reads as one
+        self._reader = _BoundedReader(self.rfile, self.connection)
+        self.rfile = cast(io.BufferedIOBase, self._reader)  # it reads as one
         # What send_error needs if the request line itself is refused.
         self.command, self.request_version, self.requestline = "", "HTTP/1.0", ""
 
@@ -173,6 +254,13 @@ class _Handler(BaseHTTPRequestHandler):
         except http.client.LineTooLong:  # the request line (headers are refused by the base)
             self.close_connection = True
             self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request too large")
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            self._reader.request_read()
+            self.server.admission.requested(self.connection)
+        return ok
 
     def __getattr__(self, name: str) -> Any:
         # BaseHTTPRequestHandler answers a method it has no do_X for with 501; this screen is
@@ -190,7 +278,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         feed = self.server.feed
-        if path in PAGES:
+        if not host_allowed(self.headers.get("Host"), self.server.host_names):
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST,
+                            "not a name this table is reached by (display.allowed_hosts)")
+        elif path in PAGES:
             self._send(asset(PAGES[path]), "text/html; charset=utf-8")
         elif path in ASSETS:
             name, kind = ASSETS[path]
@@ -231,10 +322,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _stream(self, feed: DisplayFeed) -> None:
-        stream = feed.open_stream()
+        victims = self.server.admission.open_stream(self.connection)
+        for victim in victims or ():
+            self.server.end(victim)
+        stream = feed.open_stream() if victims is not None else None
         if stream is None:
             self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "too many screens connected")
             return
+        self.server.admission.streaming(self.connection, stream)
         try:
             self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", "text/event-stream")

@@ -147,7 +147,7 @@ def test_a_stuck_browser_is_dropped_and_costs_the_table_nothing(table) -> None:
     stuck = socket.socket()
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.connect(("127.0.0.1", display.port))
-    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     wait_until(lambda: display.feed.streams == 1, what="the stuck stream to open")
     reader = SseReader(display.port)
     try:

@@ -59,7 +59,7 @@ class SseReader:
         self.ended = False
         self._cond = threading.Condition()
         self._sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self._sock.sendall(f"GET {path} HTTP/1.1\r\nHost: display\r\n\r\n".encode())
+        self._sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 

@@ -1,0 +1,117 @@
+"""Who gets a connection and a stream on the display's server: no client can starve the
+dealer's screen.
+
+The server has a fixed number of connections (one thread each) and of streams. Two kinds of
+client could hold them all while doing nothing: one that sends its request a byte at a time
+(each read within the socket timeout, the whole never done), and one that opens streams and
+sits on them. So:
+
+* a connection still sending its request when the connections are full is the one that makes
+  room: the oldest of those is closed for the newcomer (a browser sends its request at once;
+  the request has a deadline of its own besides);
+* one address holds at most ``STREAMS_PER_ADDRESS`` streams: its oldest makes room for its
+  newest (a page reloaded before its old stream was noticed gone);
+* the last ``LOOPBACK_RESERVE`` streams are for screens on this machine (the kiosk beside the
+  dealer); when the streams are full, a screen on this machine takes the oldest stream of
+  another machine's.
+
+Bookkeeping only: ``connect`` and ``open_stream`` say whom to close, the server closes them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+LOOPBACK_RESERVE = 2
+STREAMS_PER_ADDRESS = 4
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool((mapped or ip).is_loopback)
+
+
+@dataclass(eq=False)
+class Connection:
+    sock: Any
+    address: str
+    order: int
+    requesting: bool = True          # still sending its request line and headers
+    stream: Any = None               # its stream once it has one
+    loopback: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.loopback = is_loopback(self.address)
+
+
+class Admission:
+    def __init__(self, connections: int, streams: int):
+        self.connections = connections
+        self.streams = streams
+        self._open: dict[Any, Connection] = {}  # socket -> its connection
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+        self.evicted = 0  # connections closed to make room (for status and tests)
+
+    def connect(self, sock: Any, address: str) -> list[Connection] | None:
+        """Admit ``sock``; the connections to close for it (the oldest one still sending its
+        request), or None: refuse it (every connection is past its request)."""
+        with self._lock:
+            victims: list[Connection] = []
+            if len(self._open) >= self.connections:
+                requesting = [c for c in self._open.values() if c.requesting]
+                if not requesting:
+                    return None
+                victim = min(requesting, key=lambda c: c.order)
+                victims.append(self._drop(victim))
+            self._open[sock] = Connection(sock, address, next(self._order))
+            return victims
+
+    def requested(self, sock: Any) -> None:
+        """Its request is in: it no longer makes room for others."""
+        with self._lock:
+            if sock in self._open:
+                self._open[sock].requesting = False
+
+    def open_stream(self, sock: Any) -> list[Connection] | None:
+        """Whether ``sock`` may have a stream: the streams to end for it, or None (refused)."""
+        with self._lock:
+            mine = self._open.get(sock)
+            if mine is None:
+                return None
+            streaming = sorted((c for c in self._open.values() if c.stream is not None),
+                               key=lambda c: c.order)
+            same = [c for c in streaming if c.address == mine.address]
+            if len(same) >= STREAMS_PER_ADDRESS:
+                return [self._drop(same[0])]
+            if len(streaming) >= self.streams:
+                others = [c for c in streaming if not c.loopback]
+                if mine.loopback and others:
+                    return [self._drop(others[0])]
+                return None
+            remote = sum(1 for c in streaming if not c.loopback)
+            if not mine.loopback and remote >= self.streams - LOOPBACK_RESERVE:
+                return None
+            return []
+
+    def streaming(self, sock: Any, stream: Any) -> None:
+        with self._lock:
+            if sock in self._open:
+                self._open[sock].stream = stream
+
+    def close(self, sock: Any) -> None:
+        with self._lock:
+            self._open.pop(sock, None)
+
+    def _drop(self, connection: Connection) -> Connection:
+        self._open.pop(connection.sock, None)
+        self.evicted += 1
+        return connection
