@@ -79,6 +79,7 @@ from controller.service.software_identity import current_identity
 from controller.service.status_board import StatusBoard, status_line
 from controller.service.table_control import TableControl
 from controller.service.time_sync import SyncReading, read_kernel_sync
+from controller.table.faults import JOURNAL_CHECK_FAILED
 from controller.table.inputs import (
     BackendStatus,
     ControllerFault,
@@ -295,9 +296,11 @@ class Daemon:
         # The chain before the checkpoint recovery started from is checked now, off this thread;
         # retention's first run waits for it to finish.
         key = self.journal.chain.key if self.journal is not None else None
-        self.journal_check = JournalCheck(self.config.journal_path,
-                                          on_change=lambda: self.queue.put(_REPUBLISH), key=key,
-                                          finished=self._check_finished)
+        self.journal_check = JournalCheck(
+            self.config.journal_path, on_change=lambda: self.queue.put(_REPUBLISH), key=key,
+            finished=self._check_finished,
+            on_failed=lambda reason: self.post(ControllerFault(0.0, JOURNAL_CHECK_FAILED,
+                                                               reason)))
         self.journal_check.start()
 
     def _journal_software(self, machine: TableMachine) -> None:

@@ -14,9 +14,10 @@ same check as ``pokdeng-table journal verify`` makes of the live journal, from i
 to its head. Archives are not read: they may have been moved off the table PC.
 
 Its state is part of the published status: ``running``, ``ok`` (with the time and the count),
-or ``failed`` with the reason. A failure is logged at ERROR and shown in ``status`` and in
-systemd's STATUS= line; it never stops the daemon (the table runs on the checked tail), but a
-supervisor must look at the journal (``pokdeng-table journal verify``).
+or ``failed`` with the reason. A failure is logged at ERROR, shown in ``status`` and in
+systemd's STATUS= line, and handed to ``on_failed``: the daemon pauses the table with the
+``journal_check_failed`` fault, so no round is dealt on a journal whose past does not hold
+until a supervisor has looked at it (``pokdeng-table journal verify``).
 """
 
 from __future__ import annotations
@@ -92,9 +93,11 @@ class JournalCheck:
     def __init__(self, journal_path: str | Path, on_change: Callable[[], None] | None = None,
                  key: bytes | None = None,
                  verify: Callable[[Path], VerifyResult] | None = None,
-                 finished: threading.Event | None = None):
+                 finished: threading.Event | None = None,
+                 on_failed: Callable[[str], None] | None = None):
         self._path = Path(journal_path)
         self._on_change = on_change
+        self._on_failed = on_failed
         self._verify: Callable[[Path], VerifyResult] = verify or ChildCheck(key)
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {"state": "not started"}
@@ -152,6 +155,8 @@ class JournalCheck:
                       "`pokdeng-table journal verify` and call a supervisor",
                       reason=reason, journal=str(self._path))
             self._set({"state": "failed", "at": at, "reason": reason})
+            if self._on_failed is not None:
+                self._on_failed(reason)
 
     def _set(self, status: dict[str, Any]) -> None:
         with self._lock:

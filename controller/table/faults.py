@@ -37,6 +37,7 @@ CUT_CARD_NO_SHOE = "cut_card_no_shoe"
 UNKNOWN_SHOE_FRAME = "unknown_shoe_frame"
 SHOE_LOST = "shoe_lost"
 JOURNAL_UNWRITABLE = "journal_unwritable"
+JOURNAL_CHECK_FAILED = "journal_check_failed"
 CONTROLLER_FAULT = "controller_fault"
 
 FAULTS: dict[str, Rule] = {
@@ -137,6 +138,16 @@ FAULTS: dict[str, Rule] = {
             "a `fault` input once it can journal again.",
             "Pauses (the countdown freezes): nothing may happen that is not recorded.",
             "Fix the storage, then supervisor `resume`; or `cancel_round`.",
+        ),
+        Rule(
+            JOURNAL_CHECK_FAILED,
+            "The full check of the journal after a start (the records before the checkpoint "
+            "the start replayed from) finds a record that does not hold: the journal was "
+            "edited or damaged behind the table's back.",
+            "Pauses; the reason names the record (never a card).",
+            "Stop the table and `journal verify` it; restore the state directory from a copy "
+            "that verifies (docs/install.md). A supervisor `resume` deals on regardless, "
+            "journaled with who took it.",
         ),
         Rule(
             CONTROLLER_FAULT,

@@ -191,6 +191,9 @@ def test_a_broken_chain_before_the_checkpoint_is_found_after_ready(
         text = cli("status", "--config", str(daemon.config)).stdout
         assert "journal check: FAILED: record 500: hash does not match" in text
         assert daemon.proc.poll() is None  # loud, but the table still answers
+        paused = wait_status(daemon.client, lambda s: s["paused"], timeout=10)
+        assert paused["fault"]["code"] == "journal_check_failed", paused["fault"]
+        assert "record 500" in paused["fault"]["reason"]  # a coded pause: no round dealt on
         errors = [line for line in log_lines(daemon.log)
                   if line.get("event", "").startswith("journal check FAILED")]
         assert len(errors) == 1 and errors[0]["level"] == "error"
