@@ -1,6 +1,7 @@
 """``pokdeng-table watch``: the dealer's view — live, what to do next.
 
-"burn 6 more", "deal to P3", "betting closes in 4 s", "PAUSED: … — call supervisor". On a
+"burn 6 more", "deal card 3 of 12: Player 3, first card", "betting closes in 4 s", "PAUSED —
+call the supervisor — …", in the table's language (``--lang``, or ``display.language``). On a
 terminal the screen is redrawn in place; otherwise one line is printed per change (for a log or
 a second screen). Built from the sealed status only, so it never shows a card before betting
 closed.
@@ -12,6 +13,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from controller.display.words import LANGUAGES
 from controller.service.control import (
     EX_UNAVAILABLE,
     ControlClient,
@@ -29,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Follow the table live and show the dealer what to do next.")
     add_socket_arguments(parser)
     parser.add_argument("--once", action="store_true", help="print the current view and exit")
+    parser.add_argument("--lang", choices=LANGUAGES, default=None,
+                        help="the words' language (default: the config's display.language "
+                             "with --config, else en)")
     parser.set_defaults(func=watch)
 
 
@@ -42,65 +47,61 @@ def betting_seconds_left(status: dict[str, Any]) -> float | None:
     return seconds_left_now(status, float(now))
 
 
-def next_step(status: dict[str, Any]) -> str:
-    """The one thing the dealer should do now, in plain words."""
-    if status.get("storage_fault"):
+def next_step(status: dict[str, Any], lang: str = "en") -> str:
+    """The one thing the dealer should do now, in plain words: the dealer display's own step
+    (``controller.display.words.step``), with what paused the table and inputs held."""
+    from controller.display import words
+
+    text = words.step_words(lang, status)
+    if status.get("storage_fault") or status.get("paused"):
+        fault = status.get("fault") if isinstance(status.get("fault"), dict) else {}
+        code = (fault or {}).get("code") or ("journal_unwritable"
+                                             if status.get("storage_fault") else "fault")
+        known = code if code in words.FAULT_CODES else "fault"
+        text += " — " + words.say(lang, f"fault.{known}")
         held = status.get("held_inputs") or 0
-        return (f"STOP — the table cannot record: {status['storage_fault']}"
-                + (f" ({held} inputs held)" if held else "") + " — call supervisor")
-    if status.get("state") in ("stopped", "starting"):
-        return f"table {status.get('state')}"
-    if status.get("paused"):
-        fault = status.get("fault") or {}
-        reason = fault.get("reason") if isinstance(fault, dict) else None
-        return f"PAUSED: {reason} — call supervisor" if reason else "PAUSED — call supervisor"
-    if status.get("betting_open") and status.get("next_target") is None:
-        return "all cards dealt — wait for betting to close"
-    prompt = status.get("prompt")
-    if prompt:
-        return str(prompt)
-    target = status.get("next_target")
-    if target == "burn":
-        return "burn a card"
-    if target:
-        return f"deal to {target}"
-    return str(status.get("state", "?"))
+        if held:
+            text += " (" + words.say(lang, "watch.held", n=held) + ")"
+    return text
 
 
-def dealer_view(status: dict[str, Any]) -> list[str]:
-    """The lines of the dealer screen."""
-    head = f"table {status.get('table', '?')}"
+def dealer_view(status: dict[str, Any], lang: str = "en") -> list[str]:
+    """The lines of the dealer screen, in ``lang`` (en, fil, ms, fa, ja)."""
+    from controller.display.words import say
+
+    head = say(lang, "watch.head", id=status.get("table", "?"))
     if status.get("shoe") is not None:
-        head += f" · shoe {status['shoe']}"
+        head += " · " + say(lang, "watch.shoe", n=status["shoe"])
     if status.get("round") is not None:
-        head += f" · round {status['round']}"
+        head += " · " + say(lang, "watch.round", n=status["round"])
     if status.get("last_round"):
-        head += " · LAST ROUND"
-    lines = [head, f">> {next_step(status)}"]
+        head += " · " + say(lang, "last_round")
+    lines = [head, f">> {next_step(status, lang)}"]
     left = betting_seconds_left(status)
     if left is not None:
-        lines.append(f"betting closes in {left:.0f} s")
+        lines.append(say(lang, "watch.closes_in", n=f"{left:.0f}"))
     elif status.get("round") is not None and status.get("betting_open") is False \
             and status.get("state") not in ("ready", "between_rounds"):
-        lines.append("betting closed")
+        lines.append(say(lang, "clock.closed"))
     if status.get("cards_left") is not None:
-        lines.append(f"{status['cards_left']} cards left in the shoe")
-    lost = [name for name, up in (status.get("devices") or {}).items() if up is False]
+        lines.append(say(lang, "watch.cards_left", n=status["cards_left"]))
+    lost = [say(lang, f"part.{name}") if name in ("shoe", "panel") else name
+            for name, up in (status.get("devices") or {}).items() if up is False]
     if lost:
-        lines.append("NOT CONNECTED: " + ", ".join(lost))
+        lines.append(say(lang, "watch.not_connected", names=", ".join(lost)))
     if status.get("clock_sync") == "not_synchronised":
-        lines.append("CLOCK NOT SYNCHRONISED — tell the supervisor")
+        lines.append(say(lang, "watch.clock"))
     unreachable = status.get("backends_unreachable") or {}
     if unreachable:  # the table deals on; the backend catches up once it answers
-        lines.append("BACKEND UNREACHABLE: " + ", ".join(sorted(unreachable)))
+        lines.append(say(lang, "watch.unreachable", names=", ".join(sorted(unreachable))))
     return lines
 
 
-def follow(snapshots: Any, out: TextIO, tty: bool) -> None:
+def follow(snapshots: Any, out: TextIO, tty: bool, lang: str = "en") -> None:
     """Render each snapshot: redraw on a terminal, one line per change otherwise."""
     last = None
     for status in snapshots:
-        lines = dealer_view(status)
+        lines = dealer_view(status, lang)
         if tty:
             out.write(CLEAR + "\n".join(lines) + "\n")
         else:
@@ -112,12 +113,28 @@ def follow(snapshots: Any, out: TextIO, tty: bool) -> None:
         out.flush()
 
 
+def table_language(args: argparse.Namespace) -> str:
+    """``--lang``, else the table's ``display.language`` when ``--config`` names its config."""
+    if args.lang:
+        return str(args.lang)
+    if getattr(args, "config", None):
+        from controller.service.config import load_config
+
+        try:
+            display = load_config(args.config).display
+        except Exception:  # the socket path was read from it already; words are not worth a stop
+            return "en"
+        return display.language if display is not None else "en"
+    return "en"
+
+
 @client_command("watch")
 def watch(args: argparse.Namespace) -> int:
     client = ControlClient(socket_path(args))
+    lang = table_language(args)
     if args.once:
-        print("\n".join(dealer_view(client.status())))
+        print("\n".join(dealer_view(client.status(), lang)))
         return 0
-    follow(client.watch(), sys.stdout, sys.stdout.isatty())
+    follow(client.watch(), sys.stdout, sys.stdout.isatty(), lang)
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)
     return EX_UNAVAILABLE

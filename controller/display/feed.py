@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 
 from controller.display.screen import Screen, target_order
+from controller.display.words import CATALOGUE, LANGUAGES, RTL
 
 log = structlog.get_logger("pokdeng.display")
 
@@ -92,6 +93,8 @@ class DisplayFeed:
         self._history = history
         self._backends_source = backends
         self._backends: Mapping[str, Any] = {}
+        #: the table's language (``display.language``); a page may ask for another (``?lang=``)
+        self.language = "en"
         self._screen = Screen()
         self._inbox: deque[list[dict[str, Any]]] = deque()
         self._resync = False
@@ -251,6 +254,10 @@ class DisplayFeed:
         self._render_status()
         with self._lock:
             self._state["seats"] = target_order()
+            # every language's words: the page translates (its own ?lang= or the table's)
+            self._state["language"] = self.language
+            self._state["languages"] = {"codes": list(LANGUAGES), "rtl": sorted(RTL)}
+            self._state["words"] = CATALOGUE
             self._state_generation += 1
 
     def _broadcast(self, message: bytes) -> None:

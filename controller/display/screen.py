@@ -15,19 +15,16 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from controller.display.roadmap_svg import render_svg
+from controller.display import words
+from controller.display.roadmap_svg import COLOURS, render_svg
 from controller.rules.hands import HAND_ORDER
 from controller.table.faults import FAULTS
-from controller.table.procedure import CARDS_PER_ROUND, ROUND_TARGETS, STATE_WORDS
+from controller.table.procedure import ROUND_TARGETS, STATE_WORDS
 from controller.table.roadmap import Roadmap, RoadmapError
 from controller.table.views import seconds_left_now
 
 RESULTS_KEPT = 8               # round results the scoreboard lists
 DEFAULT_BETTING_SECONDS = 15.0  # until a round_opened says how long the window is
-DEALT_PER_ROUND = CARDS_PER_ROUND - 1  # the burn is not "dealt": 12 cards to the hands
-
-SEAT_WORDS = {"burn": "burn", "banker": "Banker", "flip": "flip card",
-              **{f"P{n}": f"Player {n}" for n in range(1, 6)}}
 
 STATE_TITLES = {
     "starting": "Starting",
@@ -42,50 +39,43 @@ STATE_TITLES = {
 }
 
 #: who paused, when the pause was no person's action
-PAUSED_BY_CODE = {"switch_pause": "the key switch", "journal_unwritable": "the table (storage)"}
+PAUSED_BY_CODE = {"switch_pause": "by.key", "journal_unwritable": "by.storage"}
 UNKNOWN_WAY_OUT = "Call the supervisor (docs/faults.md lists every fault and its way out)."
 
 
-def next_step(status: Mapping[str, Any]) -> str:
+def next_step(status: Mapping[str, Any], lang: str = "en") -> str:
     """The dealer's next step in plain words, as ``watch`` says it, with the card's place in
-    the round ("deal card 7 of 12: Player 2, second card")."""
-    state = status.get("state")
-    if status.get("storage_fault"):
-        return "STOP — the table cannot record — call supervisor"
-    if state in ("starting", "stopped"):
-        return f"table {state}"
-    if status.get("paused"):
-        return "PAUSED — call supervisor"
-    target = status.get("next_target")
-    index = status.get("cards_dealt")
-    if state in ("betting", "dealing") and isinstance(index, int) and target in SEAT_WORDS:
-        if target == "burn":
-            return "burn 1 card"
-        which = "first" if index <= len(HAND_ORDER) else "second"
-        return f"deal card {index} of {DEALT_PER_ROUND}: {SEAT_WORDS[target]}, {which} card"
-    if status.get("betting_open") and target is None:
-        return "all cards dealt — wait for betting to close"
-    return str(status.get("prompt") or STATE_WORDS.get(str(state), state or "?"))
+    the round ("deal card 7 of 12: Player 2, second card"): ``words.step``, the one source."""
+    return words.step_words(lang, status)
 
 
-def who_paused(status: Mapping[str, Any]) -> str | None:
-    """Who or what paused the table: a supervisor's name (from the journaled last actions),
-    the key switch, or the table itself for a fault."""
+def paused_by(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Who or what paused the table, as words' key and arguments: a supervisor's name (from
+    the journaled last actions), the key switch, or the table itself for a fault."""
     fault = status.get("fault") or {}
     code = fault.get("code") if isinstance(fault, Mapping) else None
     if code == "supervisor_pause":
         for action in reversed(status.get("last_actions") or []):
             if action.get("action") == "pause" and action.get("outcome") == "done":
                 by = action.get("by") or {}
-                return f"supervisor {by.get('user')}" if by.get("user") else "a supervisor"
-        return "a supervisor"
+                if by.get("user"):
+                    return {"key": "by.supervisor", "args": {"user": str(by["user"])}}
+                break
+        return {"key": "by.a_supervisor", "args": {}}
     if code in PAUSED_BY_CODE:
-        return PAUSED_BY_CODE[str(code)]
-    return "the table (fault)" if code else None
+        return {"key": PAUSED_BY_CODE[str(code)], "args": {}}
+    return {"key": "by.fault", "args": {}} if code else None
+
+
+def who_paused(status: Mapping[str, Any]) -> str | None:
+    """``paused_by`` in English words."""
+    by = paused_by(status)
+    return words.words_of("en", by) if by else None
 
 
 def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The pause or fault the supervisor must not miss: code, what happened, the way out."""
+    """The pause or fault the supervisor must not miss: code, what happened in plain words,
+    the way out, who paused (``fault``: the words' key of the code, docs/faults.md)."""
     if not (status.get("paused") or status.get("storage_fault")):
         return None
     fault = status.get("fault") if isinstance(status.get("fault"), Mapping) else {}
@@ -94,36 +84,60 @@ def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
                                      else "paused"))
     rule = FAULTS.get(code)
     detail = fault.get("detail") if isinstance(fault.get("detail"), Mapping) else None
+    known = code if code in words.FAULT_CODES else "fault"
     return {
         "code": code,
+        "fault": known,
         "reason": str(fault.get("reason") or status.get("storage_fault") or "paused"),
+        "what": words.say("en", f"fault.{known}"),
         "detail_code": detail.get("code") if detail else None,
         # faults.py writes Markdown for docs/faults.md; a screen shows plain words
         "way_out": (rule.way_out if rule else UNKNOWN_WAY_OUT).replace("`", ""),
         "by": who_paused(status),
+        "by_words": paused_by(status),
         "held_inputs": status.get("held_inputs") or 0,
     }
 
 
 #: the clock row's words by the kernel's synchronisation state (docs/clock.md)
-CLOCK_WORDS = {"synchronised": "synced", "not_synchronised": "NOT SYNCED", "unknown": "unknown"}
+CLOCK_WORDS = {"synchronised": "health.synced", "not_synchronised": "health.not_synced",
+               "unknown": "health.unknown"}
+#: a transport's state as the devices box says it (docs/backend.md)
+BACKEND_STATES = {"retrying": "health.retrying", "refused": "health.refused",
+                  "no subscriber": "health.no_subscriber", "no_subscriber": "health.no_subscriber",
+                  "disconnected": "health.disconnected"}
 #: backlog from which a transport that still delivers is shown as falling behind
 BACKLOG_WARNING = 50
+
+
+def row(part: str, ok: bool, key: str, name: str | None = None,
+        **args: object) -> dict[str, Any]:
+    """One line of the devices box: the part in plain words and its state, in English
+    (``label``, ``text``) and as the words' keys the pages translate (``part``, ``key``,
+    ``args``; ``name`` names a backend)."""
+    label = words.say("en", f"part.{part}", name=name or part)
+    text = words.say("en", key, **args)
+    backlog = args.pop("backlog", 0)
+    if backlog:  # a transport in trouble still says what it has to send
+        text += " · " + words.say("en", "health.to_send", n=backlog)
+    return {"name": name or part, "part": part, "ok": ok, "label": label, "text": text,
+            "key": key, "args": args, "backlog": backlog}
 
 
 def backend_row(name: str, backend: Any, unreachable: Mapping[str, Any]) -> dict[str, Any]:
     """A transport's line: up to date, what it still has to send, or why it cannot."""
     if not isinstance(backend, Mapping) or "error" in backend:
-        return {"name": name, "ok": False, "text": "no status"}
+        return row("backend", False, "health.no_status", name)
     backlog = int(backend.get("backlog") or 0)
     state = str(backend.get("state") or "?")
-    waiting = f", {backlog} to send" if backlog else ""
     if name in unreachable:  # failing past its unreachable_after_s (docs/backend.md)
-        return {"name": name, "ok": False, "text": f"UNREACHABLE{waiting}"}
+        return row("backend", False, "health.unreachable", name, backlog=backlog)
     if state not in ("ok", "starting"):  # retrying, refused, no subscriber, disconnected
-        return {"name": name, "ok": False, "text": f"{state}{waiting}"}
-    return {"name": name, "ok": backlog < BACKLOG_WARNING,
-            "text": f"{backlog} to send" if backlog else "up to date"}
+        return row("backend", False, BACKEND_STATES.get(state, "health.disconnected"), name,
+                   backlog=backlog)
+    if backlog:
+        return row("backend", backlog < BACKLOG_WARNING, "health.to_send", name, n=backlog)
+    return row("backend", True, "health.up_to_date", name)
 
 
 def journal_row(status: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -132,11 +146,11 @@ def journal_row(status: Mapping[str, Any]) -> dict[str, Any] | None:
     if journal is None:
         return None
     if journal != "ok":
-        return {"name": "journal", "ok": False, "text": "CANNOT WRITE"}
+        return row("journal", False, "health.cannot_write")
     check = status.get("journal_check")
     if isinstance(check, Mapping) and check.get("state") == "failed":
-        return {"name": "journal", "ok": False, "text": "CHECK FAILED"}
-    return {"name": "journal", "ok": True, "text": "ok"}
+        return row("journal", False, "health.check_failed")
+    return row("journal", True, "health.ok")
 
 
 def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -145,12 +159,12 @@ def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> lis
     rows = []
     for device in ("shoe", "panel"):
         if device in devices:
-            up = devices[device]
-            rows.append({"name": device, "ok": bool(up),
-                         "text": "connected" if up else "NOT CONNECTED"})
+            up = bool(devices[device])
+            rows.append(row(device, up, "health.connected" if up else "health.not_connected"))
     switch = status.get("switch")
     if switch is not None:
-        rows.append({"name": "key", "ok": switch == "run", "text": str(switch).upper()})
+        rows.append(row("key", switch == "run",
+                        "health.run" if switch == "run" else "health.pause"))
     unreachable = status.get("backends_unreachable") or {}
     for name, backend in sorted((backends or {}).items()):
         rows.append(backend_row(name, backend, unreachable))
@@ -159,8 +173,8 @@ def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> lis
         rows.append(journal)
     sync = status.get("clock_sync")
     if sync is not None:  # an unsynchronised clock puts wrong times on every event
-        rows.append({"name": "clock", "ok": sync == "synchronised",
-                     "text": CLOCK_WORDS.get(str(sync), str(sync))})
+        rows.append(row("clock", sync == "synchronised",
+                        CLOCK_WORDS.get(str(sync), "health.unknown")))
     return rows
 
 
@@ -204,8 +218,9 @@ class Screen:
     def roadmap_message(self) -> dict[str, Any]:
         board = self.roadmap.to_json()
         counts = {position: plate["counts"] for position, plate in board["positions"].items()}
+        beads = {position: plate["beads"] for position, plate in board["positions"].items()}
         return {"shoe": board["shoe"], "rounds": board["rounds"], "counts": counts,
-                "svg": render_svg(self.roadmap)}
+                "beads": beads, "colours": dict(COLOURS), "svg": render_svg(self.roadmap)}
 
     def results_message(self) -> list[dict[str, Any]]:
         return list(self.results)
@@ -227,6 +242,7 @@ class Screen:
             "title": title,
             "words": STATE_WORDS.get(state, ""),
             "step": next_step(status),
+            "step_words": words.step(status),
             "target": status.get("next_target"),
             "cards_dealt": status.get("cards_dealt") or 0,
             "shoe": status.get("shoe"),

@@ -16,6 +16,8 @@ class DisplaySettings:
     #: the names the screens reach the table by, beside localhost, this machine's own names and
     #: any IP address (a request for another name is refused: DNS rebinding)
     allowed_hosts: tuple[str, ...] = ()
+    #: the screens' language unless a page asks for another (``?lang=``): en, fil, ms, fa, ja
+    language: str = "en"
 
     @property
     def listen(self) -> str:

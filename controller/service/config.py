@@ -27,6 +27,7 @@ from typing import Any
 
 from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
+from controller.display.words import LANGUAGES
 from controller.durability.retention import RetentionSettings
 from controller.service.config_errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config_yaml import YamlProblems, read_yaml_file
@@ -476,15 +477,17 @@ def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySourc
 
 
 def _read_display(s: Section | None) -> DisplaySettings | None:
-    """``display: {listen: "127.0.0.1:8080", max_clients: 16}``; no section: no display."""
+    """``display: {listen: "127.0.0.1:8080", max_clients: 16, language: en}``; no section: no
+    display."""
     if s is None:
         return None
     default = DisplaySettings()
     listen = s.get_str("listen", default.listen)
     max_clients = s.get_int("max_clients", default.max_clients, minval=1, maxval=256)
     allowed_hosts = _host_names(s, "allowed_hosts")
+    language = s.get_str("language", default.language, choices=LANGUAGES)
     s.finish()
-    if not isinstance(listen, str):  # already named by get_str
+    if not isinstance(listen, str) or not isinstance(language, str):  # named by get_str
         return None
     try:
         host, port = parse_listen(listen)
@@ -492,7 +495,7 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
         s.error("listen", f"{exc}; got {_show(listen)}")
         return None
     return DisplaySettings(host=host, port=port, max_clients=max_clients,
-                           allowed_hosts=allowed_hosts)
+                           allowed_hosts=allowed_hosts, language=language)
 
 
 _HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

@@ -65,6 +65,7 @@ def start_display(settings: DisplaySettings, board: StatusBoard, clock: TableClo
                             rate=clock.real_seconds(1.0),
                             history=lambda: shoe_history(journal_path),
                             backends=backend_backlog(outbox))
+    display.feed.language = settings.language  # the screens' words until a page asks
     try:
         display.start()
     except OSError as exc:

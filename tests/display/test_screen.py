@@ -118,10 +118,14 @@ def test_health_lists_devices_key_backends_journal_and_clock() -> None:
                                   "file": {"backlog": 0, "state": "ok"}})["health"]
     by_name = {row["name"]: row for row in rows}
     assert set(by_name) == {"shoe", "panel", "key", "http", "file", "journal", "clock"}
-    assert by_name["http"] == {"name": "http", "ok": False, "text": "120 to send"}
-    assert by_name["file"] == {"name": "file", "ok": True, "text": "up to date"}
+    def said(row: dict) -> tuple:
+        return row["ok"], row["label"], row["text"], row["key"], row["args"]
+    assert said(by_name["http"]) == (False, "Results to http", "120 waiting", "health.to_send",
+                                     {"n": 120})
+    assert said(by_name["file"]) == (True, "Results to file", "all sent", "health.up_to_date", {})
     assert by_name["key"]["ok"] and by_name["journal"]["ok"]
-    assert by_name["clock"] == {"name": "clock", "ok": False, "text": "unknown"}
+    assert said(by_name["clock"]) == (False, "Clock", "unknown", "health.unknown", {})
+    assert said(by_name["shoe"])[:3] == (True, "Card shoe", "connected")
 
 
 def test_health_says_why_a_backend_or_the_journal_is_in_trouble() -> None:
@@ -133,27 +137,25 @@ def test_health_says_why_a_backend_or_the_journal_is_in_trouble() -> None:
                                   "mqtt": {"backlog": 40, "state": "no subscriber"},
                                   "file": {"error": "gone"}})["health"]
     by_name = {row["name"]: (row["ok"], row["text"]) for row in rows}
-    assert by_name["http"] == (False, "refused, 3 to send")
-    assert by_name["mqtt"] == (False, "UNREACHABLE, 40 to send")
+    assert by_name["http"] == (False, "REFUSED · 3 waiting")
+    assert by_name["mqtt"] == (False, "UNREACHABLE · 40 waiting")
     assert by_name["file"] == (False, "no status")
     assert by_name["journal"] == (False, "CHECK FAILED")
     assert by_name["clock"] == (True, "synced")
     assert by_name["key"] == (True, "RUN")
 
 
-def test_the_pages_dark_dress_for_the_roadmap_matches_its_drawing() -> None:
-    """display.css recolours roadmap_svg's light drawing by its colours; if the drawing's
-    colours change, the dealer page would show a white block: this says so first."""
-    import re
-    from importlib import resources
+def test_the_roadmap_message_carries_the_beads_the_pages_draw() -> None:
+    """The pages draw the bead plates themselves (their language, their room): the message
+    carries every bead as the roadmap has it, and roadmap_svg's colours."""
+    from controller.display.roadmap_svg import COLOURS
 
-    css = resources.files("controller.display").joinpath("static", "display.css").read_text()
-    dressed = set(re.findall(r'\.roadmap svg [^{]*\[(?:fill|stroke)="(#[0-9a-f]{6})"\]', css))
-    assert len(dressed) >= 3
     _, events = played()
     screen = Screen()
     for event in events:
         screen.apply(event)
-    svg = screen.roadmap_message()["svg"]
-    for colour in dressed:
-        assert f'"{colour}"' in svg, f"display.css dresses {colour}; the roadmap has it no more"
+    message = screen.roadmap_message()
+    board = screen.roadmap.to_json()
+    assert message["colours"] == COLOURS
+    assert message["beads"] == {p: plate["beads"] for p, plate in board["positions"].items()}
+    assert sum(len(b) for b in message["beads"].values()) == 5 * board["rounds"] > 0

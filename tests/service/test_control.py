@@ -297,18 +297,23 @@ def test_dealer_view_says_what_to_do_next() -> None:
             "devices": {"shoe": True, "panel": False}}
     lines = dealer_view(base)
     assert lines[0] == "table T1 · shoe 2 · round 5"
-    assert lines[1] == ">> deal to P3"
-    assert "betting closes in 4 s" in lines and "NOT CONNECTED: panel" in lines
+    assert lines[1] == ">> deal a card to Player 3"  # the status names no card index here
+    assert "betting closes in 4 s" in lines and "NOT CONNECTED: Button panel" in lines
+    dealt = {**base, "cards_dealt": 9}  # burn + 8: card 9 of 12 goes to P3, its second
+    assert next_step(dealt) == "deal card 9 of 12: Player 3, second card"
     assert next_step({**base, "next_target": None}) == "all cards dealt — wait for betting to close"
     paused = {**base, "paused": True, "fault": {"code": "ninth_copy", "reason": "9th 7♥"}}
-    assert next_step(paused) == "PAUSED: 9th 7♥ — call supervisor"
+    assert next_step(paused) == ("PAUSED — call the supervisor — The shoe read a card that "
+                                 "cannot be in it (a bad read or a foreign card).")
     assert next_step({**base, "storage_fault": "disk full"}).startswith("STOP")
+    # the table's language: the same step as the dealer display's, in Japanese
+    assert dealer_view(dealt, "ja")[1] == ">> 12 枚中 9 枚目: プレイヤー3、2 枚目"
     out = io.StringIO()
     follow([base, dict(base), {**base, "next_target": "P4", "prompt": "deal to P4"}], out,
            tty=False)
     printed = out.getvalue().splitlines()
     assert len(printed) == 2  # one line per change
-    assert "deal to P3" in printed[0] and "deal to P4" in printed[1]
+    assert "Player 3" in printed[0] and "Player 4" in printed[1]
     screen = io.StringIO()
     follow([base], screen, tty=True)
     assert screen.getvalue().startswith("\x1b[H\x1b[2J")

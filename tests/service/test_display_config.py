@@ -52,7 +52,7 @@ def test_an_empty_section_listens_on_loopback_8080(tmp_path: Path) -> None:
     ({"listen": 8080}, "display.listen: must be a non-empty string, got 8080"),
     ({"max_clients": 0}, "display.max_clients: must be an integer >= 1 and <= 256, got 0"),
     ({"port": 8080}, "display.port: unknown option (a typo?); allowed here: allowed_hosts, "
-                     "listen, max_clients"),
+                     "language, listen, max_clients"),
     ({"allowed_hosts": "table-01"}, 'display.allowed_hosts: must be a list, got "table-01"'),
     ({"allowed_hosts": ["ok.example", "two words"]},
      'display.allowed_hosts[1]: not a host name: "two words"'),
