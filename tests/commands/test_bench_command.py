@@ -19,7 +19,8 @@ def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = bench("--skip", "latency,catchup,daemon,display,start,cli,soak", "--replay-shoes", "2",
+    done = bench("--skip", "latency,catchup,fleet,stress,daemon,display,start,cli,soak",
+                 "--replay-shoes", "2",
                  "--journal-shoes", "1", "--json", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -49,7 +50,8 @@ def test_bench_rejects_an_unknown_part(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_bench_times_start_and_verify_by_journal_size(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = bench("--skip", "rtp,replay,journal,latency,burst,catchup,daemon,display,cli,soak",
+    done = bench("--skip", "rtp,replay,journal,latency,burst,catchup,fleet,stress,daemon,display,"
+                 "cli,soak",
                  "--start-shoes", "1,3",
                  "--json", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
