@@ -373,7 +373,7 @@ def _settings_from_events(conn: sqlite3.Connection) -> Any:
     return MachineSettings(**kwargs)
 
 
-def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple]) -> Path:
+def _write_archive(directory: Path, header: dict[str, Any], rows: list[tuple[Any, ...]]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     # mtime=0: the same records always give the same bytes (and the same SHA-256).
@@ -447,7 +447,7 @@ def load_manifest(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        manifest = json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(path.read_text())  # checked just below
         if manifest.get("format") != MANIFEST_FORMAT or not isinstance(
                 manifest.get("archives"), list):
             raise ValueError("not an archive manifest")

@@ -345,12 +345,16 @@ class Journal:
         with self._lock:
             self._check_open()
             n, prev = self._records, self._last_hash
-            rows = []
+            rows: list[tuple[int, str, int | None, float, str, str, str]] = []
+            appended: list[JournaledEvent] = []
+            event_types = iter(types)
             written = time.time()
             for kind, seq, body in items:
                 n += 1
                 digest = self._chain.digest(n, kind, seq, written, prev, body)
                 rows.append((n, kind, seq, written, body, prev, digest))
+                if seq is not None:  # an event (inputs have no seq)
+                    appended.append(JournaledEvent(n, seq, body, digest, next(event_types)))
                 prev = digest
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -372,10 +376,7 @@ class Journal:
             first = self._records + 1
             self._records, self._last_hash = n, prev
             self._last_seq = expected - 1
-            self._appended = [JournaledEvent(row[0], row[2], row[4], row[6], event_type)
-                              for row, event_type in zip(
-                                  (row for row in rows if row[1] == "event"), types,
-                                  strict=True)]
+            self._appended = appended
             return first
 
     def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
@@ -392,7 +393,7 @@ class Journal:
         return self._appended
 
     # -- reading ----------------------------------------------------------------------------
-    def _rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:
+    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[tuple[Any, ...]]:
         self._check_open()
         cursor = self._conn.execute(sql, params)
         while True:
@@ -659,19 +660,20 @@ def walker_from(base: ArchiveBase | None, chain: ChainHash) -> ChainWalker:
 
 
 def check_rows(walker: ChainWalker, base: ArchiveBase | None,
-               rows: Iterable[tuple]) -> VerifyResult | None:
+               rows: Iterable[tuple[Any, ...]]) -> VerifyResult | None:
     """Walk ``rows`` (every column, in order) on ``walker``; the failure, or None."""
     for row in rows:
-        first_live = base is not None and walker.records == 0
+        # the archive cut, while the walk is at the live journal's first record
+        cut = base if base is not None and walker.records == 0 else None
         problem = walker.check(*row)
         if problem is None:
             continue
-        if first_live and row[0] == base.records + 1 and row[5] != base.hash:
+        if cut is not None and row[0] == cut.records + 1 and row[5] != cut.hash:
             problem = ("prev_hash does not match the hash of the last archived record "
-                       f"as the journal records it (meta archive_base {base.hash[:12]}…)")
-        elif first_live and row[0] != base.records + 1:
-            problem = (f"missing: records 1..{base.records} are archived, so the live "
-                       f"journal should start at {base.records + 1}, not {row[0]}")
+                       f"as the journal records it (meta archive_base {cut.hash[:12]}…)")
+        elif cut is not None and row[0] != cut.records + 1:
+            problem = (f"missing: records 1..{cut.records} are archived, so the live "
+                       f"journal should start at {cut.records + 1}, not {row[0]}")
         return VerifyResult(False, walker.records, walker.events,
                             walker.next_n if problem.startswith("missing") else row[0], problem)
     return None

@@ -77,7 +77,7 @@ class OutboxError(Exception):
 def backoff_delay(attempt: int, initial: float, cap: float,
                   rand: Callable[[], float] = random.random) -> float:
     """Full-jitter backoff: uniform in [0, min(cap, initial * 2^(attempt-1))]."""
-    ceiling = min(cap, initial * (2 ** min(attempt - 1, 30)))
+    ceiling = min(cap, initial * 2.0 ** min(attempt - 1, 30))
     return rand() * ceiling
 
 

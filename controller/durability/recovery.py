@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from controller.durability import checkpoints
 from controller.durability.chain import ChainHash
@@ -62,6 +62,12 @@ def _first_difference(expected: Any, got: Any, path: str = "") -> str:
                 return _first_difference(a, b, f"{path}{i}.")
     return f"{path.rstrip('.') or 'value'}: journal has {canonical_json(expected)[:120]}, " \
            f"replay gives {canonical_json(got)[:120]}"
+
+
+class InputHandler(Protocol):
+    """What a replay feeds: the table machine (``TableMachine.handle``)."""
+
+    def handle(self, inp: Input) -> list[dict[str, Any]]: ...
 
 
 #: the first differing field of two events (also `journal verify --against`)
@@ -193,7 +199,7 @@ class _Tail:
         self.full = full  # from the archive base or record 1: verify's own words on failure
         self.records = self.inputs = self.shoes_ended = 0
 
-    def replay(self, machine: Any) -> None:
+    def replay(self, machine: InputHandler) -> None:
         conn = self.journal.database()
         cursor = conn.execute(
             "SELECT n, kind, event_seq, written, body, prev_hash, hash FROM records"
@@ -280,7 +286,8 @@ class _Tail:
         self.inputs += 1
         return inp
 
-    def _replay_entry(self, machine: Any, record: int, inp: Input, bodies: list[str]) -> None:
+    def _replay_entry(self, machine: InputHandler, record: int, inp: Input,
+                      bodies: list[str]) -> None:
         events = _handle(machine, record, inp)
         recomputed = [canonical_json(event) for event in events]
         if recomputed == bodies:
@@ -295,7 +302,7 @@ class _Tail:
         _disagree(record, inp, journaled, events)
 
 
-def replay(machine: Any, entries: Iterable[Entry]) -> None:
+def replay(machine: InputHandler, entries: Iterable[Entry]) -> None:
     """Feed each journaled input to ``machine`` and compare what it gives with the journal.
 
     Raises RecoveryError at the first input that fails or whose recomputed events differ from
@@ -308,7 +315,7 @@ def replay(machine: Any, entries: Iterable[Entry]) -> None:
                 _disagree(entry.record, entry.input, entry.events, events)
 
 
-def _handle(machine: Any, record: int, inp: Input) -> list[dict[str, Any]]:
+def _handle(machine: InputHandler, record: int, inp: Input) -> list[dict[str, Any]]:
     try:
         return machine.handle(inp)
     except Exception as exc:
