@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "free, else any free port; 0: any free port)")
     parser.add_argument("--no-display", action="store_true",
                         help="do not serve the dealer display")
+    parser.add_argument("--stay", action="store_true",
+                        help="after the last round keep the table and its display up until "
+                             "Ctrl-C (to look at the page at leisure)")
     parser.set_defaults(func=run_demo)
 
 
@@ -52,4 +55,4 @@ def run_demo(args: argparse.Namespace) -> int:
     return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
                             state_dir=args.state_dir, events=args.events, quiet=args.quiet,
                             display=not args.no_display, display_port=args.display_port,
-                            metrics=args.metrics))
+                            metrics=args.metrics, stay=args.stay))

@@ -97,6 +97,7 @@ class DemoOptions:
     display: bool = True
     display_port: int | None = None  # None: DISPLAY_PORT if free, else any free port
     metrics: str | None = None
+    stay: bool = False  # after the last round, keep the table and its page up until Ctrl-C
 
 
 class DemoError(Exception):
@@ -213,8 +214,9 @@ def round_result_lines(event: dict[str, Any]) -> list[str]:
     return lines
 
 
-def event_line(event: dict[str, Any]) -> str | None:
-    """One line for the other events worth showing; None for the quiet ones."""
+def event_line(event: dict[str, Any], speed: float = 1.0) -> str | None:
+    """One line for the other events worth showing; None for the quiet ones. ``speed``: how
+    much faster than real time the table runs (a table's seconds are told in real ones too)."""
     kind, data = event["type"], event.get("data") or {}
     if kind == "shoe_started":
         return f"=== shoe {event['shoe']} started ==="
@@ -224,7 +226,9 @@ def event_line(event: dict[str, Any]) -> str | None:
         burned = data["burned"]
         return f"{burned} card{'' if burned == 1 else 's'} burned; ready"
     if kind == "round_opened":
-        return f"round {event['round']}: betting open for {data['betting_seconds']:g} s"
+        seconds = float(data["betting_seconds"])
+        real = "" if speed == 1 else f" of table time: {seconds / speed:.2g} s at x{speed:g}"
+        return f"round {event['round']}: betting open for {seconds:g} s{real}"
     if kind == "cut_card_drawn":
         return "cut card drawn: this is the shoe's last round"
     if kind == "paused":
@@ -250,9 +254,10 @@ def event_line(event: dict[str, Any]) -> str | None:
 class DemoView:
     """Prints the events off the owner thread (a slow terminal must not slow the table)."""
 
-    def __init__(self, out: TextIO, quiet: bool):
+    def __init__(self, out: TextIO, quiet: bool, speed: float = 1.0):
         self.out = out
         self.quiet = quiet
+        self.speed = speed
         self.queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
         self.results = 0
         self.events = 0
@@ -294,7 +299,7 @@ class DemoView:
                     lines = round_result_lines(event)
                 else:
                     show = not self.quiet or event["type"] in ("shoe_ended", "paused")
-                    line = event_line(event) if show else None
+                    line = event_line(event, self.speed) if show else None
                     lines = [line] if line else []
                 for line in lines:
                     self._write(line + "\n")
@@ -339,6 +344,7 @@ class DemoDealer:
         self.presses_again = 0  # presses that did not take the first time
         self._thread = threading.Thread(target=self._main, name="demo-dealer", daemon=True)
         self._stop = threading.Event()
+        self.stay = False  # keep the table up once the rounds are played (--stay)
 
     def start(self) -> None:
         self._thread.start()
@@ -367,12 +373,14 @@ class DemoDealer:
     def _main(self) -> None:
         try:
             self._play()
+            if self.stay and not self.daemon.stopping:
+                self.view.say("the table and its page stay up: Ctrl-C ends the demo")
+                return
         except DemoError as exc:
             self.error = str(exc)
         except Exception as exc:  # the demo must end, not hang, on a surprise
             self.error = f"demo dealer failed: {exc!r}"
-        finally:
-            self.daemon.request_stop()
+        self.daemon.request_stop()
 
     def _wait_devices(self) -> dict[str, Any]:
         said_at = time.monotonic()
@@ -399,9 +407,13 @@ class DemoDealer:
         results_at_start = self.view.results
         version, last_progress = -1, time.monotonic()
         last_key: Any = None
-        # The dealer plays for as long as the table runs: only the daemon stopping ends it.
+        # The dealer plays for as long as the table runs: only the daemon stopping ends it,
+        # or a drain (the supervisor's "safe to stop": no round will start).
         while not self._stop.is_set() and not self.daemon.stopping:
             version, status = self.daemon.wait_for_change(version, 0.2)
+            if status.get("drained"):
+                self.view.say("table drained (supervisor drain): safe to stop; the demo ends")
+                return
             if self.view.shoe_ended.is_set() and status.get("state") == "no_shoe":
                 return
             if self.rounds is not None and self.view.results - results_at_start >= self.rounds \
@@ -494,13 +506,18 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     config = demo_config(state_dir, shoe_link, events,
                          display_port(options.display_port) if options.display else None,
                          metrics)
-    setup_logging(config.logging.level, config.logging.format, stream=sys.stderr)
+    # The daemon's structured log goes to a file: the terminal gets the demo's own words
+    # (a clock that is not synchronised, a pause: the event lines say them).
+    log_path = state_dir / "demo.log"
+    log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - open for the whole run
+    setup_logging(config.logging.level, config.logging.format, stream=log_file)
 
     resumed = (state_dir / "journal.sqlite").exists()
     out.write(f"pokdeng-table demo: table {DEMO_TABLE}, seed {state['seed']}, "
               f"speed x{options.speed:g}{', resuming' if resumed else ''}\n"
               f"  state: {state_dir}  (rerun with --state-dir {state_dir} to carry on)\n"
               f"  events: {events}\n"
+              f"  log: {log_path}\n"
               f"  dealer view: pokdeng-table watch --socket {config.control.socket}\n"
               f"  results per 100 staked: a Player bet deducts 200 (stake + the held 100) and "
               f"returns 0-400; a Pair bet returns 1200 on a pair\n")
@@ -508,11 +525,12 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
 
     shoe_sim = ShoeSimulator(shoe_link, "beetek", decks=state["decks"], seed=state["seed"])
     shoe_sim.start()
-    view = DemoView(out, options.quiet)
+    view = DemoView(out, options.quiet, options.speed)
     daemon = Daemon(config, notifier=Notifier({}), clock=TableClock(options.speed))
     daemon.add_event_listener(view.on_events)
     view.start()
     dealer = DemoDealer(daemon, shoe_sim, state["seed"], state["decks"], options.rounds, view)
+    dealer.stay = options.stay
     # The daemon's loop owns this (main) thread, for the signals; the dealer plays beside it
     # once the daemon is ready (its drivers exist).
     threading.Thread(target=_start_when_ready, args=(daemon, dealer, view),
@@ -523,8 +541,10 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     shoe_sim.close(drain_timeout=0.5)
     view.close()
     elapsed = time.monotonic() - started
+    log_file.close()
     if status != 0:
-        print(f"pokdeng-table demo: the daemon stopped with status {status}", file=sys.stderr)
+        print(f"pokdeng-table demo: the daemon stopped with status {status} (its log: "
+              f"{log_path})", file=sys.stderr)
         return status
     if dealer.error:
         print(f"pokdeng-table demo: {dealer.error}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -176,3 +177,38 @@ def test_a_press_that_does_not_take_is_pressed_again(tmp_path: Path, monkeypatch
     assert [e["data"] for e in events if e["type"] == "device_status"] == [
         {"device": "panel", "connected": False}, {"device": "panel", "connected": True}]
 
+
+
+@pytest.mark.slow
+def test_the_demo_tells_table_time_keeps_its_log_apart_and_ends_cleanly_on_a_drain(
+        tmp_path: Path) -> None:
+    """What a person at the terminal meets: the betting window in real seconds at the demo's
+    speed, the daemon's structured log in a file rather than among the rounds, and a
+    supervisor's `drain --wait` that ends the demo with status 0."""
+    state = tmp_path / "state"
+    out_path = tmp_path / "demo.out"
+    with out_path.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "controller", "demo", "--speed", "20",
+                                 "--no-display", "--seed", "3", "--state-dir", str(state)],
+                                stdout=out, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: "Round 1 of shoe 1" in out_path.read_text(), 60, "a first round")
+        drained = subprocess.run(
+            [sys.executable, "-m", "controller", "supervisor", "drain", "--wait",
+             "--timeout", "60", "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=90)
+        assert drained.returncode == 0, drained.stderr
+        assert "drained: safe to stop" in drained.stdout
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, err
+    text = out_path.read_text()
+    assert "betting open for 15 s of table time: 0.75 s at x20" in text
+    assert "table drained (supervisor drain): safe to stop; the demo ends" in text
+    logged = re.compile(r"\[(debug|info|warning|error|critical) *\]|\"level\"")
+    assert not any(logged.search(line) for line in text.splitlines() + err.splitlines()), \
+        "a structured log line among the demo's own"
+    assert (state / "demo.log").is_file() and f"log: {state / 'demo.log'}" in text
