@@ -36,7 +36,8 @@ def available() -> dict[str, str]:
 
 
 def driver_class(name: str) -> type[Driver]:
-    return DRIVERS.load(name, base=Driver)
+    cls: type[Driver] = DRIVERS.load(name, base=Driver)  # an import by name, checked there
+    return cls
 
 
 def create(name: str, *args: Any, **kwargs: Any) -> Driver:

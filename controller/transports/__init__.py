@@ -28,7 +28,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from controller.plugins import Registry
 
@@ -223,6 +223,12 @@ def read_secret(option: str, path: str | None = None, credential: str | None = N
     return secret
 
 
+class TransportClass(Protocol):
+    """How every transport class is built: its kind's settings dataclass, the table's id."""
+
+    def __call__(self, settings: Any, *, table: str, name: str | None = None) -> Transport: ...
+
+
 def available() -> dict[str, str]:
     """Every known transport kind with its targets."""
     return TRANSPORTS.available()
@@ -230,7 +236,8 @@ def available() -> dict[str, str]:
 
 def settings_class(kind: str) -> type:
     """The settings dataclass of ``kind`` (imports that transport's module)."""
-    return TRANSPORTS.load(kind, 1)
+    settings: type = TRANSPORTS.load(kind, 1)  # a dataclass, as dataclasses.fields will check
+    return settings
 
 
 def settings_from_mapping(kind: str, options: Mapping[str, Any]) -> Any:
@@ -252,5 +259,5 @@ def create(kind: str, settings: Any, *, table: str, name: str | None = None) -> 
     """A transport of ``kind`` for ``table``; ``settings`` is its dataclass or a mapping."""
     if isinstance(settings, Mapping):
         settings = settings_from_mapping(kind, settings)
-    cls = TRANSPORTS.load(kind, 0, base=Transport)
+    cls: TransportClass = TRANSPORTS.load(kind, 0, base=Transport)  # checked there
     return cls(settings, table=table, name=name)

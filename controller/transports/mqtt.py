@@ -154,9 +154,11 @@ def new_client(settings: MqttTransportSettings, client_id: str, logger: str,
     """A paho client for the table's broker account: protocol, password and TLS from
     ``settings``; the login is ``username``, or the settings' (the events' connection)."""
     protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
-    extra = {} if protocol == mqtt.MQTTv5 else {"clean_session": True}
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
-                         **extra)
+    if protocol == mqtt.MQTTv5:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
+    else:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
+                             clean_session=True)
     client.enable_logger(logging.getLogger(logger))
     if settings.username:
         password = None
@@ -171,7 +173,10 @@ def new_client(settings: MqttTransportSettings, client_id: str, logger: str,
             client.tls_set(ca_certs=settings.ca_file)
         except (OSError, ValueError) as exc:
             raise TransportConfigError(f"mqtt transport: ca_file: {exc}") from None
-    client.reconnect_delay_set(settings.reconnect_min_s, settings.reconnect_max_s)
+    # paho annotates whole seconds, but only compares, doubles and sleeps on the delays: the
+    # settings' fractions of a second reach it as given
+    client.reconnect_delay_set(settings.reconnect_min_s,  # type: ignore[arg-type]
+                               settings.reconnect_max_s)  # type: ignore[arg-type]
     return client
 
 
