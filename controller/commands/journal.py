@@ -148,7 +148,10 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
         return journal, read_key_file(key_file) if key_file.is_file() else None
     if not args.file:
         raise ValueError("which journal? give FILE, --config FILE or --state-dir DIR")
-    return args.file, None
+    from controller.commands.demo_table import DEMO_KEY_FILE
+
+    beside = Path(args.file).with_name(DEMO_KEY_FILE)  # the demo keeps its key there
+    return args.file, read_key_file(beside) if beside.is_file() else None
 
 
 def _holds_no_record_yet(path: str) -> bool:

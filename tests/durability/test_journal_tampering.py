@@ -130,7 +130,21 @@ def test_a_journal_cut_before_its_first_record_is_reported_as_such(tmp_path) -> 
     assert "not a journal" in result.stderr
 
 
+def key_moved_away(table: Path, tmp_path: Path) -> Path:
+    """The demo's key out of the state directory (where `journal verify FILE` finds it)."""
+    kept = tmp_path / "kept.key"
+    (table / "journal.key").rename(kept)
+    return kept
+
+
+def test_journal_verify_finds_the_demos_key_beside_the_journal(table, tmp_path) -> None:
+    assert verify(table).returncode == 0
+    REWRITES["two cards swapped, every hash recomputed"](table)
+    assert verify(table).returncode == 1  # the key beside it checked the MACs
+
+
 def test_a_keyed_journal_needs_its_own_key(table, tmp_path) -> None:
+    key_moved_away(table, tmp_path)
     result = verify(table)
     assert result.returncode == 1
     assert "journal.sqlite: this journal's chain is keyed (HMAC-SHA256) and no key was given" \
@@ -184,9 +198,11 @@ def test_keyed_verify_catches(table, rewrite) -> None:
 
 @pytest.mark.parametrize("with_key", [True, False], ids=["with key", "without key"])
 @pytest.mark.parametrize("rewrite", REWRITES)
-def test_verify_against_the_backend_catches(table, rewrite, with_key) -> None:
+def test_verify_against_the_backend_catches(table, tmp_path, rewrite, with_key) -> None:
     REWRITES[rewrite](table)
     key = ["--key-file", str(table / "journal.key")] if with_key else []
+    if not with_key:
+        key_moved_away(table, tmp_path)
     result = verify(table, *key, "--against", str(table / "events.jsonl"))
     assert result.returncode == 1, result.stdout
     assert "DIFFERS from" in result.stderr
@@ -248,7 +264,7 @@ def test_an_untouched_table_starts_again_and_carries_on(table) -> None:
 # -- downgrades and forged head files ---------------------------------------------------------
 
 @pytest.mark.slow
-def test_a_keyed_journal_rewritten_as_plain_is_refused(table) -> None:
+def test_a_keyed_journal_rewritten_as_plain_is_refused(table, tmp_path) -> None:
     tampering.make_plain(table / "journal.sqlite")
     result = run_daemon(table)
     said = result.stdout + result.stderr
@@ -257,6 +273,7 @@ def test_a_keyed_journal_rewritten_as_plain_is_refused(table) -> None:
            "given" in said
     result = verify(table, "--key-file", str(table / "journal.key"))
     assert result.returncode == 1 and "plain chain" in result.stderr
+    key_moved_away(table, tmp_path)  # a backend has no key
     result = verify(table, "--against", str(table / "events.jsonl"))  # what a backend runs
     assert result.returncode == 1 and "was anchored with hash" in result.stderr
 
