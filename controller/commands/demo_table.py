@@ -40,6 +40,7 @@ from controller.service.clock import TableClock
 from controller.service.config import Config, parse_config
 from controller.service.control_access import own_group
 from controller.service.daemon import Daemon
+from controller.service.journal_key import KEY_FILE_BESIDE
 from controller.service.notify import Notifier
 
 DEMO_TABLE = "DEMO-1"
@@ -83,7 +84,7 @@ journal:
   key_file: {key_file}
 """
 
-DEMO_KEY_FILE = "journal.key"
+DEMO_KEY_FILE = KEY_FILE_BESIDE
 
 
 @dataclass

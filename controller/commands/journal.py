@@ -132,7 +132,7 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     """The journal to check and its key, from FILE or what --config / --state-dir name."""
     from pathlib import Path
 
-    from controller.service.journal_key import read_key_file
+    from controller.service.journal_key import KEY_FILE_BESIDE, read_key_file
 
     if args.config:
         from controller.service.config import load_config
@@ -141,16 +141,12 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
         config = load_config(args.config)
         return args.file or config.journal_path, load_journal_key(config)
     if args.state_dir:
-        from controller.commands.demo_table import DEMO_KEY_FILE
-
-        key_file = Path(args.state_dir) / DEMO_KEY_FILE
+        key_file = Path(args.state_dir) / KEY_FILE_BESIDE
         journal = args.file or str(Path(args.state_dir) / "journal.sqlite")
         return journal, read_key_file(key_file) if key_file.is_file() else None
     if not args.file:
         raise ValueError("which journal? give FILE, --config FILE or --state-dir DIR")
-    from controller.commands.demo_table import DEMO_KEY_FILE
-
-    beside = Path(args.file).with_name(DEMO_KEY_FILE)  # the demo keeps its key there
+    beside = Path(args.file).with_name(KEY_FILE_BESIDE)  # the demo keeps its key there
     return args.file, read_key_file(beside) if beside.is_file() else None
 
 

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 from controller.durability.disk import fsync_directory
 from controller.transports import TransportConfigError, read_secret
 
+#: a key file beside its journal, by this name, is the journal's key (the demo keeps it there;
+#: ``journal verify`` looks for it)
+KEY_FILE_BESIDE = "journal.key"
+
 if TYPE_CHECKING:  # `journal verify --key-file` reads a key without the config reader
     from controller.service.config import Config
 
