@@ -294,7 +294,8 @@ class _HidSession:
     @staticmethod
     def _serial(dev: usb.core.Device) -> str | None:
         try:
-            return dev.serial_number
+            serial: str | None = dev.serial_number  # pyusb is untyped: a string, or None
+            return serial
         except (usb.core.USBError, ValueError) as exc:  # no permission, no strings
             log.debug("cannot read the serial number of %s: %s", dev._str(), exc)
             return None

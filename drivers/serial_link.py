@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import serial
 
@@ -25,6 +25,16 @@ SERIAL_SETTINGS: dict[str, type | tuple[type, ...]] = {
     "bytesize": int, "parity": str, "stopbits": (int, float), "xonxoff": bool,
     "rtscts": bool, "dsrdtr": bool, "exclusive": bool,
 }
+
+class _ReadablePort(Protocol):
+    """What the read loop uses of an open port: every class ``serial_for_url`` gives has it,
+    though pyserial's ``SerialBase`` does not declare it."""
+
+    @property
+    def in_waiting(self) -> int: ...
+
+    def read(self, size: int = 1) -> bytes: ...
+
 
 _OPEN_ERRORS = (serial.SerialException, OSError, ValueError)
 _READ_ERRORS = (serial.SerialException, OSError)
@@ -98,7 +108,7 @@ class SerialLink:
             if not stop.is_set():
                 self._set_connected(False)
 
-    def _read_until_lost(self, port: serial.SerialBase, stop: threading.Event) -> None:
+    def _read_until_lost(self, port: _ReadablePort, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 waiting = port.in_waiting

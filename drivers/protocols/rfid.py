@@ -311,11 +311,12 @@ class RfidParser(LineShoeParser):
             return Misread(at, "rfid_unknown_uid", "a tag that is not in the card registry",
                            {"tag": uid})
         if uid in self._seen:
-            card = CUT if entry == CUT else entry.code
+            card = entry if isinstance(entry, str) else entry.code  # CUT, or the card's code
             return Misread(at, "rfid_duplicate_uid", "a tag already read in this shoe came again",
                            {"tag": uid, "card": card})
         self._seen.add(uid)
-        return CutCard(at, uid) if entry == CUT else CardScan(at, entry, uid)
+        # the only string a registry holds is CUT (parse_registry makes no other)
+        return CutCard(at, uid) if isinstance(entry, str) else CardScan(at, entry, uid)
 
 
 class RfidEncoder:

@@ -37,6 +37,15 @@ from pathlib import Path
 
 from controller.rules.cards import ALL_CARDS, Card, new_shoe_cards, parse_card
 from controller.table.inputs import CardScan, CutCard, Input, Misread
+from drivers.protocols.beetek import BeeTekEncoder
+from drivers.protocols.pdt import PdtEncoder, frame_seq
+from drivers.protocols.rfid import (
+    RfidEncoder,
+    simulated_cut_uid,
+    simulated_registry,
+    simulated_uid,
+    write_registry,
+)
 
 log = logging.getLogger("pokdeng.sim_shoe")
 
@@ -132,16 +141,14 @@ class ShoeSimulator:
         self._heartbeat: threading.Thread | None = None
         self._copies_used: dict[Card, int] = {}
         self.registry_path: Path | None = None
+        self.encoder: BeeTekEncoder | RfidEncoder | PdtEncoder  # one per protocol
         if protocol == "beetek":
-            from drivers.protocols.beetek import BeeTekEncoder
             self.encoder = BeeTekEncoder()
         elif protocol == "rfid":
-            from drivers.protocols.rfid import RfidEncoder, simulated_registry, write_registry
             self.encoder = RfidEncoder(framing)
             self.registry_path = Path(registry_path or f"{self.link_path}.cards.csv")
             write_registry(simulated_registry(decks, framing), self.registry_path)
         else:
-            from drivers.protocols.pdt import PdtEncoder
             self.encoder = PdtEncoder(boot=f"{seed:x}{os.getpid():x}")
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -202,7 +209,7 @@ class ShoeSimulator:
             self._send(self.frame_for(inp))
 
     def card_frame(self, card: Card) -> bytes:
-        if self.protocol == "rfid":
+        if isinstance(self.encoder, RfidEncoder):
             return self.encoder.tag(self._uid_for(card))
         return self.encoder.card(card.code)
 
@@ -311,15 +318,13 @@ class ShoeSimulator:
 
     # -- internals ----------------------------------------------------------------------------
     def _encode_cut(self) -> bytes:
-        if self.protocol == "rfid":
-            from drivers.protocols.rfid import simulated_cut_uid
+        if isinstance(self.encoder, RfidEncoder):
             return self.encoder.tag(simulated_cut_uid(self.framing))
         return self.encoder.cut_card()
 
     def _uid_for(self, card: Card) -> str:
         """The tag of the next physical copy of ``card``; a copy beyond the decks reuses one
         (the reader then reports a duplicate, as it would for a card coming back)."""
-        from drivers.protocols.rfid import simulated_uid
         copy = self._copies_used.get(card, 0)
         self._copies_used[card] = copy + 1
         return simulated_uid((copy % self.decks) * len(ALL_CARDS) + ALL_CARDS.index(card),
@@ -339,7 +344,6 @@ class ShoeSimulator:
     def _frame_seq(self, frame: bytes) -> int | None:
         if self.protocol != "pdt":
             return None
-        from drivers.protocols.pdt import frame_seq
         return frame_seq(frame)
 
     def _send_with_faults(self, frame: bytes) -> None:
@@ -397,7 +401,7 @@ class ShoeSimulator:
             time.sleep(self.settle_seconds)  # pyserial flushes input just after opening
             self._connections += 1
             self._connected_at = time.monotonic()
-            if self.protocol == "pdt":
+            if isinstance(self.encoder, PdtEncoder):
                 self._raw_write(self.encoder.hello(next_seq=self._unsent_seq))
         return True
 
@@ -435,7 +439,8 @@ class ShoeSimulator:
         except OSError:
             return 0
         try:
-            return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            unread: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            return unread
         finally:
             os.close(fd)
 
@@ -481,5 +486,5 @@ class ShoeSimulator:
                 continue
             with self._lock:
                 if self._master is not None and not self._closed.is_set() \
-                        and self._host_is_open():
+                        and self._host_is_open() and isinstance(self.encoder, PdtEncoder):
                     self._write(self.encoder.heartbeat())

@@ -131,8 +131,8 @@ class EmulatedHidPanel:
     level: int = field(default=0, init=False)
     out_reports: list[bytes] = field(default_factory=list, init=False)
     _epoch: float = field(default_factory=time.monotonic, init=False)  # the counter's zero
-    _scheduled: deque = field(default_factory=deque, init=False)   # (due, bits)
-    _deliverable: deque = field(default_factory=deque, init=False)  # report bytes
+    _scheduled: deque[tuple[float, int]] = field(default_factory=deque, init=False)  # (due, bits)
+    _deliverable: deque[bytes] = field(default_factory=deque, init=False)  # report bytes
     _claimed_by: object | None = field(default=None, init=False)
     _backend: EmulatedBackend | None = field(default=None, init=False)
 
@@ -269,7 +269,8 @@ class _Handle:
     closed: bool = False
 
 
-class EmulatedBackend(usb.backend.IBackend):
+# pyusb is untyped (no stubs exist), so its IBackend is Any to mypy: the one place we subclass it
+class EmulatedBackend(usb.backend.IBackend):  # type: ignore[misc]
     """A pyusb backend whose bus holds emulated HID panels."""
 
     def __init__(self, panels: Sequence[EmulatedHidPanel] = ()):
@@ -428,7 +429,7 @@ class EmulatedBackend(usb.backend.IBackend):
             p.kernel_driver_bound = True
 
     # -- transfers ----------------------------------------------------------------------------
-    def intr_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array,
+    def intr_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array[int],
                   timeout: int) -> int:
         deadline = None if timeout == 0 else time.monotonic() + timeout / 1000.0
         with self.cond:
@@ -449,7 +450,7 @@ class EmulatedBackend(usb.backend.IBackend):
                 waits = [t - now for t in (deadline, p._next_due()) if t is not None]
                 self.cond.wait(max(0.0, min(waits)) if waits else None)
 
-    def intr_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array,
+    def intr_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array[int],
                    timeout: int) -> int:
         with self.cond:
             p = self._claimed(dev_handle, intf)
@@ -461,7 +462,7 @@ class EmulatedBackend(usb.backend.IBackend):
             return len(data)
 
     def ctrl_transfer(self, dev_handle: _Handle, bmRequestType: int, bRequest: int,
-                      wValue: int, wIndex: int, data: array.array, timeout: int) -> int:
+                      wValue: int, wIndex: int, data: array.array[int], timeout: int) -> int:
         with self.cond:
             p = self._live(dev_handle)
             request = (bmRequestType, bRequest)
@@ -544,7 +545,7 @@ class EmulatedBackend(usb.backend.IBackend):
         raise _usb_error(LIBUSB_ERROR_PIPE)
 
     @staticmethod
-    def _fill(data: array.array, payload: bytes) -> int:
+    def _fill(data: array.array[int], payload: bytes) -> int:
         n = min(len(data), len(payload))
         data[:n] = array.array("B", payload[:n])
         return n
