@@ -417,9 +417,10 @@ def measure(send, arrivals: Arrivals, source: str) -> dict[str, float]:
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
                      mqtt_port: int, *, extra_config: str = "",
                      load: Callable[[Path], Any] | None = None,
-                     seed: int = 7) -> dict[str, list[float]]:
+                     seed: int = 7, nice: int = 0) -> dict[str, list[float]]:
     """The daemon's latencies; ``extra_config`` is added to its YAML, and ``load(work)`` (a
-    context manager: bench/stress_bench.py's load) runs from the first round to the last."""
+    context manager: bench/stress_bench.py's load) runs from the first round to the last;
+    ``nice``: the daemon's niceness (the unit's ``Nice=``; a negative one needs root)."""
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     secret = work / "secret"
@@ -439,7 +440,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     log = work / "daemon.log"
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
                                str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                              cwd=ROOT)
+                              cwd=ROOT, preexec_fn=(lambda: os.nice(nice)) if nice else None)
     latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
     watch = RECEIVERS[-1]  # the receiver whose events tell where the table is
     stack = contextlib.ExitStack()

@@ -88,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @creates_private_files
 def _verify(args: argparse.Namespace) -> int:
+    _yield_to_the_table()
     from controller.durability.archive import verify_with_archives
     from controller.durability.journal import JournalError
     from controller.service.config_errors import ConfigError
@@ -126,6 +127,13 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
+
+
+def _yield_to_the_table() -> None:
+    """Walking a whole journal on the table PC: at idle priority, the table goes first."""
+    from controller.durability.idle_child import lower_own_priority
+
+    lower_own_priority()
 
 
 def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
@@ -227,6 +235,7 @@ def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
 
 @creates_private_files
 def _export(args: argparse.Namespace) -> int:
+    _yield_to_the_table()
     from controller.durability.archive import export_with_archives
     from controller.durability.journal import JournalError, export_events
 
@@ -245,6 +254,7 @@ def _export(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _archive(args: argparse.Namespace) -> int:
+    _yield_to_the_table()
     from controller.durability.archive import archive_closed_shoes, parse_duration
     from controller.durability.journal import JournalError
 
@@ -284,6 +294,7 @@ def _archive(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    _yield_to_the_table()
     from controller.durability.journal import JournalError
     from controller.durability.vacuum import JournalInUse, compact
 

@@ -36,6 +36,16 @@ def _lower_priority() -> None:
         pass
 
 
+def lower_own_priority() -> None:
+    """This process to idle priority, CPU and I/O: a command that walks a whole journal
+    (``journal verify``, ``export``, ``archive``, ``compact``) on the table PC must not take
+    the cores or the disk from the table. On a quiet PC it runs as fast as ever."""
+    _lower_priority()
+    if IONICE:
+        subprocess.run([IONICE, "-c", "3", "-p", str(os.getpid())], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 class IdleChild:
     """One run of ``python -m <module>`` at idle priority; ``stop()`` ends it from any thread.
 
