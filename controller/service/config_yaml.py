@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 import yaml
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_BYTES = 1024 * 1024
@@ -55,13 +55,16 @@ class _StrictLoader(yaml.SafeLoader):
         self._depth = 0
         self._values = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
-        event = self.peek_event()
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        # a node comes next (an alias, a scalar, a sequence or a mapping); PyYAML's stubs leave
+        # the parser's event methods unannotated
+        event: NodeEvent = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, AliasEvent) or event.anchor is not None:
             raise _Refused(f"anchors and aliases (&{event.anchor}, *{event.anchor}) are not "
                            f"allowed in a config: write each value out", event)
-        if getattr(event, "tag", None) not in (None, "!"):
-            raise _Refused(f"YAML tags ({event.tag}) are not allowed in a config", event)
+        tag = getattr(event, "tag", None)  # scalars and collections have one, aliases not
+        if tag not in (None, "!"):
+            raise _Refused(f"YAML tags ({tag}) are not allowed in a config", event)
         self._values += 1
         if self._values > MAX_VALUES:
             raise _Refused(f"more than {MAX_VALUES} values: this is not a table config", event)

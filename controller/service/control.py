@@ -136,7 +136,8 @@ class ControlClient:
         reply = self.request({"cmd": "status"})
         if not reply.get("ok"):
             raise ControlError(reply.get("error", "status failed"))
-        return reply["status"]
+        status: dict[str, Any] = reply["status"]  # the daemon's JSON
+        return status
 
     def supervisor(self, action: str, card: str | None = None) -> dict[str, Any]:
         # here, not at the top: the protocol module reads the table's inputs, which status
@@ -210,7 +211,8 @@ def socket_path(args: Any) -> str:
     """The control socket named by --socket, by --config's control.socket, in --state-dir, or
     the default."""
     if getattr(args, "socket", None):
-        return args.socket
+        path: str = args.socket
+        return path
     if getattr(args, "state_dir", None):
         return os.path.join(args.state_dir, SOCKET_NAME)
     if getattr(args, "config", None):

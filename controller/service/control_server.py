@@ -90,7 +90,8 @@ class ControlHandler(Protocol):
     def control_watch_line(self) -> tuple[int, bytes]:
         """The status version and its ``watch`` line: the same bytes for every watcher."""
 
-    def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future: ...
+    def control_supervisor(self, action: str, card: str | None,
+                           by: Actor) -> Future[dict[str, Any]]: ...
 
     def control_watch_interval(self) -> float: ...
 
@@ -180,7 +181,7 @@ class ControlServer:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._clients: dict[int, _Client] = {}
-        self._answers: deque[tuple[_Client, int, Future]] = deque()
+        self._answers: deque[tuple[_Client, int, Future[dict[str, Any]]]] = deque()
         self._tokens = itertools.count(1)
         self._status_dirty = threading.Event()
         self._watched = False  # some client watches: a status change wakes the I/O thread
@@ -274,7 +275,7 @@ class ControlServer:
         if self._watched:  # else nothing to push: no wake-up on the owner's way to its queue
             self._wake()
 
-    def _answered(self, client: _Client, token: int, future: Future) -> None:
+    def _answered(self, client: _Client, token: int, future: Future[dict[str, Any]]) -> None:
         self._answers.append((client, token, future))
         self._wake()
 

@@ -60,7 +60,8 @@ from controller.durability.shoe_tags import open_shoe_tags
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.clock import TableClock
 from controller.service.clock_watch import ClockWatch
-from controller.service.config import EX_CONFIG, Config, ConfigError
+from controller.service.config import Config
+from controller.service.config_errors import EX_CONFIG, ConfigError
 from controller.service.control import ControlConfigError, ControlError
 from controller.service.control_server import ControlServer
 from controller.service.display_link import DisplayStartError, start_display
@@ -115,7 +116,7 @@ DriverFactory = Callable[[Callable[[Input], None], Callable[[], float]], Driver]
 @dataclass
 class _Work:
     inp: Input
-    reply: Future | None = None
+    reply: Future[dict[str, Any]] | None = None
 
 
 _STOP = object()
@@ -190,9 +191,9 @@ class Daemon:
         """The drivers' sink: queue an input for the owner thread."""
         self.queue.put(_Work(inp))
 
-    def submit(self, inp: Input) -> Future:
+    def submit(self, inp: Input) -> Future[dict[str, Any]]:
         """Queue an input and get a future resolved with the owner's answer."""
-        future: Future = Future()
+        future: Future[dict[str, Any]] = Future()
         self.queue.put(_Work(inp, future))
         return future
 
@@ -687,6 +688,7 @@ class Daemon:
         """What follows a commit of ``entries`` (inputs with their events, in order)."""
         assert self.machine is not None
         if self.outbox is not None and any(events for _, events in entries):
+            assert self.journal is not None  # the outbox delivers what the journal committed
             # Committed: the delivery threads take them from memory, not from the disk.
             self.outbox.publish(self.journal.appended_events())
         status = self.machine.status()

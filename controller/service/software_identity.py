@@ -93,6 +93,7 @@ def _recorded(dist: importlib.metadata.Distribution) -> list[importlib.metadata.
 def _source_files() -> list[tuple[str, Path]]:
     found = []
     for package in PACKAGES:
+        assert package.__file__ is not None  # regular packages, each with its __init__.py
         root = Path(package.__file__).resolve().parent
         for path in root.rglob("*.py"):
             if "__pycache__" not in path.parts:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from controller.service.config import Config, ConfigError, load_config
+from controller.service.config import Config, load_config
+from controller.service.config_errors import ConfigError
 from controller.service.control_access import group_id, missing_group
 from controller.service.journal_key import load_journal_key
 from controller.transports import TransportConfigError, read_secret

@@ -28,12 +28,13 @@ BACKEND_FIGURES_FRESH_S = 0.1
 class TableControl:
     """Answers the control socket (``controller/service/control_server.py``'s handler)."""
 
-    def __init__(self, board: StatusBoard, clock: TableClock, submit: Callable[[Input], Future],
+    def __init__(self, board: StatusBoard, clock: TableClock,
+                 submit: Callable[[Input], Future[dict[str, Any]]],
                  stop_requested: threading.Event, outbox: Outbox | None,
                  retention: JournalRetention | None):
         self._board: StatusBoard = board
         self._clock: TableClock = clock
-        self._submit: Callable[[Input], Future] = submit
+        self._submit: Callable[[Input], Future[dict[str, Any]]] = submit
         self._stop_requested: threading.Event = stop_requested
         self._outbox: Outbox | None = outbox
         self._retention: JournalRetention | None = retention
@@ -74,7 +75,8 @@ class TableControl:
         # Heartbeats keep a dealer view's countdown honest; scaled for a fast demo clock.
         return max(0.05, min(1.0, self._clock.real_seconds(1.0)))
 
-    def control_supervisor(self, action: str, card: str | None, by: Actor) -> Future:
+    def control_supervisor(self, action: str, card: str | None,
+                           by: Actor) -> Future[dict[str, Any]]:
         """Post a supervisor action taken by ``by``; the future holds the table's answer."""
         try:
             parsed = parse_card(card) if card is not None else None
@@ -88,7 +90,7 @@ class TableControl:
         self._board.subscribe_changes(callback)
 
 
-def _answered(answer: dict[str, Any]) -> Future:
-    future: Future = Future()
+def _answered(answer: dict[str, Any]) -> Future[dict[str, Any]]:
+    future: Future[dict[str, Any]] = Future()
     future.set_result(answer)
     return future
