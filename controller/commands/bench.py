@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from types import ModuleType
 
 
 def bench_folder() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "bench"
 
 
-def _report():
+def _report() -> ModuleType | None:
     """bench/report.py of this clone, or None when installed without the repository."""
     folder = bench_folder()
     if not (folder / "report.py").is_file():
@@ -29,7 +30,7 @@ def _report():
     return report
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "bench", help="run every benchmark and print one table of figures",
         description="Run every benchmark and print one table: exact RTP time, replay speed, "
@@ -48,4 +49,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"pokdeng-table bench: no benchmarks at {bench_folder()}; they ship with the "
               f"source repository: clone it and `pip install -e .` there", file=sys.stderr)
         return 2
-    return report.run(args)
+    code: int = report.run(args)  # bench/report.py, imported from the clone
+    return code

@@ -13,7 +13,7 @@ import argparse
 SHELLS = ("bash", "zsh")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "completion", help="print a bash or zsh completion script",
         description="Print the shell completion script for pokdeng-table, generated from its "

@@ -12,7 +12,7 @@ import sys
 from controller.service.config_errors import EX_CONFIG, ConfigError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "config", help="check a configuration file",
         description="Work with the daemon's YAML configuration (docs/install.md has an example; "
@@ -26,7 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "start with it; 78 listing every error by key path.")
     check.add_argument("file", metavar="FILE", help="the daemon's YAML configuration file")
     check.set_defaults(func=check_config)
-    parser.set_defaults(func=lambda args: parser.print_help(sys.stderr) or 2)
+    parser.set_defaults(func=lambda args: _help(parser))
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
 
 
 def check_config(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import argparse
 from controller.service.private_files import creates_private_files
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo", help="play a demo shoe on simulated devices (no config, no hardware)",
         description="Start a simulated shoe (on a pty) and a simulated button panel, run the "

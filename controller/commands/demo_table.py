@@ -42,6 +42,7 @@ from controller.service.control_access import own_group
 from controller.service.daemon import Daemon
 from controller.service.journal_key import KEY_FILE_BESIDE
 from controller.service.notify import Notifier
+from drivers.base import Driver
 
 DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
@@ -114,7 +115,7 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
     """The demo's own state (the seed), created on the first run, kept on reruns."""
     path = state_dir / "demo.json"
     if path.exists():
-        state = json.loads(path.read_text())
+        state: dict[str, Any] = json.loads(path.read_text())
         if seed is not None and seed != state["seed"]:
             print(f"note: {state_dir} was started with --seed {state['seed']}; "
                   f"carrying on with it", file=sys.stderr)
@@ -318,6 +319,12 @@ class DemoView:
 
 # --- the dealer --------------------------------------------------------------------------------
 
+def _connected(driver: Driver) -> bool:
+    """Is this panel driver connected? (A USB panel says so with its ``connected`` event.)"""
+    connected: threading.Event | None = getattr(driver, "connected", None)
+    return connected is not None and connected.is_set()
+
+
 @dataclass
 class _Press:
     """A button the dealer pressed and is waiting to see the table take."""
@@ -388,8 +395,8 @@ class DemoDealer:
         version = -1
         while not self._stop.is_set() and not self.daemon.stopping:
             version, status = self.daemon.wait_for_change(version, 0.2)
-            panel_up = any(getattr(d, "connected", None) is not None and d.connected.is_set()
-                           for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
+            panel_up = any(_connected(d) for d in self.daemon.drivers
+                           if getattr(d, "device", "") == "panel")
             # pyserial empties a port's input as it opens it: a card sent before the table has
             # the shoe's port open can be lost, and the table would wait for it for ever.
             shoe_up = any(getattr(getattr(d, "link", None), "connected", None) is True

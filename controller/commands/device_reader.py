@@ -7,8 +7,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from controller.table.inputs import Input, to_json
+
+if TYPE_CHECKING:
+    from drivers.base import Driver
 
 #: one lock for stdout and stderr lines, so a driver thread's output never interleaves
 output_lock = threading.Lock()
@@ -26,7 +30,7 @@ def print_problem(prog: str, text: str) -> None:
         print(f"{prog}: {text}", file=sys.stderr, flush=True)
 
 
-def run_until_signal(driver, prog: str, what: str,
+def run_until_signal(driver: Driver, prog: str, what: str,
                      counts: Callable[[], Mapping[str, int]]) -> int:
     """Start ``driver``, wait for SIGINT/SIGTERM, stop it, print what it received.
 

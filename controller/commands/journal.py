@@ -9,7 +9,7 @@ import sys
 from controller.service.private_files import creates_private_files
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "journal", help="check, export or archive a table journal",
         description="Check a journal's hash chain (with its archives), print its events as "
@@ -270,7 +270,8 @@ def _archive(args: argparse.Namespace) -> int:
     key = None
     try:
         if args.config:
-            from controller.service.config import ConfigError, load_config
+            from controller.service.config import load_config
+            from controller.service.config_errors import ConfigError
             try:
                 config = load_config(args.config)
             except (ConfigError, ValueError) as exc:

@@ -29,7 +29,7 @@ SEE_ALSO = "systemctl(1), journalctl(1), systemd.unit(5)"
 DOC_DIR = "/usr/share/doc/pokdeng-table"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "man", help="print the manual page pokdeng-table(1) (roff)",
         description="Print the manual page, in roff, built from the command's own parser: "
@@ -84,7 +84,8 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
         if action.option_strings:
             name = ", ".join(action.option_strings)
             if action.nargs != 0:
-                name += " " + (action.metavar or action.dest.upper())
+                metavar = action.metavar or action.dest.upper()
+                name += " " + (metavar if isinstance(metavar, str) else " ".join(metavar))
         else:
             name = str(action.metavar or action.dest)
             if action.choices:

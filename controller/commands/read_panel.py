@@ -19,7 +19,7 @@ from typing import Any
 PROG = "read-panel"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "read-panel", help="print what the dealer button panel sends, as table-script lines",
         description="Open the dealer panel and print each input as a table-script JSON line.")
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from controller.commands import device_reader
-    from controller.service.config import ConfigError
+    from controller.service.config_errors import ConfigError
     from drivers import registry
     from drivers.base import DriverConfigError
 

@@ -22,7 +22,7 @@ from typing import Any
 PROG = "read-shoe"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "read-shoe", help="print what a card-reading shoe sends, as table-script lines",
         description="Open a shoe (any pyserial URL: /dev/…, socket://host:port, spy://…) and "

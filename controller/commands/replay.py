@@ -26,8 +26,8 @@ class ConfigError(ValueError):
 
 def settings_from_config(path: str) -> MachineSettings:
     """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
-    from controller.service.config import ConfigError as BadConfig
     from controller.service.config import load_config
+    from controller.service.config_errors import ConfigError as BadConfig
 
     try:
         return load_config(path).machine_settings()
@@ -35,7 +35,7 @@ def settings_from_config(path: str) -> MachineSettings:
         raise ConfigError(exc.report()) from None
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="run a table script through the table machine, print the events",

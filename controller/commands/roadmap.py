@@ -25,7 +25,7 @@ class RoadmapCommandError(Exception):
     """Why the command cannot show the roadmap; printed as one line, exit 1."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "roadmap", help="show a shoe's roadmap (bead plates) from the journal",
         description="Show the roadmap of a shoe (default: the latest) from a table journal: "

@@ -6,7 +6,7 @@ import argparse
 import json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "rtp",
         help="exact return to player of the Player and Player Pair bets",

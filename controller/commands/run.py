@@ -9,7 +9,7 @@ from controller.service.config_errors import EX_CONFIG, ConfigError
 from controller.service.private_files import creates_private_files
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "run", help="run the table daemon",
         description="Run the table daemon: drivers, table machine, journal, outbox, control "

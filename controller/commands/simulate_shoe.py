@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 PROG = "simulate-shoe"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate-shoe", help="run a simulated card-reading shoe on a pty",
         description="Make a pty, link its device end at PATH, and send a table script's shoe "

@@ -15,7 +15,7 @@ from controller.service.control import (
 from controller.service.journal_check_text import check_text
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "status", help="show the table's state (from the running daemon)",
         description="Table, shoe, round, state, cards left, devices, backend backlog, the "

@@ -22,7 +22,7 @@ from controller.service.control import (
 ACTIONS = ("pause", "resume", "cancel-round", "end-shoe", "enter-card", "reveal", "drain")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "supervisor", help="pause, resume, cancel the round, end the shoe, enter a misread card, "
                            "reveal the next hand, drain before an upgrade",

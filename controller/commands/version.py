@@ -15,7 +15,7 @@ EX_DIFFER = 1
 EX_CANNOT_VERIFY = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "version", help="the software version and the digest of its installed files",
         description="Print the version and a SHA-256 digest of the installed files (over the "
