@@ -107,16 +107,23 @@ def run(config: Path) -> subprocess.CompletedProcess:
     return pokdeng("run", "--config", str(config), timeout=90)
 
 
-def test_a_state_dir_restored_from_an_earlier_copy_is_refused_over_http(histories,
-                                                                        tmp_path) -> None:
-    held = received(histories["table"])
-    state = state_copy(histories, "early", tmp_path)
+def refused(state: Path, held: list[dict[str, Any]]
+            ) -> tuple[subprocess.CompletedProcess, WebhookBackend]:
+    """``run`` on ``state`` with an HTTP backend holding ``held``: it must exit 65."""
     backend = holding(held)
     try:
         result = run(config_for(state, http(backend)))
     finally:
         backend.down()
     assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    return result, backend
+
+
+def test_a_state_dir_restored_from_an_earlier_copy_is_refused_over_http(histories,
+                                                                        tmp_path) -> None:
+    held = received(histories["table"])
+    state = state_copy(histories, "early", tmp_path)
+    result, backend = refused(state, held)
     text = result.stdout + result.stderr
     mine = received(state)[-1]["seq"]
     assert "history has forked" in text
@@ -132,23 +139,13 @@ def test_a_journal_restored_without_its_head_file_is_refused(histories, tmp_path
     shutil.copy(histories["early"] / "journal.sqlite", state / "journal.sqlite")
     for suffix in ("-wal", "-shm"):
         (state / f"journal.sqlite{suffix}").unlink(missing_ok=True)
-    backend = holding(received(histories["table"]))
-    try:
-        result = run(config_for(state, http(backend)))
-    finally:
-        backend.down()
-    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    _, backend = refused(state, received(histories["table"]))
     assert backend.events == []
 
 
 def test_another_tables_copy_is_refused(histories, tmp_path) -> None:
     state = state_copy(histories, "other", tmp_path)
-    backend = holding(received(histories["table"]))
-    try:
-        result = run(config_for(state, http(backend)))
-    finally:
-        backend.down()
-    assert result.returncode == EX_DATAERR, result.stdout[-2000:] + result.stderr[-2000:]
+    result, backend = refused(state, received(histories["table"]))
     assert "history has forked" in result.stdout + result.stderr
     assert backend.events == [] and backend.conflicts == []
 

@@ -84,6 +84,18 @@ def test_a_broker_restart_without_persistence_loses_nothing(mosquitto_factory, t
     assert all(strip_anchor(json.loads(p)) == by_id[i] for i, p in first_payload.items())
 
 
+def deliver_five(journal: Journal, outbox: Outbox, receiver: MqttReceiver) -> list[dict]:
+    """The receiver connected and holding five inputs' events, first copies: what a resend
+    request then asks again."""
+    receiver.connect()
+    wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
+    written = fill(journal, 5)
+    outbox.notify()
+    assert outbox.wait_delivered(journal.last_event_seq(), 10)
+    wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+    return written
+
+
 def test_a_resend_request_is_bounded_by_what_was_published(mosquitto_factory, tmp_path, caplog):
     broker = mosquitto_factory()
     journal = Journal(tmp_path / "journal.db")
@@ -92,12 +104,7 @@ def test_a_resend_request_is_bounded_by_what_was_published(mosquitto_factory, tm
         with caplog.at_level(logging.INFO), \
                 Outbox(journal.path, [mqtt_transport(broker.port)],
                        resend_interval_s=0.2) as outbox:
-            receiver.connect()
-            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
-            written = fill(journal, 5)
-            outbox.notify()
-            assert outbox.wait_delivered(journal.last_event_seq(), 10)
-            wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+            written = deliver_five(journal, outbox, receiver)
             horizon = written[-1]["seq"]
             for bad in (b"nonsense", b'{"from_seq": 0}', b'{"from_seq": "3"}',
                         b'{"from": 3}', b"[1]"):
@@ -132,12 +139,7 @@ def test_a_flood_of_resend_requests_is_answered_and_logged_a_line_per_interval(
         with caplog.at_level(logging.INFO, logger="pokdeng.transports.mqtt"), \
                 Outbox(journal.path, [mqtt_transport(broker.port)],
                        resend_interval_s=0.2) as outbox:
-            receiver.connect()
-            wait_until(lambda: receiver.sessions, 5, "the receiver to connect")
-            written = fill(journal, 5)
-            outbox.notify()
-            assert outbox.wait_delivered(journal.last_event_seq(), 10)
-            wait_until(lambda: len(receiver.stored) == len(written), 10, "the events")
+            written = deliver_five(journal, outbox, receiver)
             before = len(receiver.payloads)
             for n in range(1500):
                 receiver.client.publish(receiver.resend_topic, b"nonsense %d" % n, qos=0)
