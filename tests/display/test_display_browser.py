@@ -122,9 +122,15 @@ def _reachable(page: Any, url: str) -> bool:
 
 
 def seen(page: Any) -> dict[str, Any]:
-    """What the page shows now, read from its DOM in one go."""
+    """What the page shows now, read from its DOM in one go. ``html`` leaves out the felt
+    while it still shows an earlier, settled round's hands (``shown``: that round; they stay
+    up until the next round's first card)."""
     return dict(page.evaluate("""() => ({
-        html: document.documentElement.outerHTML,
+        html: (() => { const copy = document.documentElement.cloneNode(true);
+                       const felt = copy.querySelector('#felt');
+                       if (felt && felt.dataset.shownRound) felt.remove();
+                       return copy.outerHTML; })(),
+        shown: (document.getElementById("felt") || {dataset: {}}).dataset.shownRound || "",
         state: document.body.dataset.state || "",
         link: document.body.dataset.link || "",
         round: document.getElementById("round").textContent,
@@ -153,6 +159,8 @@ def test_a_round_runs_down_deals_and_shows_its_hands_only_after_betting_closes(
         snapshots.append(now)
     number = int(round_text.split()[-1])
     result = wait_until(lambda: table.results().get(number), 30, f"round {number}'s result")
+    # what the felt kept showing while betting opened is an earlier round, settled
+    assert all(not s["shown"] or int(s["shown"]) < number for s in snapshots)
 
     leaks = Leaks()
     for hand in result["data"]["hands"].values():
@@ -248,8 +256,9 @@ def test_a_supervisor_pause_shows_a_banner_that_clears_on_resume(
     assert paused is not None, "the pause never landed while betting was open"
     banner = wait_until(lambda: seen(page)["banner"], 10, "the pause banner")
     me = pwd.getpwuid(os.getuid()).pw_name
-    assert "supervisor_pause" in banner and f"paused by supervisor {me}" in banner
-    assert "resume" in banner  # the way out, from controller/table/faults.py
+    assert "A supervisor paused the table." in banner and f"paused by supervisor {me}" in banner
+    assert "supervisor_pause" in banner  # the code, small, for docs/faults.md
+    assert "Wait for the supervisor to resume the table." in banner  # what to do
     assert table.supervisor("resume")["ok"]
     wait_until(lambda: seen(page)["banner"] is None, 10, "the banner to clear on resume")
 

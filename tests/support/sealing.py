@@ -6,9 +6,13 @@ A card may be spelled many ways by whoever reads a screen or a log: ``QH``, ``HQ
 JSON text with its symbol escaped (``Q\\u2665``). ``Leaks`` knows them all and searches text
 for them as whole tokens (not inside a longer word or number such as ``W0x2C``).
 
-Two spellings are left out on purpose, because English prose and units use them: the
-all-lower-case two-letter words ``as``, ``ad`` and ``ah``, and a digit rank, a space and a
-lower-case suit letter (``5 s`` is five seconds). ``AS``, ``As``, ``A♠`` and ``5 S`` still count.
+The suits' names in the screens' other languages count too (``Q ng puso``, ``hati Q``,
+``ハートのQ``, ``Q دل``).
+
+Two spellings are left out on purpose, because prose and units use them: the all-lower-case
+two-letter words ``as``, ``ad``, ``ah`` (English) and ``sa`` (Filipino), and a digit rank, a
+space and a lower-case suit letter (``5 s`` is five seconds). ``AS``, ``As``, ``SA``, ``A♠`` and
+``5 S`` still count.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ _RANK_WORDS = {"A": ["A", "1", "ace"], "T": ["T", "10", "ten"], "J": ["J", "jack
 _SUIT_LETTERS = {"S": "S", "H": "H", "D": "D", "C": "C"}
 _SUIT_SYMBOLS = {"S": "♠♤", "H": "♥♡", "D": "♦♢", "C": "♣♧"}
 _SUIT_WORDS = {"S": "spades?", "H": "hearts?", "D": "diamonds?", "C": "clubs?"}
-_ENGLISH = {"as", "ad", "ah"}
+#: the suits as the screens' other languages name them (Filipino, Malay, Persian, Japanese):
+#: "Q ng puso", "hati Q", "Q دل", "ハートのQ" name a card as surely as "Q of hearts"
+_SUIT_WORDS_ABROAD = {"S": "espada|ispada|sped|sekop|پیک|スペード",
+                      "H": "puso|hati|lekuk|دل|ハート",
+                      "D": "diyamante|diamante|wajik|berlian|خشت|ダイヤモンド|ダイヤ",
+                      "C": "trebol|krus|kelawar|keriting|گشنیز|خاج|クラブ"}
+_ENGLISH = {"as", "ad", "ah", "sa"}  # "sa": the Filipino preposition (the screens' words)
 _EDGE_BEFORE = r"(?<![A-Za-z0-9])"
 _EDGE_AFTER = r"(?![A-Za-z0-9])"
 
@@ -56,6 +66,11 @@ def card_pattern(card: Card | str) -> re.Pattern[str]:
         rf"(?i:(?:{'|'.join(r for r in short if not r.isdigit()) or '(?!)'}) {letter})",
         rf"(?:{'|'.join(r for r in short if r.isdigit()) or '(?!)'}) {letter}",  # 5 S
         rf"(?i:(?:{'|'.join(map(re.escape, ranks + words))}) of {_SUIT_WORDS[suit]})",
+    ]
+    abroad = _SUIT_WORDS_ABROAD[suit]
+    spellings += [  # Q ng puso, Q هاتی, ハートのQ, Qのハート
+        rf"(?i:(?:{rank_alt})\s?(?:ng\s|の\s?)?(?:{abroad})(?!\w))",
+        rf"(?i:(?<!\w)(?:{abroad})\s?(?:の\s?)?(?:{rank_alt}))",
     ]
     return re.compile(_EDGE_BEFORE + "(?:" + "|".join(spellings) + ")" + _EDGE_AFTER)
 

@@ -392,7 +392,7 @@ function drawResults(list) {
         if (seat.outcome && seat.outcome !== "tie") {
           chip.appendChild(el("span", "chip-odds", oddsWords(seat.odds)));
         } else if (seat.outcome === "tie") {
-          chip.appendChild(el("span", "chip-odds", T("outcome.tie")));
+          chip.appendChild(el("span", "chip-odds", T("bead.tie")));
         }
         if (seat.pair_won) chip.appendChild(el("span", "chip-pair", "\u25cf"));
         chips.appendChild(chip);

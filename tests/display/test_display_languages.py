@@ -1,0 +1,350 @@
+"""Both pages in every language and on every monitor, in a real browser against the real
+daemon: ``pokdeng-table demo`` in its own process with the display on, Chromium driven by
+Playwright (one browser and one demo table for the module; each test waits for what it needs
+and relies on no other).
+
+- every page × language at 1920x1080, 1366x768 and a portrait 1080x1920: no element outside
+  its box or the window (bounding boxes measured), no word missing from the language (no
+  ⟦key⟧, no English word the language has its own for), no glyph drawn as a box (tofu), and
+  the bead letters and hand values at least 28 px on a 1080-line screen (docs/display.md:
+  legible from 2 m on a 24" monitor; the same millimetres on the other monitors);
+- a pause has its own colour and its reason in words on both pages, in every language;
+- the countdown moves on every frame and never jumps back when a status resyncs it;
+- no card of a round whose betting is open in any page's DOM, in any language or spelling.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_display_browser import CHROMIUM, CHROMIUM_ARGS, DemoTable  # one demo table kind
+
+from controller.display import words
+from controller.service.control import ControlClient
+from support.display_helpers import request
+from support.sealing import Leaks
+from support.waiting import wait_until
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+PAGES = {"dealer": "", "scoreboard": "scoreboard"}
+VIEWPORTS = [(1920, 1080), (1366, 768), (1080, 1920)]
+#: the smallest text a dealer or player must read from 2 m, in px of a 1080-line screen
+LEGIBLE_PX = 28
+PAUSE_COLOUR = "rgb(194, 24, 91)"   # --pause in display.css
+BETTING_COLOUR = "rgb(47, 191, 99)"  # --tie: the betting green
+LOSE_COLOUR = "rgb(125, 133, 128)"
+
+
+@pytest.fixture(scope="module")
+def table() -> Iterator[DemoTable]:
+    root = Path(tempfile.mkdtemp(prefix="displang-", dir="/tmp"))
+    demo = DemoTable(root)
+    demo.start()
+    wait_until(lambda: _up(demo), 60, "the display to answer")
+    yield demo
+    demo.kill()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _up(demo: DemoTable) -> bool:
+    try:
+        return request(demo.port, "/state.json")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    yield page
+    page.close()
+
+
+def url(table: DemoTable, which: str, lang: str) -> str:
+    return f"{table.url}{PAGES[which]}?lang={lang}"
+
+
+def drawn(page: Any) -> bool:
+    """The page has its words, its roadmap and a result to show."""
+    return bool(page.evaluate("""() => document.documentElement.lang !== '' &&
+        !!document.querySelector('#roadmap .plate') &&
+        !!document.querySelector('#results .chip') && document.body.dataset.link === 'live'"""))
+
+
+MEASURE = """([legible]) => {
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const problems = [];
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+    + (typeof e.className === 'string' && e.className
+       ? '.' + e.className.split(' ').join('.') : '');
+  const visible = (e) => { const s = getComputedStyle(e);
+    return s.display !== 'none' && s.visibility !== 'hidden' && e.getClientRects().length > 0; };
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.closest('svg') && e.tagName.toLowerCase() !== 'svg') continue;  // drawn inside its svg
+    if (!visible(e)) continue;
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.left < -1 || r.top < -1 || r.right > vw + 1 || r.bottom > vh + 1) {
+      problems.push(name(e) + ' leaves the window: '
+        + JSON.stringify([r.left, r.top, r.right, r.bottom]));
+    }
+    const style = getComputedStyle(e);
+    const positioned = style.position === 'absolute' || style.position === 'fixed';
+    const parent = e.parentElement;
+    if (!positioned && parent && parent !== document.body) {
+      const p = parent.getBoundingClientRect();
+      if (r.left < p.left - 1 || r.top < p.top - 1 || r.right > p.right + 1
+          || r.bottom > p.bottom + 1) {
+        problems.push(name(e) + ' leaves its box ' + name(parent) + ': ' + JSON.stringify(
+          [r.left - p.left, r.top - p.top, p.right - r.right, p.bottom - r.bottom]));
+      }
+    }
+    // text wider than its box; taller only beyond a quarter of its size (glyphs of a
+    // line-height:1 line reach a little past it, and are still whole on the screen)
+    const slack = 0.25 * parseFloat(style.fontSize);
+    if (style.display !== 'inline' && e.tagName.toLowerCase() !== 'svg' && e.textContent.trim()
+        && (e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + slack)) {
+      problems.push(name(e) + ' has text beyond its box: "' + e.textContent.slice(0, 40) + '"');
+    }
+  }
+  const scale = Number(document.body.dataset.scale);
+  const sizes = [];
+  for (const t of document.querySelectorAll('#roadmap .bead-text')) {
+    const svg = t.ownerSVGElement;
+    const k = svg.getBoundingClientRect().height / svg.viewBox.baseVal.height;
+    sizes.push(['bead', parseFloat(getComputedStyle(t).fontSize) * k]);
+  }
+  for (const v of document.querySelectorAll('.hand-value, .chip-value')) {
+    sizes.push([v.className, parseFloat(getComputedStyle(v).fontSize) * scale]);
+  }
+  const small = sizes.filter(([, px]) => px < legible * 0.99);
+  return {problems, sizes: sizes.length, small, text: document.body.innerText,
+          missing: window.missingWords, scale, lang: document.documentElement.lang,
+          dir: document.documentElement.dir};
+}"""
+
+TOFU = """() => {
+  // Each character the page shows, drawn in the page's own fonts, against the box a font
+  // draws for a character it does not have: the same picture (or nothing at all) is tofu.
+  const font = getComputedStyle(document.body).fontFamily;
+  const canvas = document.createElement('canvas');
+  canvas.width = 64; canvas.height = 64;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const pixels = () => ctx.getImageData(0, 0, 64, 64).data.join(',');
+  const picture = (c) => { ctx.clearRect(0, 0, 64, 64); ctx.font = '40px ' + font;
+    ctx.fillStyle = '#000'; ctx.fillText(c, 4, 48); return pixels(); };
+  const none = [picture('\\uE000'), picture('\\u0378'), picture('\\uFFFF')];
+  const blank = (() => { ctx.clearRect(0, 0, 64, 64); return pixels(); })();
+  const chars = new Set([...document.body.innerText].filter(
+    (c) => c.trim() && c.charCodeAt(0) > 127));
+  const bad = [];
+  for (const c of chars) {
+    const p = picture(c);
+    if (/[\\u200c\\u200d\\u200e\\u200f]/.test(c)) continue;  // joiners and marks draw nothing
+    if (p === blank || none.includes(p)) bad.push(c + ' U+' + c.codePointAt(0).toString(16));
+  }
+  return {checked: chars.size, bad, font};
+}"""
+
+
+def english_left(text: str, lang: str) -> list[str]:
+    """English words of the catalogue on a page in another language, where that language has
+    its own (the game's loanwords such as Banker or AK Flush are the same in both)."""
+    if lang == "en":
+        return []
+    own = words.CATALOGUE[lang]
+    theirs = " ".join(own.values())
+    left = []
+    for key, english in words.EN.items():
+        plain = english.split("{")[0].strip(" :…")
+        if len(plain) < 5 or own[key] == english or plain in theirs:
+            continue
+        if plain in text:
+            left.append(f"{key}: {plain!r}")
+    return left
+
+
+@pytest.mark.parametrize("lang", words.LANGUAGES)
+@pytest.mark.parametrize("which", sorted(PAGES))
+def test_every_page_fits_every_monitor_and_speaks_its_language(
+        table: DemoTable, page: Any, which: str, lang: str) -> None:
+    # a page with a result: the hands, combinations, odds and beads are all on it
+    wait_until(lambda: len(table.results()) >= 2, 90, "two round results")
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(url(table, which, lang))
+        wait_until(lambda: drawn(page), 20, f"the {which} page drawn in {lang}")
+        if which == "dealer":  # the last hands stay up until the next round's first card
+            wait_until(lambda: page.evaluate(
+                "() => document.querySelectorAll('.hand-value').length === 6"), 60,
+                "the dealer page showing a round's hands")
+        seen = page.evaluate(MEASURE, [LEGIBLE_PX * min(width, height) / 1080])
+        where = f"{which} in {lang} at {width}x{height}"
+        assert seen["lang"] == lang and seen["dir"] == ("rtl" if lang in words.RTL else "ltr")
+        assert not seen["missing"] and "\u27e6" not in seen["text"], (where, seen["missing"])
+        assert not english_left(seen["text"], lang), (where, english_left(seen["text"], lang))
+        assert not seen["problems"], (where, len(seen["problems"]), seen["problems"][:12])
+        assert seen["sizes"] >= 6 and not seen["small"], (where, seen["small"][:5])
+        if (width, height) == VIEWPORTS[0]:
+            glyphs = page.evaluate(TOFU)
+            assert glyphs["checked"] > 0 or lang == "en"
+            assert not glyphs["bad"], (where, glyphs)
+
+
+def test_a_pause_has_its_own_colour_and_its_reason_on_both_pages_in_every_language(
+        table: DemoTable, browser: Any) -> None:
+    wait_until(lambda: (lambda s: s and not s["paused"] and s["state"] != "starting")(
+        table.status()), 60, "a running table")
+    answer = ControlClient(table.socket).supervisor("pause")
+    assert answer["ok"], answer
+    pages = []
+    try:
+        for lang in words.LANGUAGES:
+            for which in sorted(PAGES):
+                page = browser.new_page(viewport={"width": 1366, "height": 768})
+                pages.append(page)
+                page.goto(url(table, which, lang))
+                wait_until(lambda page=page: page.evaluate(
+                    "() => document.body.classList.contains('paused') && "
+                    "!!document.documentElement.lang"), 20, f"the {which} page paused ({lang})")
+                seen = page.evaluate("""() => ({
+                    title: document.getElementById('title').textContent,
+                    colour: getComputedStyle(document.getElementById('title')).backgroundColor,
+                    what: document.getElementById('banner-what').textContent,
+                    banner: getComputedStyle(document.getElementById('banner')).backgroundColor,
+                    way: (document.getElementById('banner-way') || {}).textContent || null})""")
+                where = f"{which} in {lang}"
+                assert seen["title"] == words.say(lang, "state.paused"), where
+                assert seen["colour"] == seen["banner"] == PAUSE_COLOUR, (where, seen)
+                assert PAUSE_COLOUR not in (BETTING_COLOUR, LOSE_COLOUR)
+                assert seen["what"] == words.say(lang, "fault.supervisor_pause"), where
+                if which == "dealer":
+                    assert seen["way"] == words.say(lang, "way.supervisor_pause"), where
+                measured = page.evaluate(MEASURE, [LEGIBLE_PX * 768 / 1080])
+                assert not measured["problems"], (where, measured["problems"][:8])
+    finally:
+        assert table.supervisor("resume")["ok"]
+        for page in pages:
+            page.close()
+
+
+RECORD = """() => new Promise((done) => {
+  const samples = [];
+  const start = performance.now();
+  const statuses = window.statusCount;
+  const step = () => {
+    const left = document.getElementById('seconds').dataset.left;
+    samples.push([performance.now(), left === '' ? null : Number(left), window.statusCount]);
+    if (performance.now() - start < 1500) requestAnimationFrame(step);
+    else done({samples, statuses: window.statusCount - statuses});
+  };
+  requestAnimationFrame(step);
+})"""
+
+
+@pytest.mark.parametrize("which, lang", [("dealer", "en"), ("scoreboard", "fa")])
+def test_the_countdown_moves_every_frame_and_never_jumps_back_on_a_resync(
+        table: DemoTable, page: Any, which: str, lang: str) -> None:
+    page.goto(url(table, which, lang))
+    rate = float(json.loads(request(table.port, "/state.json")[2])["status"]["betting"]["rate"])
+    tried = []
+    for _attempt in range(5):  # a window open through a second of recording, with resyncs
+        wait_until(lambda: (lambda s: s and s["state"] == "betting" and not s["paused"]
+                            and s["cards_dealt"] <= 2)(table.status()), 90,
+                   "a round just opened for betting")
+        record = page.evaluate(RECORD)
+        running = [(t, left, n) for t, left, n in record["samples"] if left is not None]
+        # the longest stretch of frames with the countdown running (the page may join late)
+        stretch: list[tuple[float, float, int]] = []
+        for sample in running:
+            if stretch and sample[0] - stretch[-1][0] > 100:
+                stretch = []
+            stretch.append(sample)
+        tried.append((len(record["samples"]), len(stretch),
+                      stretch[-1][2] - stretch[0][2] if stretch else 0))
+        if stretch and stretch[-1][0] - stretch[0][0] >= 1000 \
+                and stretch[-1][2] - stretch[0][2] >= 2:
+            samples = [(t, left) for t, left, _ in stretch]
+            break
+    else:
+        pytest.fail(f"no betting window ran through a second of recording with resyncs "
+                    f"(frames, running frames, statuses): {tried}")
+    for (t0, left0), (t1, left1) in zip(samples, samples[1:]):
+        frame = (t1 - t0) / 1000 / rate  # one frame, in table seconds
+        assert left1 <= left0 + frame, f"the countdown jumped back {left1 - left0:.3f} s"
+    drops = [a[1] - b[1] for a, b in zip(samples, samples[1:]) if a[1] != b[1]]
+    ten_hz = 0.1 / rate  # what a countdown stepping ten times a second moves in one step
+    assert len(drops) >= 10 and statistics.median(drops) < ten_hz / 2, (
+        f"steps of {statistics.median(drops):.3f} s: not frames")
+
+
+def _snapshot(page: Any) -> dict[str, Any]:
+    """The DOM as text, without the felt when it shows an earlier, settled round's hands
+    (which the test checks is earlier than the open round)."""
+    return dict(page.evaluate("""() => {
+        const felt = document.getElementById('felt');
+        const shown = felt ? felt.dataset.shownRound : '';
+        const copy = document.documentElement.cloneNode(true);
+        if (shown) copy.querySelector('#felt').remove();
+        return {html: copy.outerHTML, shown: shown, state: document.body.dataset.state,
+                round: document.getElementById('round').textContent};
+    }"""))
+
+
+def test_no_card_of_a_round_open_for_betting_on_any_page_in_any_language(
+        table: DemoTable, browser: Any) -> None:
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        pages = []
+        for lang in words.LANGUAGES:
+            for which in sorted(PAGES):
+                page = context.new_page()
+                page.goto(url(table, which, lang))
+                pages.append(page)
+        for page in pages:
+            wait_until(lambda page=page: drawn(page), 30, "every page drawn")
+        wait_until(lambda: (lambda s: s and s["state"] == "ready" and not s["paused"])(
+            table.status()), 90, "a table between rounds")
+        opened = wait_until(lambda: (lambda s: s if s and s["state"] == "betting"
+                                     else None)(table.status()), 60, "betting to open")
+        number = opened["round"]
+        snapshots: list[tuple[str, dict[str, Any]]] = []
+        while (lambda s: s and s["state"] == "betting" and s["round"] == number)(table.status()):
+            for index, page in enumerate(pages):
+                snap = _snapshot(page)
+                if snap["state"] == "betting" and str(number) in snap["round"]:
+                    snapshots.append((f"page {index}", snap))
+        result = wait_until(lambda: table.results().get(number), 30, f"round {number}'s result")
+        leaks = Leaks()
+        for hand in result["data"]["hands"].values():
+            for card in hand["cards"]:
+                leaks.add_card(card)
+        assert len(snapshots) >= len(pages), "too few snapshots while betting was open"
+        assert {name for name, _ in snapshots} == {f"page {i}" for i in range(len(pages))}
+        for name, snap in snapshots:
+            assert not snap["shown"] or int(snap["shown"]) < number, (name, snap["shown"])
+            found = leaks.found_in(f"{name} DOM", snap["html"])
+            assert not found, found[0]
+    finally:
+        context.close()
