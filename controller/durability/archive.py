@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.durability import chain_check, vacuum
 from controller.durability.chain import ChainHash
@@ -66,6 +66,9 @@ from controller.durability.journal import (
     walker_from,
 )
 from controller.durability.recovery import RecoveryError, replay
+
+if TYPE_CHECKING:
+    from controller.table.records import MachineSettings
 
 ARCHIVE_FORMAT = "pokdeng-journal-archive"
 MANIFEST_FORMAT = "pokdeng-journal-archive-manifest"
@@ -150,7 +153,7 @@ class _Cut:
 
 
 def archive_closed_shoes(journal_path: str | Path, older_than_s: float,
-                         now: float | None = None, *, settings: Any = None,
+                         now: float | None = None, *, settings: MachineSettings | None = None,
                          archive_dir: str | Path | None = None,
                          key: bytes | None = None, trust_mark: bool = False,
                          cut_records: int = CUT_RECORDS,
@@ -272,7 +275,8 @@ class _Cutter:
     them to the checkpoint at the cut, writes the archive, removes them."""
 
     def __init__(self, conn: sqlite3.Connection, journal_path: Path, directory: Path,
-                 base: ArchiveBase | None, chain: ChainHash, settings: Any, now: float):
+                 base: ArchiveBase | None, chain: ChainHash, settings: MachineSettings | None,
+                 now: float):
         from controller.table.machine import TableMachine
 
         self.conn, self.journal_path, self.directory = conn, journal_path, directory
@@ -357,7 +361,7 @@ class _Cutter:
                              tuple(self.shoes), len(self.files))
 
 
-def _settings_from_events(conn: sqlite3.Connection) -> Any:
+def _settings_from_events(conn: sqlite3.Connection) -> MachineSettings:
     from controller.table.machine import MachineSettings
 
     table = conn.execute("SELECT json_extract(body, '$.table') FROM records "

@@ -22,10 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING
 
 from controller.durability.chain import ChainHash
 from controller.durability.journal import ArchiveBase, Journal, JournalError
+
+if TYPE_CHECKING:
+    from controller.table.machine import TableMachine
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoint (
@@ -63,7 +66,7 @@ def store(conn: sqlite3.Connection, base: ArchiveBase, chain: ChainHash | None =
         raise
 
 
-def save_at_shoe_end(journal: Journal, machine: Any) -> ArchiveBase:
+def save_at_shoe_end(journal: Journal, machine: TableMachine) -> ArchiveBase:
     """Store ``machine``'s checkpoint as the state right after the journal's last record.
 
     Call right after the entry holding ``shoe_ended`` was journaled, before any other input.

@@ -34,6 +34,7 @@ from controller.durability.idle_child import ChildFailed, IdleChild
 
 if TYPE_CHECKING:
     from controller.durability.archive import ArchiveResult
+    from controller.table.records import MachineSettings
 
 DAY_S = 86400.0
 DELIVERY_WAIT_S = 30.0   # how long a shoe's end waits for the backends before archiving
@@ -59,7 +60,7 @@ class JournalRetention:
     """
 
     def __init__(self, journal_path: str | Path, settings: RetentionSettings,
-                 machine_settings: Any, *,
+                 machine_settings: MachineSettings | None, *,
                  wait_delivered: Callable[[int, float], bool] | None = None,
                  interval_s: float = DAY_S, key: bytes | None = None,
                  start_after: threading.Event | None = None):

@@ -10,7 +10,7 @@ how long it took and the table's state now.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -18,6 +18,9 @@ from controller.durability import checkpoints
 from controller.durability.journal import Journal, JournalError
 from controller.durability.recovery import RecoveryReport
 from controller.service.notify import Notifier
+
+if TYPE_CHECKING:
+    from controller.table.machine import TableMachine
 
 log = structlog.get_logger("pokdeng.recovery")
 
@@ -64,7 +67,7 @@ def log_recovery(report: RecoveryReport) -> None:
              fault=fault.get("code") if isinstance(fault, dict) else None)
 
 
-def save_checkpoint(journal: Journal | None, machine: Any) -> None:
+def save_checkpoint(journal: Journal | None, machine: TableMachine) -> None:
     """Store the checkpoint right after a shoe-ending entry; a failure costs only a longer
     next start, so it is logged and the table carries on."""
     if journal is None:
