@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.table.faults import UNKNOWN_SHOE_FRAME
 from controller.table.inputs import Misread
@@ -43,6 +43,9 @@ from drivers.base import Clock, Driver, DriverConfigError, InputSink
 from drivers.options import OptionReader
 from drivers.protocols.base import Problem, ProtocolError, ShoeParser, hex_dump, printable
 from drivers.serial_link import SerialLink, check_serial_settings
+
+if TYPE_CHECKING:
+    import serial
 
 PROTOCOLS = ("beetek", "rfid", "pdt")
 _COMMON_OPTIONS = {"url", "baudrate", "reconnect_seconds", "serial", "read_timeout"}
@@ -210,7 +213,7 @@ class SerialShoe(Driver):
     def _wake(self) -> None:
         self.link.wake()
 
-    def _on_open(self, port: Any) -> None:
+    def _on_open(self, port: serial.SerialBase) -> None:
         self._last_frame_at = time.monotonic()
 
     def receive(self, data: bytes) -> None:

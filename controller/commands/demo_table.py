@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from controller.rules.cards import Card, parse_card
 from controller.service.clock import TableClock
@@ -43,6 +43,10 @@ from controller.service.daemon import Daemon
 from controller.service.journal_key import KEY_FILE_BESIDE
 from controller.service.notify import Notifier
 from drivers.base import Driver
+
+if TYPE_CHECKING:
+    from drivers.sim.panel import SimPanel
+    from drivers.sim.shoe import ShoeSimulator
 
 DEMO_TABLE = "DEMO-1"
 DEAL_SECONDS = 0.8        # table seconds a dealer takes per card
@@ -337,7 +341,7 @@ class _Press:
 class DemoDealer:
     """Plays the table from the daemon's sealed status, as a dealer would."""
 
-    def __init__(self, daemon: Daemon, shoe_sim: Any, seed: int, decks: int,
+    def __init__(self, daemon: Daemon, shoe_sim: ShoeSimulator, seed: int, decks: int,
                  rounds: int | None, view: DemoView):
         self.daemon = daemon
         self.shoe_sim = shoe_sim
@@ -363,8 +367,12 @@ class DemoDealer:
             self._thread.join(5)
 
     @property
-    def panel(self) -> Any:
-        return next(d for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
+    def panel(self) -> SimPanel:
+        from drivers.sim.panel import SimPanel
+
+        panel = next(d for d in self.daemon.drivers if getattr(d, "device", "") == "panel")
+        assert isinstance(panel, SimPanel)  # the demo's config names sim_panel
+        return panel
 
     def _cards_for(self, shoe: int) -> tuple[list[Card], int]:
         from drivers.sim.shoe import cut_card_position, shuffled_shoe

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from controller.table.reveal_modes import REVEAL_MODES
 
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def replay(lines: TextIO, settings: MachineSettings, out: Any, source: str) -> None:
+def replay(lines: TextIO, settings: MachineSettings, out: BinaryIO, source: str) -> None:
     """Feed the script's inputs to a fresh machine, writing each event as it comes.
 
     ``out`` takes bytes (UTF-8 JSON lines). Raises ScriptError on a malformed line, after the

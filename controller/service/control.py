@@ -31,9 +31,12 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.service.config_errors import EX_CONFIG, ConfigError
+
+if TYPE_CHECKING:
+    import argparse
 
 MAX_ANSWER = 1024 * 1024
 CONNECT_RETRY_S = 3.0  # how long a client keeps trying a full or restarting socket
@@ -174,7 +177,7 @@ DEFAULT_SOCKET = "/run/pokdeng-table/control.sock"
 SOCKET_NAME = "control.sock"  # the socket's name in a state directory (the demo's, a config's)
 
 
-def add_socket_arguments(parser: Any) -> None:
+def add_socket_arguments(parser: argparse.ArgumentParser) -> None:
     """--socket, --config and --state-dir: one meaning on every command that talks to a table."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--socket", metavar="PATH",
@@ -189,12 +192,15 @@ def add_socket_arguments(parser: Any) -> None:
 EX_UNAVAILABLE = 69  # sysexits.h: the daemon is not reachable
 
 
-def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any], int]]:
+Command = Callable[["argparse.Namespace"], int]
+
+
+def client_command(prog: str) -> Callable[[Command], Command]:
     """Decorate a CLI command that talks to the daemon: a bad ``--config`` exits 78 with its
     errors listed, an unreachable daemon exits 69 with the reason, both on stderr."""
-    def decorate(command: Callable[[Any], int]) -> Callable[[Any], int]:
+    def decorate(command: Command) -> Command:
         @functools.wraps(command)
-        def run(args: Any) -> int:
+        def run(args: argparse.Namespace) -> int:
             try:
                 return command(args)
             except ConfigError as exc:
@@ -207,9 +213,10 @@ def client_command(prog: str) -> Callable[[Callable[[Any], int]], Callable[[Any]
     return decorate
 
 
-def socket_path(args: Any) -> str:
+def socket_path(args: argparse.Namespace) -> str:
     """The control socket named by --socket, by --config's control.socket, in --state-dir, or
     the default."""
+    # a command's options are untyped (argparse): each is a string when given
     if getattr(args, "socket", None):
         path: str = args.socket
         return path

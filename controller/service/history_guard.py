@@ -17,13 +17,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from controller.durability.held import Held, fork_problem, parse_held
 from controller.durability.journal import open_read_only, read_base
 from controller.rate_limited_log import RateLimitedLog
+
+if TYPE_CHECKING:
+    from controller.transports import Transport
 
 log = structlog.get_logger("pokdeng.history")
 
@@ -46,13 +49,13 @@ class HistoryGuard:
         self._thread = threading.Thread(target=self._main, name="history-guard", daemon=True)
 
     # -- the transports' side (any thread) ------------------------------------------------------
-    def watch(self, transports: Iterable[Any]) -> None:
+    def watch(self, transports: Iterable[Transport]) -> None:
         for transport in transports:
             if transport.tells_held:
                 self._expected.add(transport.name)
                 transport.held_listener = self._report
 
-    def _report(self, transport: Any, value: Any) -> None:
+    def _report(self, transport: Transport, value: Any) -> None:
         name = transport.name
         held = None
         if value is not None:
@@ -68,7 +71,7 @@ class HistoryGuard:
             self._changed.notify_all()
 
     # -- the daemon's side ----------------------------------------------------------------------
-    def wait_first(self, transports: Iterable[Any], timeout: float) -> str | None:
+    def wait_first(self, transports: Iterable[Transport], timeout: float) -> str | None:
         """Ask, and wait up to ``timeout`` for every backend that can say where it stands;
         compare what came. The fork found, or None (also when some did not answer)."""
         for transport in transports:
@@ -107,7 +110,7 @@ class HistoryGuard:
 
     # -- inside ---------------------------------------------------------------------------------
     @staticmethod
-    def _ask(transport: Any) -> None:
+    def _ask(transport: Transport) -> None:
         try:
             transport.ask_held()
         except Exception as exc:  # unreachable: it tells when it comes back, or never

@@ -16,7 +16,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import generate_latest
@@ -24,6 +24,11 @@ from prometheus_client import generate_latest
 from controller.service.health import journal_bytes
 from controller.service.metrics import TableMetrics
 from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
+
+if TYPE_CHECKING:
+    from controller.durability.journal import Journal
+    from controller.durability.outbox import Outbox
+    from controller.service.config import Config
 
 log = structlog.get_logger("pokdeng.metrics")
 
@@ -50,7 +55,7 @@ def write_atomically(path: str, data: bytes, mode: int = FILE_MODE) -> None:
 
 class MetricsWriter:
     def __init__(self, metrics: TableMetrics, path: str, interval_s: float, board: StatusBoard,
-                 outbox: Any, journal_path: str, records: Callable[[], int]):
+                 outbox: Outbox | None, journal_path: str, records: Callable[[], int]):
         self.metrics = metrics
         self.path = path
         self.interval_s = interval_s
@@ -121,7 +126,7 @@ class MetricsWriter:
                 self.metrics.delivered(seq)
 
 
-def metrics_writer_for(config: Any, board: StatusBoard, outbox: Any, journal: Any,
+def metrics_writer_for(config: Config, board: StatusBoard, outbox: Outbox | None, journal: Journal,
                        software: dict[str, Any]) -> MetricsWriter | None:
     """The writer for a table with ``metrics.textfile`` set (None without)."""
     if not config.metrics.textfile:
