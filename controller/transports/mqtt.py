@@ -53,6 +53,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from controller import __version__
 from controller.rate_limited_log import RateLimitedLog
@@ -270,8 +271,8 @@ class MqttTransport(Transport):
         return {"state": "offline", "table": self.table, "client_id": self.client_id,
                 "reason": reason}
 
-    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any,
-                    reason_code: Any, properties: Any) -> None:
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: mqtt.ConnectFlags,
+                    reason_code: ReasonCode, properties: Properties | None) -> None:
         if reason_code.is_failure:
             text = str(reason_code)
             with self._lock:
@@ -293,7 +294,7 @@ class MqttTransport(Transport):
                                  "resend subscription"
 
     def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int,
-                      reason_codes: list[Any], properties: Any) -> None:
+                      reason_codes: list[ReasonCode], properties: Properties | None) -> None:
         with self._lock:
             if mid != self._resend_subscription:
                 return
@@ -319,8 +320,8 @@ class MqttTransport(Transport):
             self._last_problem = ("connection attempt failed: broker unreachable or TLS "
                                   "handshake refused (check host, port, tls, ca_file)")
 
-    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any,
-                       reason_code: Any, properties: Any) -> None:
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: mqtt.DisconnectFlags,
+                       reason_code: ReasonCode, properties: Properties | None) -> None:
         # A batch being published ends first (its socket is closed: the rest is refused), so
         # no event of it can go out on the next connection ahead of the ones paho resends.
         with self._publishing:
@@ -339,8 +340,8 @@ class MqttTransport(Transport):
             return f"not connected to mqtt broker {self.settings.host}:{self.settings.port} " \
                    f"({self._last_problem})"
 
-    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason_code: Any,
-                    properties: Any) -> None:
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason_code: ReasonCode,
+                    properties: Properties) -> None:
         # paho calls this before it marks the message published: deliver() sees it in time.
         if reason_code.value == NO_MATCHING_SUBSCRIBERS or reason_code.is_failure:
             with self._lock:

@@ -21,6 +21,8 @@ import threading
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.transports.mqtt import (
     MqttTransportSettings,
@@ -61,8 +63,8 @@ class MqttHealthPublisher:
         self._client = client
         start_connecting(client, settings)
 
-    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
-                    properties: Any) -> None:
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: mqtt.ConnectFlags,
+                    reason_code: ReasonCode, properties: Properties | None) -> None:
         if reason_code.is_failure:
             log.error("mqtt health connection refused: %s", reason_code)
             return
@@ -72,8 +74,8 @@ class MqttHealthPublisher:
         if latest is not None:  # replaces the will the broker may have published meanwhile
             client.publish(self.topic, latest, qos=1, retain=True)
 
-    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
-                       properties: Any) -> None:
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: mqtt.DisconnectFlags,
+                       reason_code: ReasonCode, properties: Properties | None) -> None:
         self._connected.clear()
 
     def publish(self, message: dict[str, Any]) -> None:
