@@ -105,3 +105,18 @@ def test_the_manual_names_the_documents_where_the_package_installs_them() -> Non
     page = cli("man").stdout
     assert "docs/install.md" not in page.replace("/usr/share/doc/pokdeng\\-table/", "")
     assert "/usr/share/doc/pokdeng\\-table/install.md" in page
+
+
+def test_an_option_with_one_metavar_per_value_is_listed_with_each() -> None:
+    """argparse lets ``metavar`` be a tuple (one name per value of ``nargs``): the page names
+    each (it used to raise TypeError joining the tuple to a string)."""
+    import argparse
+
+    from controller.commands.manpage import _options
+
+    parser = argparse.ArgumentParser(prog="x")
+    parser.add_argument("--seat", nargs=2, metavar=("SEAT", "CARD"), help="a seat and a card")
+    parser.add_argument("--speed", help="how fast")
+    lines = _options(parser)
+    assert "\\fB\\-\\-seat SEAT CARD\\fR" in lines
+    assert "\\fB\\-\\-speed SPEED\\fR" in lines
