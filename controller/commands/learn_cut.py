@@ -14,10 +14,13 @@ import queue
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from controller.table.faults import UNKNOWN_SHOE_FRAME
 from controller.table.inputs import CardScan, CutCard, DeviceStatus, Input, Misread
+
+if TYPE_CHECKING:
+    from drivers.base import Driver
 
 #: driver codes of a frame that is well formed but names no card: a cut card candidate
 NOT_A_CARD_CODES = frozenset({UNKNOWN_SHOE_FRAME, "beetek_bad_card"})
@@ -81,7 +84,7 @@ class CutCardLearner:
                       f"draw the cut card again")
 
 
-def learn_cut(shoe: Any, learner: CutCardLearner, say: Say) -> int:
+def learn_cut(shoe: Driver, learner: CutCardLearner, say: Say) -> int:
     """Run the shoe driver (whose sink is ``learner``) until the learner has an answer (its
     status), or a signal ends it first (1)."""
     stop = threading.Event()

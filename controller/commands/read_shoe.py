@@ -17,7 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from drivers.base import Clock
+    from drivers.shoe import ProblemSink
 
 PROG = "read-shoe"
 
@@ -110,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     return device_reader.run_until_signal(shoe, PROG, "shoe", lambda: shoe.counts)
 
 
-def _learn_cut(args: argparse.Namespace, options: dict[str, Any], clock: Any,
-               print_problem: Any) -> int:
+def _learn_cut(args: argparse.Namespace, options: dict[str, Any], clock: Clock,
+               print_problem: ProblemSink) -> int:
     from controller.commands import device_reader
     from controller.commands.learn_cut import CutCardLearner, learn_cut
     from drivers.base import DriverConfigError

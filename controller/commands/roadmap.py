@@ -16,7 +16,10 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.table.roadmap import Roadmap
 
 PROG = "pokdeng-table roadmap"
 
@@ -72,7 +75,7 @@ def wants_colour(stream: Any) -> bool:
     return bool(isatty and isatty())
 
 
-def read_roadmap(journal: str, shoe: int | None, archives: str | None) -> Any:
+def read_roadmap(journal: str, shoe: int | None, archives: str | None) -> Roadmap:
     """The roadmap of ``shoe`` (None: the latest) from the journal's events."""
     from controller.durability.journal import JournalError
     from controller.table.roadmap import Roadmap, RoadmapError
