@@ -117,3 +117,57 @@ def test_the_product_and_the_benchmarks_do_not_import_the_tests() -> None:
                 if target.split(".")[0] in ("tests", "support", "pytest", "hypothesis"):
                     problems.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
     assert not problems, "\n".join(problems)
+
+
+def import_circles(modules: list[tuple[Path, str]]) -> list[list[str]]:
+    """The circles of the modules' imports of each other (type-checking imports count: a
+    circle there is one a newcomer must hold in mind all the same), each as its modules."""
+    known = {name for _, name in modules}
+    graph = {name: sorted({target for _, target in imports_of(path)
+                           if target in known and target != name})
+             for path, name in modules}
+    circles, index, low, stack, on_stack = [], {}, {}, [], set()
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    circles = import_circles([(path, module_name(path)) for path in sources()])
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_check_sees_a_circle_behind_type_checking(tmp_path: Path) -> None:
+    machine = tmp_path / "machine.py"
+    machine.write_text("from controller.table import views\n")
+    views = tmp_path / "views.py"
+    views.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    from controller.table.machine import TableMachine\n")
+    leaf = tmp_path / "leaf.py"
+    leaf.write_text("import json\n")
+    modules = [(machine, "controller.table.machine"), (views, "controller.table.views"),
+               (leaf, "controller.table.leaf")]
+    assert import_circles(modules) == [["controller.table.machine", "controller.table.views"]]

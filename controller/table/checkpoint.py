@@ -6,17 +6,15 @@ instead of from the table's first input. The journal and the archive store it as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from controller.table.machine_state import MachineState
 from controller.table.records import MachineSettings, pause_reason_from
-
-if TYPE_CHECKING:
-    from controller.table.machine import TableMachine
 
 VERSION = 1
 
 
-def capture(machine: TableMachine) -> dict[str, Any]:
+def capture(machine: MachineState) -> dict[str, Any]:
     """Small JSON-able state, valid between shoes only (no shoe open)."""
     if machine.state != "no_shoe":
         raise ValueError(
@@ -50,7 +48,7 @@ def check(settings: MachineSettings, checkpoint: dict[str, Any]) -> None:
             f"checkpoint is for table {checkpoint.get('table')!r}, not {settings.table_id!r}")
 
 
-def restore(machine: TableMachine, checkpoint: dict[str, Any]) -> None:
+def restore(machine: MachineState, checkpoint: dict[str, Any]) -> None:
     """Set a fresh machine (no shoe open) to the checkpoint's state."""
     machine.seq = int(checkpoint["seq"])
     machine.clock = float(checkpoint["clock"])

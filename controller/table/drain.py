@@ -10,21 +10,18 @@ supervisor who has checked it resumes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from controller.table.machine import TableMachine
+from controller.table.machine_state import MachineState
 
 REFUSAL = "draining: safe to stop (supervisor resume takes rounds again)"
 PROMPT = "draining: safe to stop"
 STATUS_WORDS = "drained: safe to stop"
 
 
-def drained(machine: TableMachine) -> bool:
+def drained(machine: MachineState) -> bool:
     """Draining, and no round is open: stopping now stops no round."""
     return machine.draining and machine.round is None
 
 
-def status_fields(machine: TableMachine) -> dict[str, object]:
+def status_fields(machine: MachineState) -> dict[str, object]:
     """The status view's drain fields."""
     return {"draining": machine.draining, "drained": drained(machine)}

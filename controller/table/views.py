@@ -1,23 +1,21 @@
 """What the table shows: the dealer's prompt, the status view and the next card's target.
 
-Functions of a ``TableMachine`` that read it and change nothing. Sealed: no card value of a
-round whose betting is open appears in any of them.
+Functions of the table machine (its ``MachineState``) that read it and change nothing.
+Sealed: no card value of a round whose betting is open appears in any of them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.rules.hands import HAND_ORDER
 from controller.table import drain
 from controller.table.events import iso_time, seconds_of
+from controller.table.machine_state import MachineState
 from controller.table.procedure import ROUND_TARGETS, STATE_WORDS
 
-if TYPE_CHECKING:
-    from controller.table.machine import TableMachine
 
-
-def next_target(machine: TableMachine) -> str | None:
+def next_target(machine: MachineState) -> str | None:
     """Where the next card from the shoe goes: flip, burn, a hand position, or nowhere."""
     if machine.state == "awaiting_flip":
         return "flip"
@@ -28,7 +26,7 @@ def next_target(machine: TableMachine) -> str | None:
     return None
 
 
-def prompt(machine: TableMachine) -> str:
+def prompt(machine: MachineState) -> str:
     """Plain words for the dealer's screen; never a sealed card value."""
     if machine.hold == "paused":
         reason = machine.fault.reason if machine.fault else "paused"
@@ -61,7 +59,7 @@ def prompt(machine: TableMachine) -> str:
     return STATE_WORDS[machine.state]
 
 
-def _seconds_left(machine: TableMachine) -> float | None:
+def _seconds_left(machine: MachineState) -> float | None:
     """Betting seconds left at the machine's clock: frozen while paused, None once closed."""
     rnd = machine.round
     if rnd is None or not rnd.betting_open:
@@ -85,7 +83,7 @@ def seconds_left_now(status: dict[str, Any], now: float) -> float | None:
     return None if closes is None else round(max(0.0, closes - now), 3)
 
 
-def status(machine: TableMachine) -> dict[str, Any]:
+def status(machine: MachineState) -> dict[str, Any]:
     """A JSON-able view for the dealer screen and the control socket. Sealed: no card
     value of an open round before its betting closed."""
     rnd = machine.round
