@@ -390,7 +390,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="pokdeng-table bench",
+                                     description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -107,6 +107,17 @@ def test_the_check_sees_upward_and_sideways_imports(tmp_path: Path) -> None:
     ]
 
 
+def test_the_product_imports_only_the_product() -> None:
+    """bench/ and testkit/ ship with the clone, not the package: no product module imports
+    them (`pokdeng-table bench` runs bench/report.py as a process of its own)."""
+    problems = []
+    for path in sources():
+        for line, target in imports_of(path):
+            if target.split(".")[0] in ("bench", "testkit"):
+                problems.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
+    assert not problems, "\n".join(problems)
+
+
 def test_the_product_and_the_benchmarks_do_not_import_the_tests() -> None:
     """`pokdeng-table bench` loads bench/ and testkit/ from the clone: neither they nor the
     product may reach into tests/ (or need pytest, a test-only dependency)."""

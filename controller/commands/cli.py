@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     parser = build_parser(commands_needed(arguments))
     args, unknown = parser.parse_known_args(arguments)
-    if unknown:  # argparse would blame the top-level usage; the command's own is the help
+    if getattr(args, "forwards_options", False):
+        # `bench` hands on everything after its name, in order, as it was typed
+        args.options = arguments[arguments.index(args.command) + 1:]
+    elif unknown:  # argparse would blame the top-level usage; the command's own is the help
         command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

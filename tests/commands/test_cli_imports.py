@@ -125,8 +125,7 @@ def test_the_whole_parser_is_built_from_light_modules() -> None:
     assert done.returncode == 0, done.stderr
     modules = set(done.stdout.split())
     helpers = {"controller.service.private_files", "controller.table",
-               "controller.table.reveal_modes", "controller.service.journal_check_text",
-               "bench", "bench.report"}  # `bench --help` shows bench/report.py's options
+               "controller.table.reveal_modes", "controller.service.journal_check_text"}
     assert ours(modules) - set(COMMANDS.values()) - CONTROL_CLIENT - helpers == set()
     assert heavy(modules) == set()
 
