@@ -6,13 +6,18 @@ Plays part of a shoe fast (no display), then carries on with the same shoe slowl
 display on, and photographs at 1920x1080, in Chromium (/usr/bin/chromium, driven by
 Playwright): the dealer view while betting is open and cards are going out
 (``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``),
-a supervisor's pause (``display-paused.png``) and the scoreboard (``display-scoreboard.png``).
-Same seed, same shoe, same pictures.
+a supervisor's pause (``display-paused.png``) and the scoreboard (``display-scoreboard.png``);
+then a settled round in each other language (``display-dealer-fil.png``, ``-ms``, ``-fa``,
+``-ja``), the scoreboard in Persian (``display-scoreboard-fa.png``) and the dealer view on a
+portrait monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
+(the pages scale to the window), and through ``pngquant`` when it is installed (Debian package
+pngquant): the files stay small. Same seed, same shoe, same pictures.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +33,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-SIZE = {"width": 1920, "height": 1080}
+SIZE = {"width": 1366, "height": 768}
+PORTRAIT = {"width": 1080, "height": 1920}
+LANGUAGES = ("fil", "ms", "fa", "ja")
 SEED = 20261201
 ROUNDS_BEFORE = 17       # rounds on the roadmap before the photographed round
 SPEED = 2.0              # table time while photographing: a 15 s window lasts 7.5 s
@@ -71,6 +78,11 @@ def supervisor(state_dir: Path, action: str) -> None:
                           capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
         raise SystemExit(f"screenshots: supervisor {action} failed: {done.stderr.strip()}")
+
+
+def live(page: Any) -> None:
+    """Wait until the page has its link to the table (a page just opened, or reconnecting)."""
+    wait_for("a live page", lambda: page.evaluate("() => document.body.dataset.link") == "live")
 
 
 def take(out: Path) -> list[Path]:
@@ -119,6 +131,38 @@ def take(out: Path) -> list[Path]:
             board.wait_for_timeout(300)
             shots.append(out / "display-scoreboard.png")
             board.screenshot(path=str(shots[-1]))
+            # every language's page open before the round settles, photographed once it has
+            others = {}
+            for lang in LANGUAGES:
+                others[lang] = browser.new_page(viewport=SIZE)
+                others[lang].goto(f"{url}?lang={lang}")
+            others["fa-board"] = browser.new_page(viewport=SIZE)
+            others["fa-board"].goto(url + "scoreboard?lang=fa")
+            wait_for("the next round's cards", lambda: (
+                status_of(url).get("state") == "betting"
+                and status_of(url).get("cards_dealt", 0) >= 4))
+            wait_for("a settled round", lambda: status_of(url).get("state") == "ready")
+            for lang in LANGUAGES:
+                others[lang].wait_for_selector(".seat .hand-value")
+            others["fa-board"].wait_for_timeout(300)
+            for lang in LANGUAGES:
+                live(others[lang])
+                shots.append(out / f"display-dealer-{lang}.png")
+                others[lang].screenshot(path=str(shots[-1]))
+            live(others["fa-board"])
+            shots.append(out / "display-scoreboard-fa.png")
+            others["fa-board"].screenshot(path=str(shots[-1]))
+            for other in [page, board, *others.values()]:
+                other.close()
+            tall = browser.new_page(viewport=PORTRAIT, device_scale_factor=0.5)
+            tall.goto(f"{url}?lang=ja")
+            wait_for("cards going out again", lambda: (
+                status_of(url).get("state") == "betting"
+                and status_of(url).get("cards_dealt", 0) >= 5))
+            tall.wait_for_timeout(300)
+            live(tall)
+            shots.append(out / "display-dealer-ja-portrait.png")
+            tall.screenshot(path=str(shots[-1]))
             browser.close()
     finally:
         table.send_signal(signal.SIGTERM)
@@ -132,6 +176,9 @@ def main(argv: list[str]) -> int:
         print(f"screenshots: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
         return 1
     for shot in take(out):
+        if shutil.which("pngquant"):  # Debian's pngquant: a quarter of the bytes, same look
+            subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--force",
+                            "--ext", ".png", str(shot)], check=False)
         print(shot)
     return 0
 
