@@ -227,7 +227,7 @@ def test_every_page_fits_every_monitor_and_speaks_its_language(
                 assert not probed["problems"], (where, longest, probed["problems"][:8])
         if (width, height) == VIEWPORTS[0]:
             glyphs = page.evaluate(TOFU)
-            assert glyphs["checked"] > 0 or lang == "en"
+            assert glyphs["checked"] > 0 or lang not in ("fa", "ja")  # their script checked
             assert not glyphs["bad"], (where, glyphs)
 
 
