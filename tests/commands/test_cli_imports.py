@@ -158,7 +158,7 @@ def test_status_watch_and_supervisor_stay_light(short_dir: Path) -> None:
         supervisor, supervisor_modules = imports_of("supervisor", "pause", "--socket", socket)
     assert status.returncode == 0 and "journal check: ok at 2026-12-01T00:10:27Z" in status.stdout
     assert "last error at 2025-12-01 00:10:27Z" in status.stdout
-    assert watch.returncode == 0 and ">> deal to P1" in watch.stdout
+    assert watch.returncode == 0 and ">> deal a card to Player 1" in watch.stdout  # words.step
     assert supervisor.returncode == 0 and supervisor.stdout == "done: pause -> paused\n"
     assert requests[-1] == {"cmd": "supervisor", "action": "pause"}
     for modules in (status_modules, watch_modules, supervisor_modules):

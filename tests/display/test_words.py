@@ -123,6 +123,12 @@ def test_one_next_step_for_the_pages_and_watch(status: dict[str, Any], english: 
         assert said == watch_step(status, lang) and "{" not in said
 
 
+def test_watch_offers_every_language() -> None:
+    from controller.commands import watch
+
+    assert watch.LANGUAGES == words.LANGUAGES
+
+
 def test_the_table_language_is_validated_in_the_config(tmp_path: Path) -> None:
     def config(display: dict[str, Any]) -> dict[str, Any]:
         return {"table": {"id": "T01"}, "state_dir": str(tmp_path / "state"),
