@@ -567,6 +567,10 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
         return 1
     out.write(f"\n{view.results} round(s) played in {elapsed:.1f} s ({view.events} events this "
               f"run); journal {state_dir / 'journal.sqlite'}, events {events}\n")
+    if options.display and not options.stay:
+        out.write("the dealer display closed with the demo: `--stay` keeps the table and its "
+                  "page up after the last round (Ctrl-C ends it), `--speed 2` plays at a pace "
+                  "to follow by eye\n")
     return 0
 
 
