@@ -26,7 +26,7 @@ CLEAR = "\x1b[H\x1b[2J"
 LANGUAGES = ("en", "fil", "ms", "fa", "ja")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "watch", help="dealer view: live, what to do next",
         description="Follow the table live and show the dealer what to do next.")

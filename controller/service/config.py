@@ -287,6 +287,12 @@ class Config:
 
 # --- readers, one per section -----------------------------------------------------------------
 
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Settings = typing.TypeVar("_Settings", bound="DataclassInstance")
+
+
 def _read_table(s: Section) -> MachineSettings | None:
     return _read_settings(s, MachineSettings)
 
@@ -394,7 +400,7 @@ def _plain_type(hint: Any) -> Any:
     return args[0] if args else hint
 
 
-def _read_settings(s: Section, settings_class: type) -> Any:
+def _read_settings(s: Section, settings_class: type[_Settings]) -> _Settings | None:
     """A settings dataclass (the table's, a transport's) read by its fields and their
     ``config`` metadata rules (``key`` when the config names it otherwise, ``required``);
     rules across options are the class's own (``OptionConflict`` names the option)."""
