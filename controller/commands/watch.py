@@ -98,11 +98,12 @@ def dealer_view(status: dict[str, Any], lang: str = "en") -> list[str]:
     return lines
 
 
-def follow(snapshots: Any, out: TextIO, tty: bool, lang: str = "en") -> None:
-    """Render each snapshot: redraw on a terminal, one line per change otherwise."""
+def follow(snapshots: Any, out: TextIO, tty: bool, lang: str | None = "en") -> None:
+    """Render each snapshot: redraw on a terminal, one line per change otherwise; ``lang``
+    None: in the language each snapshot names."""
     last = None
     for status in snapshots:
-        lines = dealer_view(status, lang)
+        lines = dealer_view(status, language_of(status, lang))
         if tty:
             out.write(CLEAR + "\n".join(lines) + "\n")
         else:
@@ -114,8 +115,9 @@ def follow(snapshots: Any, out: TextIO, tty: bool, lang: str = "en") -> None:
         out.flush()
 
 
-def table_language(args: argparse.Namespace) -> str:
-    """``--lang``, else the table's ``display.language`` when ``--config`` names its config."""
+def table_language(args: argparse.Namespace) -> str | None:
+    """``--lang``, else the table's ``display.language`` when ``--config`` names its config;
+    None: the language the table's status names (``language``)."""
     if args.lang:
         return str(args.lang)
     if getattr(args, "config", None):
@@ -124,9 +126,15 @@ def table_language(args: argparse.Namespace) -> str:
         try:
             display = load_config(args.config).display
         except Exception:  # the socket path was read from it already; words are not worth a stop
-            return "en"
+            return None
         return display.language if display is not None else "en"
-    return "en"
+    return None
+
+
+def language_of(status: dict[str, Any], asked: str | None) -> str:
+    """The language to speak: the one asked for, else the table's own (else English)."""
+    spoken = asked or status.get("language")
+    return spoken if spoken in LANGUAGES else "en"
 
 
 @client_command("watch")
@@ -134,7 +142,8 @@ def watch(args: argparse.Namespace) -> int:
     client = ControlClient(socket_path(args))
     lang = table_language(args)
     if args.once:
-        print("\n".join(dealer_view(client.status(), lang)))
+        status = client.status()
+        print("\n".join(dealer_view(status, language_of(status, lang))))
         return 0
     follow(client.watch(), sys.stdout, sys.stdout.isatty(), lang)
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)

@@ -726,6 +726,8 @@ class Daemon:
     def _publish(self, status: dict[str, Any]) -> None:
         snapshot = dict(status)
         snapshot["table"] = self.config.table.table_id
+        # the table's language: `watch` speaks it without being told (display.language)
+        snapshot["language"] = self.config.display.language if self.config.display else "en"
         snapshot["storage_fault"] = self._storage_fault
         snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
         snapshot["chain"] = self.journal.chain.describe() if self.journal else None

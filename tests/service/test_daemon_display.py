@@ -14,6 +14,7 @@ from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
+    cli,
     daemon_config,
     start_daemon,
     stop_daemon,
@@ -81,3 +82,29 @@ def test_a_taken_display_port_costs_the_display_not_the_table(
         stop_daemon(proc)
         notify.close()
         taken.close()
+
+
+@pytest.mark.slow
+def test_watch_speaks_the_tables_language_reached_by_its_socket_alone(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    """`watch --socket` knows nothing of the config: the table's status names its language."""
+    from controller.display import words
+
+    shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path,
+                           display={"listen": f"127.0.0.1:{free_port()}", "language": "ms"})
+    notify = NotifyListener(short_dir / "notify")
+    proc = start_daemon(config, notify.path, short_dir / "daemon.log")
+    try:
+        notify.wait_for("READY", "1")
+        status = ControlClient(str(short_dir / "control.sock")).status()
+        assert status["language"] == "ms"
+        shown = cli("watch", "--once", "--socket", str(short_dir / "control.sock"))
+        assert shown.returncode == 0, shown.stderr
+        assert words.step_words("ms", status) in shown.stdout
+        assert words.step_words("en", status) not in shown.stdout
+        asked = cli("watch", "--once", "--lang", "ja", "--socket", str(short_dir / "control.sock"))
+        assert words.step_words("ja", status) in asked.stdout  # --lang still wins
+    finally:
+        stop_daemon(proc)
+        notify.close()
