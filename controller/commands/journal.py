@@ -20,10 +20,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "verify", help="check the hash chain, archives included (exit 0 when it holds, 1 "
                        "naming the first bad record or the missing/damaged archive)",
         description="Check the journal's chain (keyed: with its key, from --key-file, the "
-                    "table's --config or the demo's --state-dir), its archives, its head file, "
-                    "and with --against what a backend received. Exit 0: it holds; 1: the "
-                    "first bad record, archive or difference is named; 2: bad arguments or an "
-                    "unreadable key file.")
+                    "table's --config, the demo's --state-dir or the key file beside FILE), its "
+                    "archives, its head file, and with --against what a backend received. "
+                    "Exit 0: it holds; 1: the first bad record, archive or difference is "
+                    "named; 2: bad arguments or an unreadable key file; 3: a keyed chain and no "
+                    "key: its MACs were not checked (with --against: what could be checked "
+                    "holds).")
     verify.add_argument("file", metavar="FILE", nargs="?", default=None,
                         help="journal SQLite file (default: the one --config or --state-dir "
                              "names)")
@@ -108,9 +110,13 @@ def _verify(args: argparse.Namespace) -> int:
                   f"created; the daemon starts it afresh on its next start (nothing was lost: "
                   f"nothing had been journaled)")
             return 0
-        print(f"{args.file}: chain: {_chain_description(args.file)}")
+        chain = _chain_description(args.file)
+        print(f"{args.file}: chain: {chain}")
         if args.against:
             return _verify_against(args, key)
+        if key is None and chain.startswith("keyed"):
+            print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
+            return EX_MACS_UNCHECKED
         result = verify_with_archives(args.file, args.archives, key)
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -127,6 +133,13 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
+
+
+#: every verify mode says the same of a keyed chain checked without its key, and exits 3
+EX_MACS_UNCHECKED = 3
+MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key was given or "
+                  "found (--key-file, --config, --state-dir, or journal.key beside the "
+                  "journal); only its key proves no record was rewritten")
 
 
 def _yield_to_the_table() -> None:
@@ -224,12 +237,16 @@ def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
     if not result.ok:
         print(f"{args.file}: DIFFERS from {args.against}: {result.describe()}", file=sys.stderr)
         return 1
-    if key is not None or _chain_description(args.file).startswith("plain"):
+    unchecked = key is None and _chain_description(args.file).startswith("keyed")
+    if not unchecked:
         behind = _head_problem(args, key)
         if behind:
             print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
             return 1
     print(f"{args.file}: OK against {args.against}: {result.describe()}")
+    if unchecked:
+        print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
+        return EX_MACS_UNCHECKED
     return 0
 
 
