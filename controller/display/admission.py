@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOOPBACK_RESERVE = 2
-STREAMS_PER_ADDRESS = 4
+STREAMS_PER_ADDRESS = 8  # a studio PC may show the dealer page, the scoreboard and overlays
 
 
 def is_loopback(address: str) -> bool:

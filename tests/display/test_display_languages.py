@@ -272,7 +272,7 @@ def test_a_pause_has_its_own_colour_and_its_reason_on_both_pages_in_every_langua
                         "the page to fit the new size")
                     measured = page.evaluate(MEASURE, [LEGIBLE_PX * scale])
                     assert not measured["problems"], (where, width, measured["problems"][:8])
-                page.close()  # one address gets four streams (admission.py): make room
+                page.close()  # one address gets eight streams at most (admission.py): make room
     finally:
         assert table.supervisor("resume")["ok"]
         for page in pages:
@@ -345,8 +345,8 @@ def _snapshot(page: Any) -> dict[str, Any]:
 
 def test_no_card_of_a_round_open_for_betting_on_any_page_in_any_language(
         table: DemoTable, browser: Any) -> None:
-    """Both pages of two languages at a time (the display gives one address four streams:
-    controller/display/admission.py), a round each, until every language was watched."""
+    """Both pages of two languages at a time (the display gives one address eight streams at
+    most: controller/display/admission.py), a round each, until every language was watched."""
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     try:
         for batch in (words.LANGUAGES[0:2], words.LANGUAGES[2:4], words.LANGUAGES[4:]):

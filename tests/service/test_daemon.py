@@ -81,7 +81,7 @@ def test_daemon_lifecycle(short_dir: Path, devices: tuple[ShoeSimulator, LinePan
         during = wait_status(client, lambda s: s["cards_dealt"] == 3)
         assert during["next_target"] == "P3" and during["betting_open"]
         view = cli("watch", "--once", "--socket", sock)
-        assert "deal to P3" in view.stdout and "betting closes in" in view.stdout
+        assert "deal card 3 of 12: Player 3" in view.stdout and "betting closes in" in view.stdout
         # The loop's own timer closes betting; no input needed.
         after = wait_status(client, lambda s: not s["betting_open"], timeout=10)
         assert after["state"] == "dealing"
