@@ -25,11 +25,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
 from controller.rules.cards import parse_card  # noqa: E402
-from controller.service.config import parse_config  # noqa: E402
-from controller.service.control_access import own_group  # noqa: E402
+from controller.service.config.settings import parse_config  # noqa: E402
+from controller.service.control.access import own_group  # noqa: E402
 from controller.service.daemon import Daemon  # noqa: E402
-from controller.service.logging_setup import setup_logging  # noqa: E402
-from controller.service.notify import Notifier  # noqa: E402
+from controller.service.telemetry.logging_setup import setup_logging  # noqa: E402
+from controller.service.telemetry.notify import Notifier  # noqa: E402
 from controller.table.inputs import Button, CardScan  # noqa: E402
 from drivers.sim.shoe import shuffled_shoe  # noqa: E402
 

@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.measuring import percentile, wait_listening  # noqa: E402
-from controller.service.control_access import own_group  # noqa: E402
+from controller.service.control.access import own_group  # noqa: E402
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 TABLE = "BENCH"

@@ -68,7 +68,7 @@ def write_table_config(work: Path, panel_tty: str, level: str = "info",
     (``display=…``)."""
     import yaml
 
-    from controller.service.control_access import own_group
+    from controller.service.control.access import own_group
 
     config = work / "table.yaml"
     config.write_text(yaml.safe_dump({

@@ -31,7 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller.service.control_access import own_group  # noqa: E402
+from controller.service.control.access import own_group  # noqa: E402
 from controller.table.machine import MachineSettings  # noqa: E402
 from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 from testkit.journals import cached_journal  # noqa: E402

@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.latency_bench import Arrivals, PanelPty, start_http  # noqa: E402
 from bench.measuring import percentile  # noqa: E402
-from controller.service.control_access import own_group  # noqa: E402
+from controller.service.control.access import own_group  # noqa: E402
 from controller.table.machine import MachineSettings  # noqa: E402
 from testkit.journals import cached_journal  # noqa: E402
 

@@ -4,7 +4,7 @@ Each reader records what is wrong and returns the default, so one ``finish()`` r
 ``DriverConfigError`` listing every problem, each naming its option, e.g.
 ``hid_panel option "buttons.reveal": must be in 0..7, got 9``: a typo in the table's YAML must
 stop the daemon at start, not leave a button dead on the floor, and the config check
-(controller/service/config.py) shows them all under their key paths in one go.
+(controller/service/config/settings.py) shows them all under their key paths in one go.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
-from controller.service.logging_setup import HANDLER_NAME
+from controller.service.telemetry.logging_setup import HANDLER_NAME
 from drivers.sim.shoe import ShoeSimulator
 from support.backends import need_mosquitto
 from support.control_helpers import NOBODY, TemporaryGroup

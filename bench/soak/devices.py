@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak.results import STEP_TIMEOUT_S, SoakFailure
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 
 
 class PanelPort:

@@ -35,8 +35,8 @@ from bench.soak.results import (
     proc_sample,
 )
 from bench.soak.supervisor import Supervisor
-from controller.service.control import ControlError
-from controller.service.control_access import own_group
+from controller.service.control.access import own_group
+from controller.service.control.client import ControlError
 from drivers.sim.shoe import ShoeSimulator, cut_card_position, shuffled_shoe
 from testkit.backends import Mosquitto, TcpRelay, WebhookBackend
 

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench.soak.results import ROUND_STATES, SoakFailure
-from controller.service.control import ControlError
+from controller.service.control.client import ControlError
 
 if TYPE_CHECKING:
     from bench.soak.harness import Soak

@@ -1,7 +1,8 @@
 """``pokdeng-table config check FILE``: validate a configuration without starting anything.
 
-It checks what ``run`` checks before it starts (controller/service/startup_checks.py): the file, and
-the secrets and groups it names on this system, read as the user who runs the check.
+It checks what ``run`` checks before it starts (controller/service/config/startup_checks.py):
+the file, and the secrets and groups it names on this system, read as the user who runs the
+check.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.service.config_errors import EX_CONFIG, ConfigError
+from controller.service.config.errors import EX_CONFIG, ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,8 +36,8 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
-    from controller.service.config import DEBUG_NOT_SEALED
-    from controller.service.startup_checks import load_checked_config
+    from controller.service.config.settings import DEBUG_NOT_SEALED
+    from controller.service.config.startup_checks import load_checked_config
 
     try:
         config = load_checked_config(args.file)

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from controller.rules.cards import Card, parse_card
-from controller.service.clock import TableClock
-from controller.service.config import Config, parse_config
-from controller.service.control_access import own_group
+from controller.service.clock.table_clock import TableClock
+from controller.service.config.settings import Config, parse_config
+from controller.service.control.access import own_group
 from controller.service.daemon import Daemon
-from controller.service.journal_key import KEY_FILE_BESIDE
-from controller.service.notify import Notifier
+from controller.service.telemetry.notify import Notifier
+from controller.service.trust.journal_key import KEY_FILE_BESIDE
 from drivers.base import Driver
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def load_state(state_dir: Path, seed: int | None) -> dict[str, Any]:
 def demo_key_file(state_dir: Path) -> Path | None:
     """The demo journal's key file: made (mode 0600) with a new state directory; a journal
     that an older demo started without one stays plain."""
-    from controller.service.journal_key import make_key_file
+    from controller.service.trust.journal_key import make_key_file
 
     key_file = state_dir / DEMO_KEY_FILE
     if not (state_dir / "journal.sqlite").exists():
@@ -504,7 +504,7 @@ class DemoDealer:
 # --- putting it together -----------------------------------------------------------------------
 
 def main(options: DemoOptions, out: TextIO | None = None) -> int:
-    from controller.service.logging_setup import setup_logging
+    from controller.service.telemetry.logging_setup import setup_logging
     from drivers.sim.shoe import ShoeSimulator
 
     out = out or sys.stdout

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 
 
 def wait_drained(client: ControlClient, timeout: float) -> int:

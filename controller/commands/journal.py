@@ -93,8 +93,8 @@ def _verify(args: argparse.Namespace) -> int:
     _yield_to_the_table()
     from controller.durability.archive import verify_with_archives
     from controller.durability.journal import JournalError
-    from controller.service.config_errors import ConfigError
-    from controller.service.journal_key import read_key_file
+    from controller.service.config.errors import ConfigError
+    from controller.service.trust.journal_key import read_key_file
     from controller.transports import TransportConfigError
 
     try:
@@ -153,11 +153,11 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     """The journal to check and its key, from FILE or what --config / --state-dir name."""
     from pathlib import Path
 
-    from controller.service.journal_key import KEY_FILE_BESIDE, read_key_file
+    from controller.service.trust.journal_key import KEY_FILE_BESIDE, read_key_file
 
     if args.config:
-        from controller.service.config import load_config
-        from controller.service.journal_key import load_journal_key
+        from controller.service.config.settings import load_config
+        from controller.service.trust.journal_key import load_journal_key
 
         config = load_config(args.config)
         return args.file or config.journal_path, load_journal_key(config)
@@ -280,15 +280,15 @@ def _archive(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pokdeng-table journal archive: --older-than: {exc}", file=sys.stderr)
         return 2
-    from controller.service.journal_key import load_journal_key, read_key_file
+    from controller.service.trust.journal_key import load_journal_key, read_key_file
     from controller.transports import TransportConfigError
 
     settings = None
     key = None
     try:
         if args.config:
-            from controller.service.config import load_config
-            from controller.service.config_errors import ConfigError
+            from controller.service.config.errors import ConfigError
+            from controller.service.config.settings import load_config
             try:
                 config = load_config(args.config)
             except (ConfigError, ValueError) as exc:

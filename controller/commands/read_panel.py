@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _driver_spec(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The driver name and options the arguments ask for; ValueError when they do not fit."""
     if args.config:
-        from controller.service.config import load_config
+        from controller.service.config.settings import load_config
 
         panel = load_config(args.config).panel
         if panel is None:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from controller.commands import device_reader
-    from controller.service.config_errors import ConfigError
+    from controller.service.config.errors import ConfigError
     from drivers import registry
     from drivers.base import DriverConfigError
 

@@ -26,8 +26,8 @@ class ConfigError(ValueError):
 
 def settings_from_config(path: str) -> MachineSettings:
     """MachineSettings from the daemon's config file, checked by the daemon's strict loader."""
-    from controller.service.config import load_config
-    from controller.service.config_errors import ConfigError as BadConfig
+    from controller.service.config.errors import ConfigError as BadConfig
+    from controller.service.config.settings import load_config
 
     try:
         return load_config(path).machine_settings()

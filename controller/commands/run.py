@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.service.config_errors import EX_CONFIG, ConfigError
+from controller.service.config.errors import EX_CONFIG, ConfigError
 from controller.service.private_files import creates_private_files
 
 
@@ -27,10 +27,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 @creates_private_files
 def run(args: argparse.Namespace) -> int:
-    from controller.service.clock import TableClock
+    from controller.service.clock.table_clock import TableClock
+    from controller.service.config.startup_checks import load_checked_config
     from controller.service.daemon import Daemon
-    from controller.service.logging_setup import setup_logging
-    from controller.service.startup_checks import load_checked_config
+    from controller.service.telemetry.logging_setup import setup_logging
 
     try:
         config = load_checked_config(args.config)

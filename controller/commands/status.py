@@ -6,13 +6,13 @@ import argparse
 import json
 from typing import Any
 
-from controller.service.control import (
+from controller.service.control.client import (
     ControlClient,
     add_socket_arguments,
     client_command,
     socket_path,
 )
-from controller.service.journal_check_text import check_text
+from controller.service.trust.journal_check_text import check_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from controller.service.control import (
+from controller.service.control.client import (
     ControlClient,
     add_socket_arguments,
     client_command,

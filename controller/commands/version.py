@@ -1,5 +1,5 @@
 """``pokdeng-table version [--verify] [--json]``: which software this is, and whether its
-installed files are the ones installed (controller/service/software_identity.py).
+installed files are the ones installed (controller/service/trust/software_identity.py).
 
 Exit 0: printed (and with --verify: every file matches RECORD); 1: files differ from RECORD
 or are missing (each named); 2: nothing to verify against (an editable install or a checkout).
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def version(args: argparse.Namespace) -> int:
-    from controller.service.software_identity import (
+    from controller.service.trust.software_identity import (
         current_identity,
         describe,
         verify_installed,

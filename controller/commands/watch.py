@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from controller.service.control import (
+from controller.service.control.client import (
     EX_UNAVAILABLE,
     ControlClient,
     add_socket_arguments,
@@ -121,7 +121,7 @@ def table_language(args: argparse.Namespace) -> str | None:
     if args.lang:
         return str(args.lang)
     if getattr(args, "config", None):
-        from controller.service.config import load_config
+        from controller.service.config.settings import load_config
 
         try:
             display = load_config(args.config).display

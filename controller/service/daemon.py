@@ -58,28 +58,28 @@ from controller.durability.recovery import RecoveryError, recover, recover_repor
 from controller.durability.retention import JournalRetention
 from controller.durability.shoe_tags import open_shoe_tags
 from controller.durability.wal_checkpoints import WalCheckpointer
-from controller.service.clock import TableClock
-from controller.service.clock_watch import ClockWatch
-from controller.service.config import Config
-from controller.service.config_errors import EX_CONFIG, ConfigError
-from controller.service.control import ControlConfigError, ControlError
-from controller.service.control_server import ControlServer
+from controller.service.clock.table_clock import TableClock
+from controller.service.clock.time_sync import SyncReading, read_kernel_sync
+from controller.service.clock.watch import ClockWatch
+from controller.service.config.errors import EX_CONFIG, ConfigError
+from controller.service.config.settings import Config
+from controller.service.control.client import ControlConfigError, ControlError
+from controller.service.control.handler import TableControl
+from controller.service.control.last_actions import LAST_ACTIONS_KEPT, LastActions
+from controller.service.control.server import ControlServer
 from controller.service.display_link import DisplayStartError, start_display
-from controller.service.health_reporter import HealthReporter, health_reporter_for
 from controller.service.held_inputs import HeldInputs
-from controller.service.history_guard import HistoryGuard
-from controller.service.journal_check import JournalCheck
-from controller.service.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
-from controller.service.last_actions import LAST_ACTIONS_KEPT, LastActions
-from controller.service.logging_setup import bind_table_context
-from controller.service.metrics_writer import MetricsWriter, metrics_writer_for
-from controller.service.notify import Notifier
 from controller.service.panel_leds import panel_leds
 from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
-from controller.service.software_identity import current_identity
 from controller.service.status_board import StatusBoard, status_line
-from controller.service.table_control import TableControl
-from controller.service.time_sync import SyncReading, read_kernel_sync
+from controller.service.telemetry.health_reporter import HealthReporter, health_reporter_for
+from controller.service.telemetry.logging_setup import bind_table_context
+from controller.service.telemetry.metrics_writer import MetricsWriter, metrics_writer_for
+from controller.service.telemetry.notify import Notifier
+from controller.service.trust.history_guard import HistoryGuard
+from controller.service.trust.journal_check import JournalCheck
+from controller.service.trust.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
+from controller.service.trust.software_identity import current_identity
 from controller.table.faults import JOURNAL_CHECK_FAILED
 from controller.table.inputs import (
     BackendStatus,

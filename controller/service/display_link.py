@@ -22,7 +22,7 @@ from controller.durability.journal import (
     read_events_after,
 )
 from controller.durability.outbox import Outbox
-from controller.service.clock import TableClock
+from controller.service.clock.table_clock import TableClock
 from controller.service.status_board import StatusBoard
 
 log = structlog.get_logger("pokdeng.display")

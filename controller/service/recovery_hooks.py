@@ -17,7 +17,7 @@ import structlog
 from controller.durability import checkpoints
 from controller.durability.journal import Journal, JournalError
 from controller.durability.recovery import RecoveryReport
-from controller.service.notify import Notifier
+from controller.service.telemetry.notify import Notifier
 
 if TYPE_CHECKING:
     from controller.table.machine import TableMachine

@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.service.clock import TableClock
-from controller.service.notify import Notifier
+from controller.service.clock.table_clock import TableClock
+from controller.service.telemetry.notify import Notifier
 from controller.table.views import seconds_left_now
 
 #: a change listener that does real work (reads the journal, publishes, writes a file) waits

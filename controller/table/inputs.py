@@ -38,7 +38,7 @@ says it is synchronised (``sync``: synchronised, not_synchronised or unknown), i
 restarted daemon still knows which physical cards the open shoe has given (duplicate tags). A
 tag is as sealed as its card: it never reaches an event, the status or a log line.
 ``software`` is journaled by the daemon when it starts with other software than the journal last
-recorded (controller/service/software_identity.py): replay takes the version and digest that
+recorded (controller/service/trust/software_identity.py): replay takes the version and digest that
 ``shoe_started`` carries from the journal, never from the code that replays it.
 ``supervisor`` may carry ``by``, who took the action (the control socket's caller, as the
 kernel names it); scripts written before it was added have none and replay as they did.

@@ -18,7 +18,7 @@ TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 @dataclass(frozen=True)
 class MachineSettings:
     # ``config`` metadata: how the config's ``table:`` section reads each setting
-    # (controller/service/config.py reads transports' settings the same way)
+    # (controller/service/config/settings.py reads transports' settings the same way)
     table_id: str = field(default="table-1", metadata={"config": {
         "key": "id", "required": True, "pattern": TABLE_ID_PATTERN,
         "what": "1-32 letters, digits, '_', '.', '-' starting with a letter or digit"}})

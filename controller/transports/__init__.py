@@ -185,7 +185,7 @@ class Transport(ABC):
 def option(default: Any = dataclasses.MISSING, **rules: Any) -> Any:
     """A settings field with the rules the daemon's config reads it by.
 
-    (See controller/service/config.py.)
+    (See controller/service/config/settings.py.)
 
     The settings dataclass is the one place a transport option is declared: its name, type
     and default from the field, and here its bounds: ``minval``/``maxval``/``above`` (numbers),

@@ -15,7 +15,7 @@ import pytest
 
 from controller.durability.journal import Journal, verify_file
 from controller.rules.hands import evaluate_hand, round_result_data
-from controller.service.journal_key import read_key_file
+from controller.service.trust.journal_key import read_key_file
 from controller.table.events import validate_event
 from drivers.sim.shoe import shuffled_shoe
 from support.waiting import wait_until

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from controller.display.roadmap_svg import COLOURS
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 from controller.table.procedure import ROUND_TARGETS
 from support.daemon_helpers import cli
 from support.display_helpers import free_port

@@ -27,7 +27,7 @@ import pytest
 from test_display_browser import CHROMIUM, CHROMIUM_ARGS, DemoTable  # one demo table kind
 
 from controller.display import words
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from support.display_helpers import request
 from support.sealing import Leaks
 from support.waiting import wait_until

@@ -13,8 +13,8 @@ import pytest
 
 from controller.display import words
 from controller.display.screen import Screen
-from controller.service.config import ConfigError, parse_config
-from controller.service.control_access import own_group
+from controller.service.config.settings import ConfigError, parse_config
+from controller.service.control.access import own_group
 from controller.table.faults import FAULTS
 
 RULES = Path(__file__).resolve().parents[2] / "docs" / "rules.md"

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from controller.service.clock import TableClock
+from controller.service.clock.table_clock import TableClock
 
 T0 = 1_800_000_000.0
 

@@ -23,13 +23,13 @@ import pytest
 
 from controller.durability.journal import Journal
 from controller.rules.cards import parse_card
-from controller.service.clock import TableClock
-from controller.service.config import parse_config
-from controller.service.control import ControlClient
+from controller.service.clock.table_clock import TableClock
+from controller.service.clock.time_sync import SyncReading
+from controller.service.config.settings import parse_config
+from controller.service.control.client import ControlClient
 from controller.service.daemon import Daemon
-from controller.service.logging_setup import setup_logging
-from controller.service.notify import Notifier
-from controller.service.time_sync import SyncReading
+from controller.service.telemetry.logging_setup import setup_logging
+from controller.service.telemetry.notify import Notifier
 from controller.table.events import seconds_of
 from controller.table.inputs import Actor, Button, CardScan
 from support.daemon_helpers import cli, control_section

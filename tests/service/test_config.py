@@ -15,9 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.service.config import EX_CONFIG, ConfigError, load_config, parse_config
-from controller.service.config_yaml import YamlProblems, load_yaml
-from controller.service.control_access import own_group
+from controller.service.config.settings import EX_CONFIG, ConfigError, load_config, parse_config
+from controller.service.config.yaml_reader import YamlProblems, load_yaml
+from controller.service.control.access import own_group
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MqttTransportSettings
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from controller.service.control import ControlClient, ControlError
-from controller.service.control_server import ControlServer, Deadlines
+from controller.service.control.client import ControlClient, ControlError
+from controller.service.control.server import ControlServer, Deadlines
 from controller.table.inputs import Actor
 from support.control_helpers import NOBODY, UNLISTED_UID, Flood, TemporaryGroup, requests_as
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 from drivers.sim.shoe import ShoeSimulator
 from support.control_helpers import NOBODY, Flood, process_figures
 from support.daemon_helpers import (

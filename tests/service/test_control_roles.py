@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from controller.table.events import validate_event
 from drivers.sim.shoe import ShoeSimulator
 from support.control_helpers import NOBODY, UNLISTED_UID, TemporaryGroup, requests_as

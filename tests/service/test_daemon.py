@@ -12,7 +12,7 @@ import pytest
 from controller.commands.status import status_text
 from controller.durability.archive import archive_dir_for, verify_with_archives
 from controller.durability.journal import verify_file
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from controller.table.events import validate_event
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,

@@ -18,12 +18,12 @@ import controller.service.held_inputs as held_inputs_module
 from controller.durability.journal import Journal, JournalError
 from controller.durability.retention import JournalRetention
 from controller.rules.cards import parse_card
-from controller.service.clock import TableClock
-from controller.service.config import parse_config
-from controller.service.control import ControlClient
+from controller.service.clock.table_clock import TableClock
+from controller.service.config.settings import parse_config
+from controller.service.control.client import ControlClient
 from controller.service.daemon import Daemon
-from controller.service.notify import Notifier
 from controller.service.status_board import status_line
+from controller.service.telemetry.notify import Notifier
 from controller.table.inputs import Actor, Button, CardScan
 from support.daemon_helpers import control_section, in_process_daemon
 from support.waiting import wait_until

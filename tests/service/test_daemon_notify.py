@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from controller.service.logging_setup import bind_table_context, setup_logging
-from controller.service.notify import Notifier
+from controller.service.telemetry.logging_setup import bind_table_context, setup_logging
+from controller.service.telemetry.notify import Notifier
 
 
 def receive(sock: socket.socket) -> str:

@@ -72,7 +72,7 @@ def test_the_first_run_waits_for_the_full_check_which_leaves_the_mark(tmp_path: 
 
     from controller.durability.chain_check import load_mark
     from controller.durability.journal import Journal, connect
-    from controller.service.journal_check import JournalCheck
+    from controller.service.trust.journal_check import JournalCheck
     from controller.table.inputs import DeviceStatus
     from support.waiting import wait_until
 

@@ -16,7 +16,7 @@ import pytest
 from controller.durability.anchors import strip_anchor
 from controller.durability.journal import Journal, export_events, verify_file
 from controller.durability.recovery import recover_report
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from controller.table.inputs import Supervisor, Switch
 from controller.table.machine import MachineSettings
 from drivers.sim.shoe import ShoeSimulator

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.service.config import DEBUG_NOT_SEALED
-from controller.service.control import ControlClient
+from controller.service.config.settings import DEBUG_NOT_SEALED
+from controller.service.control.client import ControlClient
 from support.daemon_helpers import (
     NotifyListener,
     cli,

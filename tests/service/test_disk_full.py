@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 from support.daemon_helpers import (
     LinePanelPty,

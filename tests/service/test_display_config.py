@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from controller.display.settings import DisplaySettings
-from controller.service.config import EX_CONFIG, ConfigError, parse_config
-from controller.service.control_access import own_group
+from controller.service.config.settings import EX_CONFIG, ConfigError, parse_config
+from controller.service.control.access import own_group
 
 
 def config_with(tmp_path: Path, display: Any = None) -> dict[str, Any]:

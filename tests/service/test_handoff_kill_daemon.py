@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability.anchors import anchored_events_after
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from controller.rules.cards import parse_card
-from controller.service.control import ControlClient
-from controller.service.health import health_message, offline_message, what_changed
+from controller.service.control.client import ControlClient
+from controller.service.telemetry.health import health_message, offline_message, what_changed
 from controller.table.inputs import Button, CardScan, Supervisor
 from controller.table.machine import MachineSettings, TableMachine
 from drivers.sim.shoe import ShoeSimulator
@@ -119,10 +119,10 @@ class Recorded:
 
 
 def test_a_burst_of_status_changes_is_one_health_message_after_it_settles() -> None:
-    from controller.service.clock import TableClock
-    from controller.service.health_reporter import HealthReporter
-    from controller.service.notify import Notifier
+    from controller.service.clock.table_clock import TableClock
     from controller.service.status_board import StatusBoard
+    from controller.service.telemetry.health_reporter import HealthReporter
+    from controller.service.telemetry.notify import Notifier
 
     board = StatusBoard(TableClock(), Notifier({}))
     board.publish({"table": "T1", "state": "ready", "paused": False})

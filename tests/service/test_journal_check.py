@@ -8,8 +8,8 @@ from pathlib import Path
 
 from controller.durability.journal import Journal, record_hash
 from controller.rules.cards import parse_card
-from controller.service.journal_check import JournalCheck
-from controller.service.journal_check_text import check_text
+from controller.service.trust.journal_check import JournalCheck
+from controller.service.trust.journal_check_text import check_text
 from controller.table.inputs import Button, CardScan
 from controller.table.machine import MachineSettings, TableMachine
 from support.sealing import Leaks

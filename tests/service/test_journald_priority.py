@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from controller.service.control import ControlClient
-from controller.service.logging_setup import priority, setup_logging, writes_to_journal
+from controller.service.control.client import ControlClient
+from controller.service.telemetry.logging_setup import priority, setup_logging, writes_to_journal
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,

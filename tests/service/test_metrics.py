@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.durability.journal import Journal
 from controller.rules.cards import ALL_CARDS
-from controller.service.config import ConfigError, parse_config
-from controller.service.control_access import own_group
-from controller.service.journal_key import read_key_file
-from controller.service.metrics import TableMetrics
+from controller.service.config.settings import ConfigError, parse_config
+from controller.service.control.access import own_group
+from controller.service.telemetry.metrics import TableMetrics
+from controller.service.trust.journal_key import read_key_file
 from support.sealing import Leaks
 
 ALLOWED_LABELS = {"table", "kind", "type", "code", "transport", "device", "version", "digest",
@@ -144,7 +144,7 @@ def test_metrics_are_off_without_a_textfile(tmp_path: Path) -> None:
 
 
 def test_the_file_is_replaced_whole_and_readable_by_node_exporter(tmp_path: Path) -> None:
-    from controller.service.metrics_writer import write_atomically
+    from controller.service.telemetry.metrics_writer import write_atomically
 
     target = tmp_path / "t.prom"
     target.write_text("old\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from controller.rules.cards import ALL_CARDS, parse_card
-from controller.service.control import ControlClient
+from controller.service.control.client import ControlClient
 from drivers.protocols.rfid import RfidEncoder, simulated_uid
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (

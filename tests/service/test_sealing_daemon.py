@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from controller.rules.cards import ALL_CARDS, parse_card
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 from drivers.protocols.base import printable
 from drivers.protocols.beetek import BeeTekEncoder
 from drivers.protocols.pdt import encode_frame

@@ -24,13 +24,13 @@ import pytest
 import controller.display.feed as feed_module
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
-from controller.service.clock import TableClock
-from controller.service.control_access import own_group
-from controller.service.control_server import ControlServer
+from controller.service.clock.table_clock import TableClock
+from controller.service.control.access import own_group
+from controller.service.control.handler import TableControl
+from controller.service.control.server import ControlServer
 from controller.service.display_link import start_display
-from controller.service.notify import Notifier
 from controller.service.status_board import StatusBoard
-from controller.service.table_control import TableControl
+from controller.service.telemetry.notify import Notifier
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.scriptgen import shoe_script
 from support.display_helpers import SseReader, request

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.service.config import parse_config
-from controller.service.control_access import own_group
+from controller.service.config.settings import parse_config
+from controller.service.control.access import own_group
 from support.units import unit_directives as directives
 
 REPO = Path(__file__).resolve().parents[2]

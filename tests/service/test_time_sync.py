@@ -11,10 +11,9 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from controller.service import clock_watch
-from controller.service.clock import TableClock
-from controller.service.clock_watch import ClockWatch
-from controller.service.time_sync import (
+from controller.service.clock import watch as clock_watch
+from controller.service.clock.table_clock import TableClock
+from controller.service.clock.time_sync import (
     NOT_SYNCHRONISED,
     STA_UNSYNC,
     SYNC_STATES,
@@ -25,6 +24,7 @@ from controller.service.time_sync import (
     interpret,
     read_kernel_sync,
 )
+from controller.service.clock.watch import ClockWatch
 
 C_READER = r"""
 #include <stdio.h>

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.service.control import ControlClient, ControlError
+from controller.service.control.client import ControlClient, ControlError
 
 NOBODY = pwd.getpwnam("nobody")
 UNLISTED_UID = 65533  # a uid with no account: its name is its number

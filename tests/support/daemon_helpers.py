@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from controller.service.control import ControlClient, ControlError
-from controller.service.control_access import own_group
+from controller.service.control.access import own_group
+from controller.service.control.client import ControlClient, ControlError
 from support.waiting import wait_until
 
 
@@ -117,9 +117,9 @@ def edited_config(config: Path) -> Iterator[dict[str, Any]]:
 def in_process_daemon(state_dir: Path, table_id: str = "L1", clock: Any = None) -> Any:
     """A Daemon to run in the test's process: no devices (the test posts the inputs a driver
     would), no transports, no service manager; betting lasts 15 s."""
-    from controller.service.config import parse_config
+    from controller.service.config.settings import parse_config
     from controller.service.daemon import Daemon
-    from controller.service.notify import Notifier
+    from controller.service.telemetry.notify import Notifier
 
     config = parse_config({
         "table": {"id": table_id, "betting_seconds": 15},

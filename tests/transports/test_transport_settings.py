@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.service.config import EX_CONFIG, ConfigError, parse_config
+from controller.service.config.settings import EX_CONFIG, ConfigError, parse_config
 from controller.transports import OptionConflict, create
 from controller.transports.http import HttpTransportSettings
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransportSettings

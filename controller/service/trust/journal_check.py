@@ -67,7 +67,7 @@ class ChildCheck:
         self._child: IdleChild | None = None
 
     def __call__(self, path: Path) -> VerifyResult:
-        self._child = IdleChild("controller.service.journal_check", str(path))
+        self._child = IdleChild("controller.service.trust.journal_check", str(path))
         try:
             fields = self._child.run(self._key or b"")
         except ChildFailed as exc:

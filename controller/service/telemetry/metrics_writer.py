@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client import generate_latest
 
-from controller.service.health import journal_bytes
-from controller.service.metrics import TableMetrics
 from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
+from controller.service.telemetry.health import journal_bytes
+from controller.service.telemetry.metrics import TableMetrics
 
 if TYPE_CHECKING:
     from controller.durability.journal import Journal
     from controller.durability.outbox import Outbox
-    from controller.service.config import Config
+    from controller.service.config.settings import Config
 
 log = structlog.get_logger("pokdeng.metrics")
 

@@ -8,7 +8,7 @@ the daemon more than a slot:
   reading-only connection, so a supervisor gets through while readers fill the socket;
 * a connection idle too long, a request not complete in time, or a client that takes none of
   our output for a while is closed (``Deadlines``);
-* requests are bounded in size, nesting and number length (controller/service/control_protocol.py);
+* requests are bounded in size, nesting and number length (controller/service/control/protocol.py);
 * all connections are served by one selector thread: a supervisor action is posted to the
   table's owner and answered from its Future's done-callback through a wake-up pipe, never by
   waiting; ``watch`` subscribers are pushed the status when it changes, and a heartbeat;
@@ -41,9 +41,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from controller.service.control import ControlConfigError, ControlError
-from controller.service.control_access import AccessPolicy, Peer, group_id, missing_group
-from controller.service.control_protocol import (
+from controller.service.control.access import AccessPolicy, Peer, group_id, missing_group
+from controller.service.control.client import ControlConfigError, ControlError
+from controller.service.control.protocol import (
     MAX_REQUEST,
     RequestError,
     parse_request,

@@ -1,7 +1,7 @@
 """What a bad configuration ends in: ``ConfigError`` listing every problem, and exit 78.
 
-Apart from controller/service/config.py so that the commands that only report a bad config
-(``status``, ``watch``, ``supervisor``: controller/service/control.py) catch it without
+Apart from controller/service/config/settings.py so that the commands that only report a bad config
+(``status``, ``watch``, ``supervisor``: controller/service/control/client.py) catch it without
 importing the config reader and everything it reads (the table machine, yaml, the drivers).
 """
 

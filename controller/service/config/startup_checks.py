@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from controller.service.config import Config, load_config
-from controller.service.config_errors import ConfigError
-from controller.service.control_access import group_id, missing_group
-from controller.service.journal_key import load_journal_key
+from controller.service.config.errors import ConfigError
+from controller.service.config.settings import Config, load_config
+from controller.service.control.access import group_id, missing_group
+from controller.service.trust.journal_key import load_journal_key
 from controller.transports import TransportConfigError, read_secret
 
 

@@ -4,7 +4,8 @@ Built from the published status view only (``StatusBoard``'s sealed snapshot), t
 delivery figures and the journal's size, so it can name no card: not the hands, not the
 prompt, nothing a round carries; only the state, numbers, device flags and fault *codes*.
 The MQTT transport publishes it retained on ``<prefix>/<table>/health``
-(``controller/service/health_reporter.py``); its JSON Schema is ``docs/health.schema.json``.
+(``controller/service/telemetry/health_reporter.py``); its JSON Schema is
+``docs/health.schema.json``.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import structlog
 
-from controller.service.clock import ClockStep, TableClock
-from controller.service.time_sync import (
+from controller.service.clock.table_clock import ClockStep, TableClock
+from controller.service.clock.time_sync import (
     NOT_SYNCHRONISED,
     SYNCHRONISED,
     SyncReading,

@@ -29,8 +29,8 @@ from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
 from controller.display.words import LANGUAGES
 from controller.durability.retention import RetentionSettings
-from controller.service.config_errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
-from controller.service.config_yaml import YamlProblems, read_yaml_file
+from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
+from controller.service.config.yaml_reader import YamlProblems, read_yaml_file
 from controller.table.records import MachineSettings
 from controller.transports import OptionConflict
 from drivers import registry

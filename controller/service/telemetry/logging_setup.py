@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from controller.service.config import DEBUG_NOT_SEALED
+from controller.service.config.settings import DEBUG_NOT_SEALED
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}

@@ -21,9 +21,9 @@ from controller.durability.head_file import (
     write_head,
 )
 from controller.durability.journal import Journal, JournalKeyError
-from controller.service.config import Config
-from controller.service.config_errors import EX_CONFIG
-from controller.service.journal_key import load_journal_key
+from controller.service.config.errors import EX_CONFIG
+from controller.service.config.settings import Config
+from controller.service.trust.journal_key import load_journal_key
 from controller.transports import TransportConfigError
 
 log = structlog.get_logger("pokdeng.journal")

@@ -15,7 +15,7 @@ from typing import Any
 from controller.durability.outbox import Outbox
 from controller.durability.retention import JournalRetention
 from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
-from controller.service.clock import TableClock
+from controller.service.clock.table_clock import TableClock
 from controller.service.status_board import StatusBoard
 from controller.table.inputs import Actor, Input, Supervisor
 
@@ -26,7 +26,7 @@ BACKEND_FIGURES_FRESH_S = 0.1
 
 
 class TableControl:
-    """Answers the control socket (``controller/service/control_server.py``'s handler)."""
+    """Answers the control socket (``controller/service/control/server.py``'s handler)."""
 
     def __init__(self, board: StatusBoard, clock: TableClock,
                  submit: Callable[[Input], Future[dict[str, Any]]],

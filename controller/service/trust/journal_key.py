@@ -21,7 +21,7 @@ from controller.transports import TransportConfigError, read_secret
 KEY_FILE_BESIDE = "journal.key"
 
 if TYPE_CHECKING:  # `journal verify --key-file` reads a key without the config reader
-    from controller.service.config import Config
+    from controller.service.config.settings import Config
 
 MIN_KEY_BYTES = 16   # shorter keys can be guessed; `openssl rand -hex 32` gives 64
 

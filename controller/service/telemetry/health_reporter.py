@@ -16,13 +16,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from controller.service.health import (
+from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
+from controller.service.telemetry.health import (
     health_message,
     journal_bytes,
     offline_message,
     what_changed,
 )
-from controller.service.status_board import LISTENER_SETTLE_S, StatusBoard
 
 log = structlog.get_logger("pokdeng.health")
 

@@ -1,6 +1,6 @@
 """The journal check's state in one line, for ``pokdeng-table status``.
 
-Apart from controller/service/journal_check.py (the check itself), so that ``status`` shows it
+Apart from controller/service/trust/journal_check.py (the check itself), so that ``status`` shows it
 without importing what the check runs on: structlog (and with it asyncio) and the journal.
 """
 

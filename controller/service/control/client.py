@@ -10,12 +10,12 @@ One request object a line, one response object a line::
 A failed request answers ``{"ok": false, "error": "plain words"}``; ``"busy": true`` in it
 means the socket had no room and the request was not read (try again).
 
-Who may do what (controller/service/control_access.py): whoever can open the socket (file mode 0660
+Who may do what (controller/service/control/access.py): whoever can open the socket (file mode 0660
 and ``control.group``) may read, ``status`` and ``watch``; only root, the daemon's own user and
 members of ``control.supervisor_group`` may act (``supervisor …``), and each action is
 journaled with who took it. The kernel names the caller (``SO_PEERCRED``), not the request.
 
-The server (controller/service/control_server.py) never touches the table machine: status comes from
+The server (controller/service/control/server.py) never touches the table machine: status comes from
 the snapshot the owner thread publishes, supervisor actions are posted to the owner's queue and
 answered once the owner has handled them. It serves a bounded number of clients on one thread
 and cannot be exhausted by idle, slow or bursting clients.
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from controller.service.config_errors import EX_CONFIG, ConfigError
+from controller.service.config.errors import EX_CONFIG, ConfigError
 
 if TYPE_CHECKING:
     import argparse
@@ -145,7 +145,7 @@ class ControlClient:
     def supervisor(self, action: str, card: str | None = None) -> dict[str, Any]:
         # here, not at the top: the protocol module reads the table's inputs, which status
         # and watch never need
-        from controller.service.control_protocol import normalise_action
+        from controller.service.control.protocol import normalise_action
 
         message: dict[str, Any] = {"cmd": "supervisor", "action": normalise_action(action)}
         if card is not None:
@@ -224,7 +224,7 @@ def socket_path(args: argparse.Namespace) -> str:
         return os.path.join(args.state_dir, SOCKET_NAME)
     if getattr(args, "config", None):
         # here, not at the top: status, watch and supervisor start without the config reader
-        from controller.service.config import load_config
+        from controller.service.config.settings import load_config
 
         return load_config(args.config).control.socket
     return DEFAULT_SOCKET
