@@ -389,3 +389,51 @@ def _watch_a_round_sealed(table: DemoTable, context: Any, languages: tuple[str, 
     finally:
         for page in pages.values():
             page.close()
+
+
+def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> None:
+    """A settled round where a Player wins 2:1 with a Special Pair and the pair bet (the longest
+    seat: a two-word combination and a pair badge), fed from a real table machine: every page
+    fits every monitor in every language (Malay's seat once left its box on a portrait one)."""
+    from controller.display.server import DisplayServer
+    from controller.display.settings import DisplaySettings
+    from controller.table.machine import MachineSettings, TableMachine
+    from controller.table.scriptgen import shoe_script
+
+    machine = TableMachine(MachineSettings())
+    shown = {"version": 0, "status": machine.status()}
+    display = DisplayServer(DisplaySettings(port=0), lambda: (
+        shown["version"], dict(shown["status"], now=shown["status"].get("clock"))))
+    display.start()
+    try:
+        longest = None
+        for inp in shoe_script(1):
+            events = machine.handle(inp)
+            display.offer_events(events)
+            shown["version"] += 1
+            shown["status"] = machine.status()
+            display.status_changed()
+            longest = next((e for e in events if e["type"] == "round_result" and any(
+                e["data"]["hands"][p]["combo"] == "special_pair"
+                and e["data"]["positions"][p]["outcome"] == "win"
+                and e["data"]["positions"][p]["pair"] for p in ("P1", "P2", "P3", "P4", "P5"))),
+                None)
+            if longest is not None:
+                break
+        assert longest is not None, "seed 1's shoe has such a round"
+        for lang in words.LANGUAGES:
+            for which in sorted(PAGES):
+                for width, height in VIEWPORTS:
+                    page = browser.new_page(viewport={"width": width, "height": height})
+                    try:
+                        page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
+                        wait_until(lambda page=page: page.evaluate(
+                            "() => document.querySelectorAll('.outcome.win, .chip.win').length > 0"), 20,
+                            "the round's results on the page")
+                        measured = page.evaluate(MEASURE, [LEGIBLE_PX * min(width, height) / 1080])
+                        assert not measured["problems"], (which, lang, width,
+                                                          measured["problems"][:4])
+                    finally:
+                        page.close()
+    finally:
+        display.close()
