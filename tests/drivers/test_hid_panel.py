@@ -14,7 +14,7 @@ from drivers.debounce import Debouncer
 from drivers.hid_panel import HidPanel, HidPanelConfig, ReportClock, ReportLayout
 from drivers.sim.panel import SimPanel
 from drivers.sim.usb_emulation import EmulatedBackend, EmulatedHidPanel
-from support.panel_helpers import Collector, driver_threads, summary, wait_until
+from support.panel_helpers import Collector, summary, wait_until
 
 VID, PID = 0x16C0, 0x05DF
 BUTTONS = {"new_shoe": 0, "start_round": 1, "reveal": 2, "cancel_round": 3, "end_shoe": 4}
@@ -44,11 +44,7 @@ def options(**extra):
     return base
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_driver_threads():
-    before = driver_threads()
-    yield
-    wait_until(lambda: not (driver_threads() - before), 3, "driver threads to end")
+pytestmark = pytest.mark.usefixtures("no_leaked_driver_threads")
 
 
 @pytest.fixture

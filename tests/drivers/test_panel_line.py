@@ -11,14 +11,9 @@ from controller.table.inputs import Button, DeviceStatus, Switch
 from drivers import registry
 from drivers.base import DriverConfigError
 from drivers.line_panel import LinePanel, LinePanelConfig
-from support.panel_helpers import Collector, PtyPanel, driver_threads, summary, wait_until
+from support.panel_helpers import Collector, PtyPanel, summary, wait_until
 
-
-@pytest.fixture(autouse=True)
-def no_leaked_driver_threads():
-    before = driver_threads()
-    yield
-    wait_until(lambda: not (driver_threads() - before), 3, "driver threads to end")
+pytestmark = pytest.mark.usefixtures("no_leaked_driver_threads")
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from controller.table.inputs import Button
 from drivers.line_panel import LinePanel
 from drivers.sim.panel import SimPanel
 from drivers.sim.usb_emulation import EmulatedHidPanel
-from support.panel_helpers import Collector, PtyPanel, driver_threads, wait_until
+from support.panel_helpers import Collector, PtyPanel, wait_until
 
 BUTTONS = {"new_shoe": 0, "start_round": 1, "reveal": 2, "cancel_round": 3, "end_shoe": 4}
 DEBOUNCE_MS = 30
@@ -52,11 +52,7 @@ SCRIPT_S = sum(delay for delay, _ in SCRIPT)
 MARKER = "end_shoe"  # pressed after the stall, live: everything before it has been decided
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_driver_threads():
-    before = driver_threads()
-    yield
-    wait_until(lambda: not (driver_threads() - before), 3, "driver threads to end")
+pytestmark = pytest.mark.usefixtures("no_leaked_driver_threads")
 
 
 @pytest.fixture
