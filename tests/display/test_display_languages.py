@@ -428,8 +428,8 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
                     try:
                         page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
                         wait_until(lambda page=page: page.evaluate(
-                            "() => document.querySelectorAll('.outcome.win, .chip.win').length > 0"), 20,
-                            "the round's results on the page")
+                            "() => document.querySelectorAll('.outcome.win, .chip.win')"
+                            ".length > 0"), 20, "the round's results on the page")
                         measured = page.evaluate(MEASURE, [LEGIBLE_PX * min(width, height) / 1080])
                         assert not measured["problems"], (which, lang, width,
                                                           measured["problems"][:4])
