@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -75,10 +76,11 @@ def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: i
         with lock:
             counts[name] += n
 
-    def sse_client() -> None:
+    def sse_client(source: str) -> None:
         while True:
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", display_port, timeout=30)
+                conn = http.client.HTTPConnection("127.0.0.1", display_port, timeout=30,
+                                                  source_address=(source, 0))
                 conn.request("GET", "/events")
                 response = conn.getresponse()
                 if response.status != 200:
@@ -155,8 +157,12 @@ def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: i
                     break
             time.sleep(0.5)
 
-    chosen = {"pages": [sse_client] * SSE_CLIENTS, "status": [status_poller],
-              "journal": [journal_runs], "catchup": [mqtt_catch_up]}
+    # 16 pages from 4 machines' worth of loopback addresses: the display lets one address hold
+    # 8 streams at most (controller/display/admission.py), as a studio's screens would be spread
+    pages = [functools.partial(sse_client, f"127.0.0.{2 + n % 4}") for n in range(SSE_CLIENTS)]
+    chosen: dict[str, list[Callable[[], None]]] = {
+        "pages": pages, "status": [status_poller], "journal": [journal_runs],
+        "catchup": [mqtt_catch_up]}
     workers = [worker for name in stressors for worker in chosen[name]]
     for worker in workers:
         threading.Thread(target=worker, daemon=True).start()

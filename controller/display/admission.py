@@ -9,8 +9,10 @@ sits on them. So:
 * a connection still sending its request when the connections are full is the one that makes
   room: the oldest of those is closed for the newcomer (a browser sends its request at once;
   the request has a deadline of its own besides);
-* one address holds at most ``STREAMS_PER_ADDRESS`` streams: its oldest makes room for its
-  newest (a page reloaded before its old stream was noticed gone);
+* one address holds at most ``STREAMS_PER_ADDRESS`` streams; one more is refused (503: the
+  page tries again a second later, by when a reloaded page's old stream is noticed gone).
+  Refused, not swapped for its oldest: pages that took each other's places would reconnect in
+  a loop, each new one sent the whole screen;
 * the last ``LOOPBACK_RESERVE`` streams are for screens on this machine (the kiosk beside the
   dealer); when the streams are full, a screen on this machine takes the oldest stream of
   another machine's.
@@ -91,7 +93,7 @@ class Admission:
                                key=lambda c: c.order)
             same = [c for c in streaming if c.address == mine.address]
             if len(same) >= STREAMS_PER_ADDRESS:
-                return [self._drop(same[0])]
+                return None
             if len(streaming) >= self.streams:
                 others = [c for c in streaming if not c.loopback]
                 if mine.loopback and others:

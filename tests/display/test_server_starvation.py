@@ -122,12 +122,15 @@ def test_idle_streams_from_one_address_cannot_take_the_dealers_screen() -> None:
     display.start()
     idle: list[socket.socket] = []
     try:
+        answers = []
         for _ in range(16):
             sock = open_stream(display.port, "127.0.0.2")
-            assert b"event: state" in stream_answer(sock)
+            answers.append(stream_answer(sock))
             idle.append(sock)
-        wait_until(lambda: display.feed.streams <= STREAMS_PER_ADDRESS, 5,
-                   "one address to hold at most its share of the streams")
+        assert [b"event: state" in a for a in answers] == \
+            [True] * STREAMS_PER_ADDRESS + [False] * (16 - STREAMS_PER_ADDRESS)
+        assert all(a.startswith(b"HTTP/1.0 503") for a in answers[STREAMS_PER_ADDRESS:])
+        assert display.feed.streams == STREAMS_PER_ADDRESS  # refused, not swapped in a loop
         kiosk = open_stream(display.port, "127.0.0.1")
         answer = stream_answer(kiosk)
         assert answer.startswith(b"HTTP/1.0 200") and b"event: state" in answer
