@@ -87,10 +87,12 @@ def fork_problem(conn: sqlite3.Connection, last_seq: int, held: Held) -> str | N
     sent = anchored_events_after(conn, held.seq - 1, 1)
     if not sent or sent[0].get("seq") != held.seq:
         return None  # archived: only the end could be compared
-    mine = event_digest(sent[0])
-    if mine != held.sha256:
+    # Only the backend's digest is named: this journal's event N may lie in a round whose
+    # betting is open, and a digest of its body (unanchored on a plain chain) would name its
+    # card to anyone who tries the 52.
+    if event_digest(sent[0]) != held.sha256:
         return (f"the backend ({held.source}) holds another event seq {held.seq} than this "
-                f"journal (sha256 {(held.sha256 or '')[:12]}… there, {mine[:12]}… here): the "
-                f"table's history forked at or before seq {held.seq} (a state directory "
-                f"restored from a backup, or another table's copy?)")
+                f"journal (its sha256 {(held.sha256 or '')[:12]}…): the table's history "
+                f"forked at or before seq {held.seq} (a state directory restored from a "
+                f"backup, or another table's copy?)")
     return None
