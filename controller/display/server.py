@@ -29,6 +29,7 @@ import logging
 import queue
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -118,8 +119,10 @@ class DisplayServer:
 
 def host_names(settings: DisplaySettings) -> frozenset[str]:
     """The names a request may ask for besides any IP address: localhost, this machine's
-    names and ``display.allowed_hosts``."""
-    names = {"localhost", socket.gethostname(), socket.getfqdn(), *settings.allowed_hosts}
+    host name and ``display.allowed_hosts``. Not ``getfqdn()``: it asks DNS, and a table PC
+    whose resolver does not answer would wait for it before READY (a fully qualified name
+    goes in ``display.allowed_hosts``)."""
+    names = {"localhost", socket.gethostname(), *settings.allowed_hosts}
     return frozenset(name.lower().rstrip(".") for name in names if name)
 
 
@@ -188,8 +191,6 @@ class _HTTPServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that broke off (reset, timeout): one rate-limited line, no traceback on
         stderr (the standard library prints one per connection)."""
-        import sys
-
         problem = sys.exc_info()[1]
         kind = type(problem).__name__
         self._errors.warning(kind, "display client %s: %s: %s", client_address[0], kind,
