@@ -113,7 +113,7 @@ def _verify(args: argparse.Namespace) -> int:
         chain = _chain_description(args.file)
         print(f"{args.file}: chain: {chain}")
         if args.against:
-            return _verify_against(args, key)
+            return _verify_against(args, key, chain)
         if key is None and chain.startswith("keyed"):
             print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
             return EX_MACS_UNCHECKED
@@ -228,7 +228,7 @@ def _head_problem(args: argparse.Namespace, key: bytes | None) -> str | None:
     return tail_problem(args.file, chain, args.head)
 
 
-def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
+def _verify_against(args: argparse.Namespace, key: bytes | None, chain: str) -> int:
     from controller.durability.against import verify_against
 
     result = verify_against(args.file, args.against, args.archives, key)
@@ -237,7 +237,7 @@ def _verify_against(args: argparse.Namespace, key: bytes | None) -> int:
     if not result.ok:
         print(f"{args.file}: DIFFERS from {args.against}: {result.describe()}", file=sys.stderr)
         return 1
-    unchecked = key is None and _chain_description(args.file).startswith("keyed")
+    unchecked = key is None and chain.startswith("keyed")
     if not unchecked:
         behind = _head_problem(args, key)
         if behind:
