@@ -6,7 +6,7 @@ the betting countdown fires when an input's ``at`` reaches its deadline, before 
 handled, and its events carry the deadline's time. The daemon posts a ``Tick`` at
 ``next_deadline()`` so the countdown closes on time. Same inputs, byte-identical events.
 
-Two orthogonal state machines (``transitions``, states and transitions as data below):
+Two orthogonal state machines (``transitions``, states and transitions as data in ``procedure``):
 
 * the **procedure** — no_shoe → awaiting_flip → burning → ready ⇄ (betting → dealing →
   revealing) → ready … → no_shoe;
@@ -21,8 +21,13 @@ open, otherwise kept with the round and sent right after its ``betting_closed`` 
 ``round_cancelled``), so the supervisor still learns which card it was. ``_fault`` is the one
 place that decides.
 
-The procedure's tables are in ``procedure``, the dealer's views in ``views``, checkpoints in
-``checkpoint``; ``python -m controller.table.diagram`` draws docs/state-diagram.md.
+Each kind of input has its part: the shoe's in ``card_intake``, the dealer's buttons in
+``dealer_buttons``, the supervisor's commands in ``supervisor_commands``, the key switch and the
+resume rules in ``hold``, devices, clock, backends and software in ``reports``. The parts take
+the machine's steps below (``_emit``, ``_fault``, ``_reject``, opening, revealing and ending)
+through ``machine_state.MachineCore``. The procedure's tables are in ``procedure``, the
+dealer's views in ``views``, checkpoints in ``checkpoint``; ``python -m
+controller.table.diagram`` draws docs/state-diagram.md.
 """
 
 from __future__ import annotations
@@ -108,7 +113,8 @@ class TableMachine(ProcedureTriggers):
             auto_transitions=False,
             send_event=False,
         )
-        # The hold is the other state machine, on a model of its own (hold.py).
+        # The hold is the other state machine, on a model of its own (hold.py); ``_hold`` is
+        # its ``transitions`` machine, as ``_procedure`` is the procedure's.
         self._holding = Hold(self)
         self._hold = self._holding.transitions
         self.pause_table = self._holding.model.pause_table

@@ -2,7 +2,8 @@
 
 ``TableMachine`` builds its two ``transitions`` machines from these tables, and
 ``controller.table.diagram`` draws docs/state-diagram.md from them, so the machine and its
-diagram cannot drift apart. Callbacks and conditions are named here and defined on the machine.
+diagram cannot drift apart. Callbacks and conditions are named here and defined on the machine
+(the hold's on its ``Hold``, hold.py).
 """
 
 from __future__ import annotations
