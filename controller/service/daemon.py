@@ -36,7 +36,6 @@ handler) and ``panel_leds`` (panel_leds.py: which buttons to light).
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import threading
@@ -49,68 +48,51 @@ from typing import Any
 import structlog
 
 from controller import __version__
-from controller import transports as transport_module
 from controller.display.server import DisplayServer
-from controller.durability.archive_resend import ArchiveSource
-from controller.durability.journal import Journal, JournalCorrupt, JournalError
+from controller.durability.journal import Journal, JournalError
 from controller.durability.outbox import Outbox
-from controller.durability.recovery import RecoveryError, recover, recover_report
+from controller.durability.recovery import recover
 from controller.durability.retention import JournalRetention
-from controller.durability.shoe_tags import open_shoe_tags
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.clock.table_clock import TableClock
 from controller.service.clock.time_sync import SyncReading, read_kernel_sync
 from controller.service.clock.watch import ClockWatch
-from controller.service.config.errors import EX_CONFIG, ConfigError
 from controller.service.config.settings import Config
-from controller.service.control.client import ControlConfigError, ControlError
-from controller.service.control.handler import TableControl
+from controller.service.control.handler import TableControl, supervisor_answer
 from controller.service.control.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.control.server import ControlServer
-from controller.service.display_link import DisplayStartError, start_display
-from controller.service.held_inputs import HeldInputs
 from controller.service.panel_leds import panel_leds
-from controller.service.recovery_hooks import StartupProgress, log_recovery, save_checkpoint
-from controller.service.status_board import StatusBoard, status_line
-from controller.service.telemetry.health_reporter import HealthReporter, health_reporter_for
+from controller.service.recovery_hooks import save_checkpoint
+from controller.service.startup import sequence
+from controller.service.startup.failure import EX_DATAERR, StartupError
+from controller.service.startup.parts import DriverFactory
+from controller.service.startup.shutdown import shut_down
+from controller.service.status_board import StatusBoard
+from controller.service.storage_fault import StorageFault
+from controller.service.telemetry.health_reporter import HealthReporter
 from controller.service.telemetry.logging_setup import bind_table_context
-from controller.service.telemetry.metrics_writer import MetricsWriter, metrics_writer_for
+from controller.service.telemetry.metrics_writer import MetricsWriter
 from controller.service.telemetry.notify import Notifier
 from controller.service.trust.history_guard import HistoryGuard
 from controller.service.trust.journal_check import JournalCheck
-from controller.service.trust.journal_trust import JournalUntrusted, mark_head, open_trusted_journal
-from controller.service.trust.software_identity import current_identity
-from controller.table.faults import JOURNAL_CHECK_FAILED
+from controller.service.trust.journal_trust import mark_head
 from controller.table.inputs import (
-    BackendStatus,
     ControllerFault,
     Input,
-    Software,
     Supervisor,
     Tick,
     with_time,
 )
 from controller.table.machine import MachineSettings, TableMachine
-from controller.transports import TransportConfigError
-from drivers import registry
-from drivers.base import Driver, DriverConfigError
+from drivers.base import Driver
 
 log = structlog.get_logger("pokdeng.daemon")
 
 HOUSEKEEPING_S = 1.0          # longest the loop sleeps: storage retries, watchdog slack
-STORAGE_RETRY_S = 5.0         # how often a failed journal is retried
-EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
-#: what the stop on a forked history tells the supervisor (docs/install.md has the whole of it)
-FORK_ADVICE = ("Do not deal on this state directory: restore the newest copy of it, or follow "
-               "docs/install.md, \"A table whose history forked\"")
-FLUSH_ON_STOP_S = 2.0         # how long a stop waits for the backends to catch up
 #: device inputs already queued together (a burst of frames) share one journal transaction,
 #: at most this many; a shoe's start or end closes a group (checkpoints, drivers' new shoe)
 GROUP_MAX = 64
 _GROUP_ENDS = frozenset({"shoe_started", "shoe_ended"})
-
-#: builds a driver from the daemon's input sink and the table clock
-DriverFactory = Callable[[Callable[[Input], None], Callable[[], float]], Driver]
 
 
 @dataclass
@@ -121,14 +103,6 @@ class _Work:
 
 _STOP = object()
 _REPUBLISH = object()  # another thread's part of the status changed: publish it again
-
-
-class StartupError(Exception):
-    """The daemon cannot start; ``exit_status`` says how (78 = configuration)."""
-
-    def __init__(self, message: str, exit_status: int = 1):
-        super().__init__(message)
-        self.exit_status = exit_status
 
 
 class Daemon:
@@ -147,17 +121,18 @@ class Daemon:
         self.notifier: Notifier = notifier or Notifier()
         self.clock: TableClock = clock or TableClock()
         self.settings: MachineSettings = config.machine_settings()
-        self._driver_factories: list[DriverFactory] | None = (
+        self.driver_factories: list[DriverFactory] | None = (
             list(drivers) if drivers is not None else None)
-        self._transports_override: list[Any] | None = transports
+        self.transports_override: list[Any] | None = transports
         self.queue: queue.Queue[Any] = queue.Queue()
-        # Created by start(), in this order; None until then (or if start failed before).
+        # Set by start-up (startup/sequence.py), in its order; None until then (or if start
+        # failed before).
         self.machine: TableMachine | None = None
         self.journal: Journal | None = None
         self.outbox: Outbox | None = None
         self.transports: list[Any] = []
         self.history: HistoryGuard | None = None  # where the backends stand, held to the journal
-        self._forked: str | None = None  # set when the history forked: stop, journal nothing
+        self.forked: str | None = None  # set when the history forked: stop, journal nothing
         self.drivers: list[Driver] = []
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
@@ -165,24 +140,22 @@ class Daemon:
         self.display: DisplayServer | None = None  # the dealer display, when configured
         self.health: HealthReporter | None = None  # the MQTT health topic (fleet view)
         self.metrics: MetricsWriter | None = None  # the node_exporter textfile
+        self.checkpointer: WalCheckpointer | None = None
+        self.journal_check: JournalCheck | None = None
+        self.identity: dict[str, str] | None = None  # the software, journaled by start-up
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.clock_watch: ClockWatch = ClockWatch(self.clock, time_sync)
+        self.storage: StorageFault = StorageFault(self)  # the journal refusing writes
         self.ready: threading.Event = threading.Event()  # set once READY=1 was sent
-        self._last_at: float = 0.0
-        self._stop: threading.Event = threading.Event()
+        self.stop_requested: threading.Event = threading.Event()
+        self.check_finished = threading.Event()  # the check after READY has ended
         self._stopping: bool = False
-        self._storage_fault: str | None = None
-        self._storage_retry_at: float = 0.0
-        self._held: HeldInputs = HeldInputs()
+        self._last_at: float = 0.0
         self._watchdog_interval: float | None = self.notifier.watchdog_interval()
         self._watchdog_due: float = 0.0
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self._last_actions: LastActions = LastActions()
         self._leds: dict[str, bool] | None = None
-        self.journal_check: JournalCheck | None = None
-        self._check_finished = threading.Event()  # the check after READY has ended
-        self.checkpointer: WalCheckpointer | None = None
-        self._software: dict[str, str] | None = None  # set by start()
         self.group_max: int = GROUP_MAX  # 1: one transaction per input (the benchmark's "before")
         self._pushed_back: Any = None    # taken from the queue behind a group: next in turn
 
@@ -199,13 +172,17 @@ class Daemon:
 
     def request_stop(self) -> None:
         """Ask the loop to stop; safe from any thread and from a signal handler."""
-        self._stop.set()
+        self.stop_requested.set()
         # From a signal handler the main thread may hold the queue's lock: post from a thread.
         threading.Thread(target=self.queue.put, args=(_STOP,), daemon=True).start()
 
     @property
     def stopping(self) -> bool:
-        return self._stop.is_set() or self._stopping
+        return self.stop_requested.is_set() or self._stopping
+
+    def republish_soon(self) -> None:
+        """Another thread's part of the status changed: the owner publishes it again."""
+        self.queue.put(_REPUBLISH)
 
     def add_event_listener(self, listener: Callable[[list[dict[str, Any]]], None]) -> None:
         """Called on the owner thread with each input's events once they are journaled."""
@@ -220,7 +197,7 @@ class Daemon:
 
     def software(self) -> dict[str, Any]:
         """The software this daemon runs (version, digest), as health and metrics name it."""
-        return dict(self._software) if self._software else {"version": __version__}
+        return dict(self.identity) if self.identity else {"version": __version__}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -242,261 +219,36 @@ class Daemon:
             self._loop()
         finally:
             self._shutdown()
-        return EX_DATAERR if self._forked else 0
+        return EX_DATAERR if self.forked else 0
 
     def start(self) -> None:
         """Recover, catch up the clock, start outbox, drivers, retention and control socket,
-        then READY=1: whatever a status answer reports exists before anyone can ask."""
-        started = time.monotonic()
-        os.makedirs(self.config.state_dir, exist_ok=True)
-        journal, machine = self._recover()
-        self._hold_history_to_the_backends()  # before this start journals anything
-        self._last_at = float(machine.status().get("clock") or 0.0)
-        self._last_actions = LastActions(
-            (entry.input, entry.events)
-            for entry in journal.recent_entries("supervisor", LAST_ACTIONS_KEPT)
-            if isinstance(entry.input, Supervisor))
-        self.clock.catch_up(self._last_at)
-        self._journal_software(machine)
-        # A betting deadline that passed while we were down closes betting now.
-        self._handle(Tick(0.0))
-        self.clock_watch.start(machine.clock_sync)
-        self._watch_clock()
-        self._publish(machine.status())
-        # Checkpoints copy the WAL into the database and fsync it: not between two inputs.
-        self.checkpointer = WalCheckpointer(self.config.journal_path).start()
-        journal.leave_checkpoints_to_background(self.checkpointer.wal_bytes)
-        try:
-            self.outbox = self._start_outbox()
-            # before the drivers: every input from the devices is counted
-            self.metrics = metrics_writer_for(self.config, self.board, self.outbox, journal,
-                                              self.software())
-            self.drivers = self._create_drivers()
-        except (TransportConfigError, DriverConfigError, ConfigError) as exc:
-            raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
-        self._restore_shoe_tags(journal)
-        for driver in self.drivers:
-            driver.start()
-        self._leds = None
-        self._update_leds(self.snapshot())
-        self.retention = self._start_retention()
-        self.control_handler = TableControl(self.board, self.clock, self.submit, self._stop,
-                                            self.outbox, self.retention)
-        self.control = self._start_control(self.control_handler)
-        self._start_display()
-        self.health = health_reporter_for(self.config, self.board, self.outbox, journal,
-                                          self.software())
-        status = self.snapshot()
-        log.info("ready", seconds=round(time.monotonic() - started, 3),
-                 journal=self.config.journal_path, records=journal.record_count(),
-                 last_seq=journal.last_event_seq(), state=status.get("state"),
-                 software=self._software)
-        self.notifier.ready(status_line(status))
-        self.ready.set()
-        self._ping_watchdog(force=True)
-        # The chain before the checkpoint recovery started from is checked now, off this thread;
-        # retention's first run waits for it to finish.
-        key = self.journal.chain.key if self.journal is not None else None
-        self.journal_check = JournalCheck(
-            self.config.journal_path, on_change=lambda: self.queue.put(_REPUBLISH), key=key,
-            finished=self._check_finished,
-            on_failed=lambda reason: self.post(ControllerFault(0.0, JOURNAL_CHECK_FAILED,
-                                                               reason)))
-        self.journal_check.start()
-
-    def _journal_software(self, machine: TableMachine) -> None:
-        """Journal the software when it is not the journal's last: shoe_started names it and
-        a change is announced (software_changed), from the journal, also in replay."""
-        self._software = current_identity().as_dict()
-        if machine.software != self._software:
-            self._handle(Software(0.0, **self._software))
-
-    def _recover(self) -> tuple[Journal, TableMachine]:
-        try:
-            self.journal = open_trusted_journal(self.config)  # key, head file, delivered
-            report = recover_report(self.journal, self.settings,
-                                    progress=StartupProgress(self.notifier))
-            self.machine = report.machine
-            log_recovery(report)
-        except JournalUntrusted as exc:
-            raise StartupError(f"cannot run on the journal: {exc}", exc.exit_status) from None
-        except (JournalCorrupt, RecoveryError) as exc:
-            # Restarting will not mend it: a person must look (journal verify/export).
-            raise StartupError(f"cannot recover from the journal: {exc}", EX_DATAERR) from None
-        except JournalError as exc:
-            raise StartupError(f"journal {self.config.journal_path}: {exc}") from None
-        except Exception as exc:
-            raise StartupError(f"cannot recover from {self.config.journal_path}: {exc}") from None
-        return self.journal, self.machine
-
-    def _hold_history_to_the_backends(self) -> None:
-        """Build the transports and hear where their backends stand before this start
-        journals anything: a fork stops the start here (exit 65), before an id the backends
-        already hold is issued again with another body (docs/backend.md)."""
-        try:
-            self.transports = self._transports_override if self._transports_override \
-                is not None else build_transports(self.config)
-        except TransportConfigError as exc:
-            raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
-        self.history = HistoryGuard(self.config.journal_path, on_fork=self._history_forked)
-        self.history.watch(self.transports)
-        problem = self.history.wait_first(self.transports, self.config.backend_confirm_s)
-        if problem:
-            self._forked = problem
-            raise StartupError(f"this table's history has forked: {problem}. {FORK_ADVICE}",
-                               EX_DATAERR)
-        self.history.start()
-
-    def _history_forked(self, problem: str) -> None:
-        """A backend that answered after the start holds another history (the guard's
-        thread): stop at once, journal nothing more."""
-        log.critical("this table's history has forked; stopping: it must not deal on",
-                     problem=problem, advice=FORK_ADVICE)
-        self._forked = problem
-        self.request_stop()
-
-    def _start_outbox(self) -> Outbox:
-        transports = self.transports
-        assert self.machine is not None
-        assert self.journal is not None
-        recorded_down = dict(self.machine.backends_unreachable)
-        # Resends reach archived shoes through the archives retention writes, checked with
-        # the journal's own key.
-        archives = ArchiveSource.beside(self.config.journal_path, self.config.journal.archive_dir,
-                                        self.journal.chain.key)
-        outbox = Outbox(self.config.journal_path, transports,
-                        on_backend_change=self._backend_changed,
-                        known_unreachable=recorded_down, archives=archives)
-        for name in sorted(set(recorded_down) - {t.name for t in transports}):
-            # recorded unreachable, now gone from the config: nothing will report it back
-            self.post(BackendStatus(0.0, name, True, "no longer configured"))
-        outbox.start()
-        return outbox
-
-    def _backend_changed(self, name: str, reachable: bool, reason: str) -> None:
-        """The outbox's report (a delivery thread): journaled like a device's status."""
-        self.post(BackendStatus(0.0, name, reachable, reason))
-
-    def _create_drivers(self) -> list[Driver]:
-        if self._driver_factories is not None:
-            return [factory(self.post, self.clock) for factory in self._driver_factories]
-        # positional: the registry's own first parameter is called "name" too
-        drivers = [registry.create(self.config.shoe.driver, self.post,
-                                   self.config.shoe.driver_options(), self.clock, "shoe")]
-        if self.config.panel is not None:
-            drivers.append(registry.create(self.config.panel.driver, self.post,
-                                           self.config.panel.driver_options(), self.clock,
-                                           "panel"))
-        return drivers
-
-    def _restore_shoe_tags(self, journal: Journal) -> None:
-        """A restart in the middle of a shoe: the drivers learn the tags it already gave."""
-        tags = open_shoe_tags(journal)
-        if tags:
-            for driver in self.drivers:
-                driver.restore_shoe_tags(tags)
-            log.info("tags of the open shoe restored", tags=len(tags))  # a count, never a tag
-
-    def _start_retention(self) -> JournalRetention | None:
-        if not self.config.journal.archive:
-            return None
-        assert self.journal is not None
-        retention = JournalRetention(
-            self.config.journal_path, self.config.journal, self.settings,
-            key=self.journal.chain.key, start_after=self._check_finished)
-        retention.start()
-        return retention
-
-    def _start_control(self, handler: TableControl) -> ControlServer:
-        settings = self.config.control
-        control = ControlServer(settings.socket, handler, group=settings.group,
-                                mode=settings.mode, supervisor_group=settings.supervisor_group,
-                                max_clients=settings.max_clients)
-        try:
-            control.start()
-        except ControlError as exc:
-            status = EX_CONFIG if isinstance(exc, ControlConfigError) else 1
-            raise StartupError(str(exc), status) from None
-        return control
-
-    def _start_display(self) -> None:
-        """The dealer display, fed the journaled events and the published status."""
-        if self.config.display is None:
-            return
-        try:
-            self.display = start_display(self.config.display, self.board, self.clock,
-                                         self.outbox, self.config.journal_path)
-        except DisplayStartError as exc:
-            # A screen is a nicety next to the money path: the table plays on without it.
-            log.error("the dealer display is not shown", reason=str(exc))
-            return
-        self.add_event_listener(self.display.offer_events)
+        then READY=1 (the steps and their order: startup/sequence.py)."""
+        sequence.start(self)
 
     def _shutdown(self) -> None:
         """One idempotent way down: stop inputs, finish queued work, flush, close."""
         if self._stopping:
             return
         self._stopping = True
-        self.notifier.stopping("stopping")
-        log.info("stopping")
-        for driver in self.drivers:
-            try:
-                driver.stop()
-            except Exception:
-                log.exception("driver did not stop cleanly", driver=getattr(driver, "name", "?"))
-        if self._forked:
-            # Nothing more goes into a forked history: what is queued is dropped, and said.
-            log.error("stopping on a forked history: queued inputs not journaled",
-                      queued=self.queue.qsize())
-        # What the devices sent before they stopped was accepted: handle it, lose nothing.
-        elif self.machine is not None and self.journal is not None:
-            self._drain()
-            if self._storage_fault:  # one last try for the held inputs
-                self._retry_storage()
-            if self._held:
-                log.error("stopping with inputs that could not be journaled; they are lost",
-                          held=len(self._held), kinds=self._held.kinds())
-        if self.control is not None:
-            self.control.close()
-        if self.display is not None:
-            self.display.close()
-        if self.health is not None:
-            self.health.stop()
-        if self.retention is not None:
-            self.retention.stop()
-        if self.journal_check is not None:
-            self.journal_check.stop()
-        if self.history is not None:
-            self.history.stop()
-        if self.outbox is None:
-            for transport in self.transports:  # built, never handed to an outbox
-                transport.close()
-        elif self._forked:
-            self.outbox.stop()  # a forked history's events are not pushed out on the way down
-        else:
-            try:
-                # Give the backends a moment to take what is journaled; the rest goes on the
-                # next start (the outbox resumes from its delivered position).
-                if self.journal is not None and not self.outbox.wait_delivered(
-                        self.journal.last_event_seq(), FLUSH_ON_STOP_S):
-                    log.warning("stopping with events not yet delivered",
-                                backlog=self.outbox.status())
-                self.outbox.stop()
-            except Exception:
-                log.exception("outbox did not stop cleanly")
-        if self.metrics is not None:
-            self.metrics.stop()  # the last figures, deliveries on the way down included
-        if self.checkpointer is not None:
-            self.checkpointer.stop()
-        if self.journal is not None:
-            if self.machine is not None and not self._storage_fault and not self._forked:
-                mark_head(self.journal)  # where a clean stop left the journal
-            self.journal.close()
-        self.notifier.close()
-        self.board.mark_stopped()
-        log.info("stopped")
+        shut_down(self)
 
-    def _drain(self) -> None:
+    # -- start-up's steps on the owner thread (startup/sequence.py calls them) ---------------
+    def resume(self, journal: Journal, machine: TableMachine) -> None:
+        """The table clock and the supervisor's last actions where the journal left them."""
+        self._last_at = float(machine.status().get("clock") or 0.0)
+        self._last_actions = LastActions(
+            (entry.input, entry.events)
+            for entry in journal.recent_entries("supervisor", LAST_ACTIONS_KEPT)
+            if isinstance(entry.input, Supervisor))
+        self.clock.catch_up(self._last_at)
+
+    def relight_panel(self) -> None:
+        """Light the panel's LEDs afresh (the drivers just started: they know none yet)."""
+        self._leds = None
+        self._update_leds(self.snapshot())
+
+    def drain(self) -> None:
         while True:
             try:
                 item = self._next_item(block=False)
@@ -534,46 +286,46 @@ class Daemon:
     # From here on start() has run: machine and journal exist.
     def _loop(self) -> None:
         assert self.machine is not None
-        while not self._stop.is_set():
+        while not self.stop_requested.is_set():
             try:
                 item = self._next_item()
             except queue.Empty:
                 item = None
-            if item is _STOP or self._forked:
+            if item is _STOP or self.forked:
                 break
             if isinstance(item, _Work) and item.reply is None:
                 self._process_group(self._gather(item))
             elif isinstance(item, _Work):
                 self._process(item)
             elif item is _REPUBLISH:
-                self._republish()
+                self.storage.publish_status()
             deadline = self.machine.next_deadline()
-            if (deadline is not None and not self._storage_fault
+            if (deadline is not None and not self.storage.reason
                     and self.clock.now() >= deadline):
-                self._handle(Tick(0.0))
-            if self._storage_fault and time.monotonic() >= self._storage_retry_at:
-                self._retry_storage()
-            self._watch_clock()
-            self._ping_watchdog()
+                self.handle(Tick(0.0))
+            if self.storage.retry_due():
+                self.storage.retry()
+            self.watch_clock()
+            self.ping_watchdog()
 
     def _wait_seconds(self) -> float:
         assert self.machine is not None
         wait = HOUSEKEEPING_S
         deadline = self.machine.next_deadline()
-        if deadline is not None and not self._storage_fault:
+        if deadline is not None and not self.storage.reason:
             wait = min(wait, self.clock.real_seconds(deadline - self.clock.now()))
         if self._watchdog_interval is not None:
             wait = min(wait, self._watchdog_due - time.monotonic())
         return max(0.0, wait)
 
-    def _watch_clock(self) -> None:
+    def watch_clock(self) -> None:
         """Report wall-clock steps and synchronisation changes to the table (as inputs)."""
         assert self.machine is not None
         self.clock.keep_steady(self.machine.next_deadline() is not None)
         for report in self.clock_watch.reports():
-            self._handle(report)
+            self.handle(report)
 
-    def _ping_watchdog(self, force: bool = False) -> None:
+    def ping_watchdog(self, force: bool = False) -> None:
         if self._watchdog_interval is None:
             return
         now = time.monotonic()
@@ -582,21 +334,21 @@ class Daemon:
             self._watchdog_due = now + self._watchdog_interval
 
     def _process(self, work: _Work) -> None:
-        if self._storage_fault and work.reply is not None:
+        if self.storage.reason and work.reply is not None:
             # A supervisor sees the refusal and can act again later; only what the devices
             # already did is held.
             if not work.reply.done():
-                work.reply.set_result(supervisor_answer([], self._storage_fault))
+                work.reply.set_result(supervisor_answer([], self.storage.reason))
             return
         try:
-            events = self._handle(work.inp)
+            events = self.handle(work.inp)
         except Exception as exc:  # the loop must survive anything one input does
             reason = self._controller_failed(work.inp, exc)
             if work.reply is not None and not work.reply.done():
                 work.reply.set_result({"ok": False, "error": reason})
             return
         if work.reply is not None and not work.reply.done():
-            work.reply.set_result(supervisor_answer(events, self._storage_fault))
+            work.reply.set_result(supervisor_answer(events, self.storage.reason))
 
     def _process_group(self, inputs: list[Input]) -> None:
         """Device inputs that arrived together: each handled in order, all journaled in one
@@ -604,7 +356,7 @@ class Daemon:
         rebuilt from the journal) and handles its inputs one by one, where every failure
         has its own path."""
         while inputs:
-            if len(inputs) == 1 or self._storage_fault:
+            if len(inputs) == 1 or self.storage.reason:
                 for inp in inputs:
                     self._process(_Work(inp))
                 return
@@ -612,7 +364,7 @@ class Daemon:
             entries: list[tuple[Input, list[dict[str, Any]]]] = []
             try:
                 for inp in inputs:
-                    stamped = self._stamp(inp)
+                    stamped = self.stamp(inp)
                     events = self.machine.handle(stamped)
                     self.clock.keep_steady(self.machine.next_deadline() is not None)
                     entries.append((stamped, events))
@@ -620,12 +372,16 @@ class Daemon:
                         break
                 self.journal.append_many(entries)
             except Exception:  # see the docstring: one by one, each on its own path
-                self._rebuild()
+                self.rebuild()
                 for inp in inputs:
                     self._process(_Work(inp))
                 return
-            self._after_journal(entries)
+            self.after_journal(entries)
             inputs = inputs[len(entries):]
+
+    def apply(self, inp: Input) -> None:
+        """A device's input, handled as if it came from the queue (the held inputs)."""
+        self._process(_Work(inp))
 
     def _controller_failed(self, inp: Input, exc: Exception) -> str:
         """A bug met an input: undo it (rebuild from the journal) and pause for the supervisor.
@@ -638,30 +394,30 @@ class Daemon:
         log.error("input could not be handled; rebuilding from the journal and pausing",
                   kind=inp.kind, error_type=type(exc).__name__)
         log.debug("input failure details", exc_info=exc)
-        self._rebuild()
-        self._handle(ControllerFault(0.0, "controller_error", reason))
+        self.rebuild()
+        self.handle(ControllerFault(0.0, "controller_error", reason))
         return reason
 
-    def _rebuild(self) -> TableMachine:
+    def rebuild(self) -> TableMachine:
         """The machine as the journal has it: undoes whatever did not reach the disk."""
         assert self.journal is not None
         self.machine = recover(self.journal, self.settings)
         return self.machine
 
-    def _stamp(self, inp: Input) -> Input:
+    def stamp(self, inp: Input) -> Input:
         at = max(self.clock.now(), self._last_at)
         self._last_at = at
         return with_time(inp, at)
 
-    def _handle(self, inp: Input) -> list[dict[str, Any]]:
+    def handle(self, inp: Input) -> list[dict[str, Any]]:
         """Handle one input on the owner thread; returns the events it produced."""
         assert self.machine is not None and self.journal is not None
-        if self._storage_fault:
+        if self.storage.reason:
             # The journal cannot take records: acting on input now would not survive a
             # restart. Keep it for when the journal works again (the table is stopped).
-            self._keep_held(inp)
+            self.storage.keep(inp)
             return []
-        stamped = self._stamp(inp)
+        stamped = self.stamp(inp)
         events = self.machine.handle(stamped)
         # A countdown runs on the monotonic clock, from the reading that started it.
         self.clock.keep_steady(self.machine.next_deadline() is not None)
@@ -672,19 +428,13 @@ class Daemon:
         except (JournalError, OSError) as exc:
             # This input goes first when the journal works again: the held inputs are only
             # ever what came after it.
-            self._keep_held(inp, first=True)
-            self._storage_failed(exc)
+            self.storage.keep(inp, first=True)
+            self.storage.failed(exc)
             return []
-        self._after_journal([(stamped, events)])
+        self.after_journal([(stamped, events)])
         return events
 
-    def _keep_held(self, inp: Input, first: bool = False) -> None:
-        """Keep an input that cannot be journaled now; it is applied once the journal works."""
-        self._held.keep(inp, first)
-        if self._storage_fault:
-            self._publish_storage_fault()
-
-    def _after_journal(self, entries: list[tuple[Input, list[dict[str, Any]]]]) -> None:
+    def after_journal(self, entries: list[tuple[Input, list[dict[str, Any]]]]) -> None:
         """What follows a commit of ``entries`` (inputs with their events, in order)."""
         assert self.machine is not None
         if self.outbox is not None and any(events for _, events in entries):
@@ -695,7 +445,7 @@ class Daemon:
         bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         for inp, events in entries:
             self._after_input(inp, events)
-        self._publish(status)
+        self.publish(status)
 
     def _after_input(self, inp: Input, events: list[dict[str, Any]]) -> None:
         assert self.machine is not None
@@ -723,16 +473,16 @@ class Daemon:
             except Exception:
                 log.exception("event listener failed")
 
-    def _publish(self, status: dict[str, Any]) -> None:
+    def publish(self, status: dict[str, Any]) -> None:
         snapshot = dict(status)
         snapshot["table"] = self.config.table.table_id
         # the table's language: `watch` speaks it without being told (display.language)
         snapshot["language"] = self.config.display.language if self.config.display else "en"
-        snapshot["storage_fault"] = self._storage_fault
-        snapshot["journal"] = "unwritable" if self._storage_fault else "ok"
+        snapshot["storage_fault"] = self.storage.reason
+        snapshot["journal"] = "unwritable" if self.storage.reason else "ok"
         snapshot["chain"] = self.journal.chain.describe() if self.journal else None
-        snapshot["held_inputs"] = len(self._held)
-        snapshot["dropped_inputs"] = self._held.dropped
+        snapshot["held_inputs"] = len(self.storage.held)
+        snapshot["dropped_inputs"] = self.storage.held.dropped
         snapshot["last_actions"] = self._last_actions.recent()
         if self.journal_check is not None:
             snapshot["journal_check"] = self.journal_check.status()
@@ -750,82 +500,3 @@ class Daemon:
                 driver.set_leds(leds)
             except Exception as exc:  # an LED is a nicety; never stop the table for it
                 log.warning("cannot set the panel LEDs", error=str(exc))
-
-    # -- disk safety --------------------------------------------------------------------------
-    def _storage_failed(self, exc: BaseException) -> None:
-        """The journal refused a write: the machine is ahead of the disk. Undo and pause."""
-        reason = f"journal write failed: {exc}"
-        log.error("journal write failed; rebuilding the table from the journal and pausing",
-                  error=str(exc))
-        try:
-            self._rebuild()
-        except Exception as rebuild_exc:
-            log.critical("cannot rebuild the table from the journal", error=str(rebuild_exc))
-            raise
-        self._storage_fault = reason
-        self._storage_retry_at = time.monotonic()  # first retry right away: may be transient
-        self._publish_storage_fault()
-
-    def _republish(self) -> None:
-        assert self.machine is not None
-        if self._storage_fault:
-            self._publish_storage_fault()
-        else:
-            self._publish(self.machine.status())
-
-    def _publish_storage_fault(self) -> None:
-        assert self.machine is not None
-        self._publish(dict(self.machine.status(), paused=True,
-                           fault={"code": "journal_unwritable", "reason": self._storage_fault}))
-
-    def _retry_storage(self) -> None:
-        """Try to journal the storage fault; once it sticks, the table runs from the journal."""
-        assert self.machine is not None and self.journal is not None
-        pause = self._stamp(ControllerFault(0.0, "journal_unwritable",
-                                            self._storage_fault or "journal write failed"))
-        events = self.machine.handle(pause)
-        try:
-            self.journal.append(pause, events)
-        except (JournalError, OSError) as exc:
-            self._rebuild()
-            self._storage_retry_at = time.monotonic() + STORAGE_RETRY_S
-            log.error("journal still cannot be written", error=str(exc))
-            return
-        log.warning("journal writable again; the table stays paused for the supervisor",
-                    held=len(self._held))
-        self._storage_fault = None
-        self._after_journal([(pause, events)])
-        self._apply_held()
-
-    def _apply_held(self) -> None:
-        """Apply the held inputs in arrival order, each journaled first, on the paused table.
-
-        They are stamped now (the table clock never runs backwards past the pause); the
-        machine treats e.g. a card during a pause as a fault, and the supervisor decides.
-        If the journal fails again the rest stay held, in order.
-        """
-        if self._held:
-            log.warning("applying the inputs held while the journal could not be written",
-                        held=len(self._held))
-        while self._held and not self._storage_fault:
-            self._process(_Work(self._held.take_first()))
-
-
-def supervisor_answer(events: list[dict[str, Any]], storage_fault: str | None) -> dict[str, Any]:
-    """The control socket's answer to a supervisor action, from the events it produced."""
-    if storage_fault:
-        return {"ok": False, "error": f"not done: {storage_fault}"}
-    rejected = [e for e in events if e.get("type") == "input_rejected"]
-    if rejected:
-        data = rejected[0].get("data") or {}
-        return {"ok": False, "error": data.get("reason") or "rejected by the table",
-                "events": [e["type"] for e in events]}
-    if not events:
-        return {"ok": False, "error": "nothing to do in the table's current state"}
-    return {"ok": True, "events": [e["type"] for e in events]}
-
-
-def build_transports(config: Config) -> list[Any]:
-    """The configured transports, created through controller.transports."""
-    return [transport_module.create(kind, settings, table=config.table.table_id)
-            for kind, settings in config.transports.items()]

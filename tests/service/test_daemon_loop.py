@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-import controller.service.daemon as daemon_module
 import controller.service.held_inputs as held_inputs_module
+import controller.service.startup.parts as startup_parts_module
+import controller.service.storage_fault as storage_fault_module
 from controller.durability.journal import Journal, JournalError
 from controller.durability.retention import JournalRetention
 from controller.rules.cards import parse_card
@@ -92,7 +93,7 @@ def test_stop_handles_what_was_already_queued(state_dir: Path) -> None:
 
 def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 0.1)
+    monkeypatch.setattr(storage_fault_module, "STORAGE_RETRY_S", 0.1)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)
     try:
@@ -146,7 +147,7 @@ def test_a_failed_journal_write_holds_inputs_and_pauses(state_dir: Path,
 
 def test_inputs_beyond_the_held_inputs_limit_are_dropped_and_counted(
         state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(daemon_module, "STORAGE_RETRY_S", 60)
+    monkeypatch.setattr(storage_fault_module, "STORAGE_RETRY_S", 60)
     monkeypatch.setattr(held_inputs_module, "HELD_INPUTS_MAX", 3)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)
@@ -232,7 +233,7 @@ def test_the_first_status_after_ready_already_reports_the_journal_archive(
             time.sleep(0.3)  # widens what was a race: READY came before retention existed
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(daemon_module, "JournalRetention", SlowToCreate)
+    monkeypatch.setattr(startup_parts_module, "JournalRetention", SlowToCreate)
     daemon = make_daemon(state_dir)
     thread = run_in_thread(daemon)  # returns as soon as READY was sent
     try:

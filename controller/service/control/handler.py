@@ -94,3 +94,17 @@ def _answered(answer: dict[str, Any]) -> Future[dict[str, Any]]:
     future: Future[dict[str, Any]] = Future()
     future.set_result(answer)
     return future
+
+
+def supervisor_answer(events: list[dict[str, Any]], storage_fault: str | None) -> dict[str, Any]:
+    """The control socket's answer to a supervisor action, from the events it produced."""
+    if storage_fault:
+        return {"ok": False, "error": f"not done: {storage_fault}"}
+    rejected = [e for e in events if e.get("type") == "input_rejected"]
+    if rejected:
+        data = rejected[0].get("data") or {}
+        return {"ok": False, "error": data.get("reason") or "rejected by the table",
+                "events": [e["type"] for e in events]}
+    if not events:
+        return {"ok": False, "error": "nothing to do in the table's current state"}
+    return {"ok": True, "events": [e["type"] for e in events]}
