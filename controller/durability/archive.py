@@ -59,6 +59,7 @@ from controller.durability.journal import (
     check_rows,
     connect,
     group_entries,
+    history_origin,
     open_read_only,
     read_base,
     read_chain,
@@ -532,6 +533,7 @@ def verify_with_archives(journal_path: str | Path, archive_dir: str | Path | Non
             live = verify_connection(conn, key, journal_path)
             chain = read_chain(conn, key, journal_path)
             base = read_base(conn) if live.ok else None
+            origin = history_origin(conn, chain)
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{journal_path}: not a journal: {exc}") from None
         finally:
@@ -542,13 +544,14 @@ def verify_with_archives(journal_path: str | Path, archive_dir: str | Path | Non
     if not live.ok:
         return ChainResult(False, live.records, live.events, 0, live.bad_record, None,
                            f"live journal: {live.reason}")
-    return _verify_archives(directory, base, live, chain)
+    return _verify_archives(directory, base, live, chain, origin)
 
 
-def _verify_archives(directory: Path, base: ArchiveBase | None,
-                     live: VerifyResult, chain: ChainHash) -> ChainResult:
+def _verify_archives(directory: Path, base: ArchiveBase | None, live: VerifyResult,
+                     chain: ChainHash, origin: tuple[str, int]) -> ChainResult:
     archived = 0 if base is None else base.records
-    walker = ChainWalker(chain=chain)  # archived records keep the journal's chain
+    # archived records keep the journal's chain, from its genesis or the history it continues
+    walker = ChainWalker(0, origin[0], origin[1], chain)
     notes: list[str] = []
     checked = 0
 

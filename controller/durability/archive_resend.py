@@ -46,12 +46,13 @@ from controller.durability.archive import (
 )
 from controller.durability.chain import ChainHash
 from controller.durability.journal import (
-    GENESIS_HASH,
     ArchiveBase,
     ChainWalker,
     JournalError,
+    history_origin,
     read_base,
     read_chain,
+    read_continuation,
 )
 
 log = logging.getLogger("pokdeng.outbox")
@@ -87,7 +88,7 @@ def archived_events(source: ArchiveSource, conn: sqlite3.Connection, first_seq: 
     if base is None or first_seq > base.seq:
         return []
     chain = read_chain(conn, source.key, source.journal_path)
-    entries = _linked_entries(source.directory, base)
+    entries = _linked_entries(source.directory, base, history_origin(conn, chain))
     last_seq = min(last_seq, base.seq)
     events: list[dict[str, Any]] = []
     anchoring = EventSealing(chain.keyed, False)  # archives start after a shoe's end: closed
@@ -99,8 +100,10 @@ def archived_events(source: ArchiveSource, conn: sqlite3.Connection, first_seq: 
     return events
 
 
-def _linked_entries(directory: Path, base: ArchiveBase) -> list[dict[str, Any]]:
-    """The manifest's archives from record 1 to ``base``, checked to link up."""
+def _linked_entries(directory: Path, base: ArchiveBase,
+                    origin: tuple[str, int]) -> list[dict[str, Any]]:
+    """The manifest's archives from record 1 (linked to ``origin``: the genesis hash and seq
+    0, or the history the journal continues) to ``base``, checked to link up."""
     manifest = load_manifest(directory)
     if manifest is None:
         raise ArchiveError(f"{directory}: no archive manifest (records 1..{base.records} are "
@@ -112,7 +115,7 @@ def _linked_entries(directory: Path, base: ArchiveBase) -> list[dict[str, Any]]:
                       and e["last_record"] <= base.records),
                      key=lambda e: e["first_record"] if isinstance(e.get("first_record"), int)
                      else 0)
-    next_record, prev_hash, next_seq = 1, GENESIS_HASH, 1
+    next_record, (prev_hash, next_seq) = 1, (origin[0], origin[1] + 1)
     for entry in entries:
         if entry.get("first_record") != next_record or entry.get("prev_hash") != prev_hash \
                 or entry.get("first_seq") != next_seq:
@@ -196,6 +199,15 @@ class ResendReader:
         """A resend of ``first``..``until`` begins: load its archived part. Returns the first
         seq the resend can serve (past the archives when they cannot be read)."""
         self._archived.clear()
+        continued = read_continuation(conn)
+        if continued is not None and first <= continued.after_seq:
+            # The table's history before it was continued is not on this PC: the backend
+            # already holds it (it said so; docs/install.md, "A table whose history forked").
+            log.warning("outbox %s: resend from seq %d asked; this journal continues the "
+                        "table's history after seq %d, which only the backend holds; "
+                        "resending from seq %d", self.transport, first, continued.after_seq,
+                        continued.after_seq + 1)
+            first = continued.after_seq + 1
         base = read_base(conn)
         if base is None or first > base.seq:
             return first

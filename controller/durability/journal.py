@@ -24,6 +24,7 @@ does not protect against.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sqlite3
 import threading
@@ -175,7 +176,10 @@ class ArchiveBase:
 
 
 def read_base(conn: sqlite3.Connection) -> ArchiveBase | None:
-    """The journal's archive base, or None when nothing was ever archived."""
+    """The journal's archive base, or None when nothing was ever archived.
+
+    A continued journal (``Continuation``) starts with a base of record 0 at its origin: no
+    record of it is archived yet, and its first event is the one after the backend's."""
     row = conn.execute("SELECT value FROM meta WHERE key='archive_base'").fetchone()
     if row is None:
         return None
@@ -185,9 +189,63 @@ def read_base(conn: sqlite3.Connection) -> ArchiveBase | None:
                            dict(data["checkpoint"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise JournalError(f"meta archive_base is not valid: {exc}") from None
-    if base.records < 1 or base.seq < 0 or len(base.hash) != 64:
+    if base.records < 0 or base.seq < 0 or len(base.hash) != 64:
         raise JournalError(f"meta archive_base is not valid: {row[0][:200]}")
+    if base.records == 0:
+        continuation = read_continuation(conn)
+        if continuation is None or continuation.after_seq != base.seq:
+            raise JournalError("meta archive_base starts at record 0 but the journal does not "
+                               "continue a history after that seq (meta continued)")
     return base
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """This journal continues a table's history after seq ``after_seq``, which its backend
+    held (``sha256``: the digest of its event ``after_seq``, as ``source`` said) when no copy
+    of the table's journal was as new (``pokdeng-table journal continue``). Its first record
+    links to ``origin_hash``, not to the genesis hash, and its first event is ``after_seq + 1``.
+    """
+    after_seq: int
+    sha256: str
+    source: str
+    at: str
+
+    def to_json(self) -> str:
+        return canonical_json({"after_seq": self.after_seq, "sha256": self.sha256,
+                               "source": self.source, "at": self.at})
+
+    def origin_hash(self, chain: ChainHash) -> str:
+        """Where the chain starts: the continuation itself hashed with the chain's function,
+        so a walk that reaches record 1 holds the journal to the backend's position."""
+        text = canonical_json({"kind": "continues", "after_seq": self.after_seq,
+                               "sha256": self.sha256})
+        return chain.mac(text) or hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
+    """The journal's continuation (meta ``continued``), or None for a history from seq 1."""
+    row = conn.execute("SELECT value FROM meta WHERE key='continued'").fetchone()
+    if row is None:
+        return None
+    try:
+        data = json.loads(row[0])
+        found = Continuation(int(data["after_seq"]), str(data["sha256"]), str(data["source"]),
+                             str(data["at"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise JournalError(f"meta continued is not valid: {exc}") from None
+    if found.after_seq < 1 or len(found.sha256) != 64:
+        raise JournalError(f"meta continued is not valid: {row[0][:200]}")
+    return found
+
+
+def history_origin(conn: sqlite3.Connection, chain: ChainHash) -> tuple[str, int]:
+    """The hash record 1 links to and the seq before its first event: the genesis hash and
+    0, or a continued journal's origin."""
+    continuation = read_continuation(conn)
+    if continuation is None:
+        return GENESIS_HASH, 0
+    return continuation.origin_hash(chain), continuation.after_seq
 
 
 def connect(path: str | Path, *, synchronous: str = "FULL",
@@ -635,6 +693,10 @@ def _verify_snapshot(conn: sqlite3.Connection, chain: ChainHash) -> VerifyResult
         return VerifyResult(False, 0, 0, None, str(exc))
     except sqlite3.DatabaseError as exc:
         return VerifyResult(False, 0, 0, None, f"database unreadable: {exc}")
+    if base is not None and base.records == 0 \
+            and history_origin(conn, chain) != (base.hash, base.seq):
+        return VerifyResult(False, 0, 0, None, "meta archive_base is not the origin of the "
+                                               "history this journal continues (meta continued)")
     walker = walker_from(base, chain)
     try:
         cursor = conn.execute(

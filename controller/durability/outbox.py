@@ -436,7 +436,10 @@ class Outbox:
                 added = conn.execute(
                     "INSERT OR IGNORE INTO delivery(transport, last_seq, updated) "
                     "VALUES (?, ?, ?)", (name, start, time.time())).rowcount
-                if added and start:
+                if added and start and base is not None and base.records == 0:
+                    log.info("outbox %s: starts after seq %d: this journal continues the "
+                             "table's history there", name, start)
+                elif added and start:
                     # The journal no longer holds them; a new backend that needs them gets
                     # them from `pokdeng-table journal export --archives`.
                     log.warning("outbox %s: new transport starts after seq %d: events 1-%d "

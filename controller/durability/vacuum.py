@@ -58,6 +58,19 @@ class JournalInUse(Exception):
     """Another process has the journal open (the daemon?): it cannot be rewritten now."""
 
 
+def hold_exclusively(conn: sqlite3.Connection, path: Path) -> None:
+    """Take the journal on ``conn`` for this process alone (SQLite's exclusive locking mode,
+    kept until ``conn`` closes); JournalInUse at once when another process has it open."""
+    conn.execute("PRAGMA busy_timeout=0")
+    conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError:
+        raise JournalInUse(f"{path}: the journal is open in another process (is the table "
+                           "running? stop it first)") from None
+
+
 def compact(path: str | Path) -> tuple[int, int]:
     """Rewrite a journal nobody else has open: ``VACUUM``, switching it to incremental
     auto-vacuum. Returns its size before and after (bytes); JournalInUse when another
@@ -68,15 +81,7 @@ def compact(path: str | Path) -> tuple[int, int]:
     before = path.stat().st_size
     conn = connect(path)
     try:
-        # exclusive locking: refused at once while any other connection has the file open
-        conn.execute("PRAGMA busy_timeout=0")
-        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
-        try:
-            conn.execute("BEGIN EXCLUSIVE")
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError:
-            raise JournalInUse(f"{path}: the journal is open in another process (is the "
-                               "table running? stop it first)") from None
+        hold_exclusively(conn, path)
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
