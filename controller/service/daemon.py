@@ -7,11 +7,8 @@ writes the journal. For each input the owner:
 1. stamps it with the table clock, never earlier than the previous input (a non-decreasing
    clock, as the table-script contract requires);
 2. lets the machine handle it and journals the input with its events in one transaction;
-   if that write fails, the in-memory machine may be ahead of the disk, so it is rebuilt from
-   the journal and the table stops with a storage fault until a write succeeds again. Inputs
-   that arrive meanwhile (a card already drawn is a fact) are *held*, in order, in memory; once
-   the ``journal_unwritable`` pause is journaled they are applied through this same path, on a
-   paused table, so nothing reaches the machine unjournaled and nothing is lost;
+   if that write fails, the machine is rebuilt from the journal and the table stops with a
+   storage fault, holding later inputs in order until a write succeeds (storage_fault.py);
 3. wakes the outbox, publishes the sealed status (control socket, ``STATUS=``), binds
    table/shoe/round to the log context and logs the events (already sealed by the machine:
    no card value of a round before its betting closed; raw card inputs are never logged).
@@ -24,14 +21,17 @@ which the owner loop must never wait for; the loop only tells retention that a s
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. While a deadline is pending the table clock is kept steady (on the
 monotonic clock), so a wall-clock step neither shortens nor lengthens the betting countdown;
-``ClockWatch`` (clock_watch.py) turns steps and the clock's synchronisation into ``clock``
+``ClockWatch`` (clock/watch.py) turns steps and the clock's synchronisation into ``clock``
 inputs (docs/clock.md). The systemd watchdog is pinged from this same loop, so a stuck loop
 stops the pings and systemd restarts us.
 
-The daemon owns its collaborators, none of which knows the daemon: ``TableClock`` (clock.py),
-``StatusBoard`` (status_board.py: the published snapshot, its watchers and ``STATUS=``),
-``HeldInputs`` (held_inputs.py), ``TableControl`` (table_control.py: the control socket's
-handler) and ``panel_leds`` (panel_leds.py: which buttons to light).
+The daemon owns its collaborators, none of which imports the daemon (``StorageFault`` and the
+start-up room call back through a Protocol): ``TableClock`` (clock/), ``StatusBoard``
+(status_board.py: the published snapshot, its watchers and ``STATUS=``), ``StorageFault``
+(storage_fault.py, with ``HeldInputs``), ``TableControl`` (control/handler.py: the control
+socket's handler) and ``PanelLights`` (panel_leds.py: which buttons to light). Its way up and
+down (recovery, backends, drivers, control socket, display, READY=1; the ordered shutdown) are
+startup/'s; what remains here is the owner loop.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from controller.service.config.settings import Config
 from controller.service.control.handler import TableControl, supervisor_answer
 from controller.service.control.last_actions import LAST_ACTIONS_KEPT, LastActions
 from controller.service.control.server import ControlServer
-from controller.service.panel_leds import panel_leds
+from controller.service.panel_leds import PanelLights
 from controller.service.recovery_hooks import save_checkpoint
 from controller.service.startup import sequence
 from controller.service.startup.failure import EX_DATAERR, StartupError
@@ -155,7 +155,7 @@ class Daemon:
         self._watchdog_due: float = 0.0
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self._last_actions: LastActions = LastActions()
-        self._leds: dict[str, bool] | None = None
+        self._lights: PanelLights = PanelLights(self.settings.reveal)
         self.group_max: int = GROUP_MAX  # 1: one transaction per input (the benchmark's "before")
         self._pushed_back: Any = None    # taken from the queue behind a group: next in turn
 
@@ -245,42 +245,8 @@ class Daemon:
 
     def relight_panel(self) -> None:
         """Light the panel's LEDs afresh (the drivers just started: they know none yet)."""
-        self._leds = None
-        self._update_leds(self.snapshot())
-
-    def drain(self) -> None:
-        while True:
-            try:
-                item = self._next_item(block=False)
-            except queue.Empty:
-                return
-            if isinstance(item, _Work):
-                self._process(item)
-
-    def _next_item(self, block: bool = True) -> Any:
-        """The item pushed back behind the last group, else the queue's next (queue.Empty
-        when there is none in time)."""
-        item, self._pushed_back = self._pushed_back, None
-        if item is not None:
-            return item
-        if not block:
-            return self.queue.get_nowait()
-        return self.queue.get(timeout=self._wait_seconds())
-
-    def _gather(self, first: _Work) -> list[Input]:
-        """``first`` and the device inputs queued right behind it, up to ``group_max``; a
-        supervisor's action (it waits for its answer) or a stop ends the group and is next."""
-        inputs = [first.inp]
-        while len(inputs) < self.group_max:
-            try:
-                item = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            if not (isinstance(item, _Work) and item.reply is None):
-                self._pushed_back = item
-                break
-            inputs.append(item.inp)
-        return inputs
+        self._lights.forget()
+        self._lights.show(self.snapshot(), self.drivers)
 
     # -- the owner loop -----------------------------------------------------------------------
     # From here on start() has run: machine and journal exist.
@@ -317,6 +283,41 @@ class Daemon:
         if self._watchdog_interval is not None:
             wait = min(wait, self._watchdog_due - time.monotonic())
         return max(0.0, wait)
+
+    def drain(self) -> None:
+        """Handle what is queued now, without waiting (the way down: shutdown calls it)."""
+        while True:
+            try:
+                item = self._next_item(block=False)
+            except queue.Empty:
+                return
+            if isinstance(item, _Work):
+                self._process(item)
+
+    def _next_item(self, block: bool = True) -> Any:
+        """The item pushed back behind the last group, else the queue's next (queue.Empty
+        when there is none in time)."""
+        item, self._pushed_back = self._pushed_back, None
+        if item is not None:
+            return item
+        if not block:
+            return self.queue.get_nowait()
+        return self.queue.get(timeout=self._wait_seconds())
+
+    def _gather(self, first: _Work) -> list[Input]:
+        """``first`` and the device inputs queued right behind it, up to ``group_max``; a
+        supervisor's action (it waits for its answer) or a stop ends the group and is next."""
+        inputs = [first.inp]
+        while len(inputs) < self.group_max:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if not (isinstance(item, _Work) and item.reply is None):
+                self._pushed_back = item
+                break
+            inputs.append(item.inp)
+        return inputs
 
     def watch_clock(self) -> None:
         """Report wall-clock steps and synchronisation changes to the table (as inputs)."""
@@ -487,16 +488,4 @@ class Daemon:
         if self.journal_check is not None:
             snapshot["journal_check"] = self.journal_check.status()
         self.board.publish(snapshot)
-        self._update_leds(snapshot)
-
-    def _update_leds(self, status: dict[str, Any]) -> None:
-        """Light the panel button that is the dealer's next step (where the panel has LEDs)."""
-        leds = panel_leds(status, self.settings.reveal)
-        if leds == self._leds:
-            return
-        self._leds = leds
-        for driver in self.drivers:
-            try:
-                driver.set_leds(leds)
-            except Exception as exc:  # an LED is a nicety; never stop the table for it
-                log.warning("cannot set the panel LEDs", error=str(exc))
+        self._lights.show(snapshot, self.drivers)
