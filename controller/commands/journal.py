@@ -1,12 +1,17 @@
 """``pokdeng-table journal verify|export|archive|compact FILE``: check, print, archive and
-compact a journal."""
+compact a journal; ``journal continue``: continue a table's history after its backend's."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from controller.service.private_files import creates_private_files
+
+if TYPE_CHECKING:
+    from controller.durability.continuation import BackendEvent
+    from controller.service.config.settings import Config
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,6 +91,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "refused while another process (the table) has the journal open.")
     compact.add_argument("file", metavar="FILE", help="journal SQLite file")
     compact.set_defaults(func=_compact)
+
+    resume = actions.add_parser(
+        "continue", help="continue a table's history after the seq its backend holds (the "
+                         "table stopped; when no copy of its journal is as new)",
+        description="For a table refused at start because its backend holds more of its "
+                    "history than any copy of its journal (docs/install.md, \"A table whose "
+                    "history forked\"): set the journal, its head file and archives aside in "
+                    "forked-<time>/ beside them, and start a new journal whose first event is "
+                    "the one after the backend's last, with no shoe open. The backend's last "
+                    "event is checked against what every backend that can tell says it holds. "
+                    "Without --yes, only says what it would do. Exit 0: done (or the plan "
+                    "shown); 1: refused, with why; 2: bad arguments; 78: configuration.")
+    resume.add_argument("--config", metavar="FILE", required=True,
+                        help="the table's config: its journal, key, table settings and backends")
+    resume.add_argument("--backend-event", metavar="FILE", required=True,
+                        help="the backend's last event of this table, as it stored it (JSON, "
+                             "or JSON Lines whose last line it is)")
+    resume.add_argument("--wait", metavar="SECONDS", type=float, default=10.0,
+                        help="how long to wait for the backends to say where they stand "
+                             "(default 10)")
+    resume.add_argument("--yes", action="store_true",
+                        help="do it (without: show what would be done)")
+    resume.set_defaults(func=_continue)
 
 
 @creates_private_files
@@ -323,3 +351,89 @@ def _compact(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: {before:,} -> {after:,} bytes; incremental auto-vacuum from now on")
     return 0
+
+
+@creates_private_files
+def _continue(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from controller.durability.continuation import (
+        ContinueRefused,
+        continue_history,
+        read_backend_event,
+        refuse_unless_behind,
+    )
+    from controller.durability.journal import JournalError
+    from controller.service.config.errors import ConfigError
+    from controller.service.config.settings import load_config
+    from controller.service.trust.journal_key import load_journal_key
+    from controller.transports import TransportConfigError
+
+    def say(message: str) -> None:
+        print(f"pokdeng-table journal continue: {message}", file=sys.stderr)
+
+    try:
+        config = load_config(args.config)
+        key = load_journal_key(config)
+    except (ConfigError, TransportConfigError, ValueError) as exc:
+        say(str(exc))
+        return 78
+    settings = config.machine_settings()
+    try:
+        text = Path(args.backend_event).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        say(f"--backend-event: {exc}")
+        return 2
+    try:
+        event = read_backend_event(text, settings.table_id, args.backend_event)
+        refuse_unless_behind(config.journal_path, event)
+        source = _confirmed_by_backends(config, event, args.wait)
+    except ContinueRefused as exc:
+        say(f"{exc}; nothing done")
+        return 1
+    except JournalError as exc:
+        say(f"{exc}; nothing done")
+        return 1
+    plan = (f"table {settings.table_id}: set {config.journal_path} (and its WAL, head file and "
+            f"archives) aside in forked-<time>/ beside it, and start a new journal whose first "
+            f"event is seq {event.seq + 1}, after the backend's seq {event.seq} (shoe "
+            f"{event.shoe}; the dealer starts shoe {event.shoe + 1})")
+    if not args.yes:
+        print(f"would {plan}.\nNothing done yet: run again with --yes, the table stopped.")
+        return 0
+    try:
+        done = continue_history(config.journal_path, key, event, source, settings)
+    except ContinueRefused as exc:
+        say(f"{exc}; nothing done")
+        return 1
+    except (JournalError, OSError) as exc:
+        say(str(exc))
+        return 1
+    if done.set_aside is not None:
+        print(f"set aside in {done.set_aside}: {', '.join(done.moved)} (keep them for the "
+              "audit)")
+    print(f"{config.journal_path}: a new journal; its first event will be seq "
+          f"{event.seq + 1}. Start the table: the dealer starts a new shoe.")
+    return 0
+
+
+def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> str:
+    """Every backend that can say where it stands must hold exactly up to ``event``; the
+    names of those that said so (``given`` when none of them can tell)."""
+    from controller.durability.continuation import ContinueRefused, agreeing_position
+    from controller.service.startup.parts import build_transports
+    from controller.service.trust.history_guard import ask_where_they_stand
+
+    transports = build_transports(config)
+    try:
+        answers, silent = ask_where_they_stand(transports, wait)
+    finally:
+        for transport in transports:
+            transport.close()
+    if silent:
+        raise ContinueRefused(
+            f"no answer from backend(s) {', '.join(silent)} on where they stand within "
+            f"{wait:g} s: continuing unconfirmed could lose or repeat ids; try again when they "
+            "answer")
+    agreeing_position(event, answers)
+    return ",".join(sorted(answers)) or "given"

@@ -11,100 +11,37 @@ that holds what the file sink says it was sent.
 
 from __future__ import annotations
 
-import grp
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.held import held_of
 from support.daemon_helpers import NotifyListener, start_daemon, stop_daemon
+from support.histories import (
+    EX_DATAERR,
+    TABLE,
+    config_for,
+    holding,
+    http,
+    make_histories,
+    received,
+    run,
+    state_copy,
+)
 from support.waiting import wait_until
-from testkit.backends import WebhookBackend, documented_verifier, free_port
-
-EX_DATAERR = 65
-TABLE = "DEMO-1"
-SECRET = b"history-fork-test-secret"
-
-
-def pokdeng(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def play(state: Path, rounds: int, seed: int = 7) -> None:
-    result = pokdeng("demo", "--rounds", str(rounds), "--speed", "200", "--quiet", "--seed",
-                     str(seed), "--state-dir", str(state))
-    assert result.returncode == 0, result.stderr[-2000:]
-
-
-def received(state: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (state / "events.jsonl").read_text().splitlines()]
+from testkit.backends import WebhookBackend, free_port
 
 
 @pytest.fixture(scope="module")
 def histories(tmp_path_factory) -> dict[str, Path]:
-    """``early``: a copy of the table taken after one round; ``table``: the same table two
-    rounds later (what the backend holds); ``other``: another table's shoe, same table id."""
-    root = tmp_path_factory.mktemp("histories")
-    play(root / "table", 1)
-    shutil.copytree(root / "table", root / "early",
-                    ignore=shutil.ignore_patterns("*.sock", "shoe.pty"))
-    play(root / "table", 2)
-    play(root / "other", 3, seed=11)
-    return {name: root / name for name in ("early", "table", "other")}
-
-
-def state_copy(histories: dict[str, Path], name: str, tmp_path: Path) -> Path:
-    state = tmp_path / name
-    shutil.copytree(histories[name], state, ignore=shutil.ignore_patterns("*.sock", "shoe.pty"))
-    return state
-
-
-def config_for(state: Path, transport: dict[str, Any], confirm_s: float = 10.0) -> Path:
-    secret = state / "backend.secret"
-    secret.write_bytes(SECRET + b"\n")
-    transports = {name: {**options, **({"secret_file": str(secret)} if name == "http" else {})}
-                  for name, options in transport.items()}
-    config = state / "table.yaml"
-    config.write_text(yaml.safe_dump({
-        "table": {"id": TABLE, "betting_seconds": 15, "reveal": "auto", "decks": 8},
-        "state_dir": str(state),
-        "shoe": {"driver": "beetek", "url": str(state / "no-shoe")},
-        "control": {"socket": str(state / "c.sock"),
-                    "supervisor_group": grp.getgrgid(os.getgid()).gr_name},
-        "transports": transports,
-        "journal": {"key_file": str(state / "journal.key"), "backend_confirm_s": confirm_s},
-        "logging": {"level": "info", "format": "json"}}))
-    return config
-
-
-def holding(events: list[dict[str, Any]], port: int = 0, path: str | None = None
-            ) -> WebhookBackend:
-    """A webhook backend that has stored ``events`` (what the table sent it)."""
-    backend = WebhookBackend(SECRET, port=port)
-    backend.path = path or backend.path
-    backend.stored = list(events)
-    backend.seen = {e["id"]: documented_verifier().canonical(e) for e in events}
-    return backend
-
-
-def http(backend: WebhookBackend) -> dict[str, Any]:
-    return {"http": {"url": backend.url, "allow_insecure": True, "backoff_initial_s": 0.05,
-                     "backoff_max_s": 0.3}}
-
-
-def run(config: Path) -> subprocess.CompletedProcess:
-    return pokdeng("run", "--config", str(config), timeout=90)
+    return make_histories(tmp_path_factory.mktemp("histories"))
 
 
 def refused(state: Path, held: list[dict[str, Any]]

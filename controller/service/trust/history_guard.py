@@ -154,3 +154,35 @@ class HistoryGuard:
             return None
         self._checked[held.source] = held
         return problem
+
+
+def ask_where_they_stand(transports: Iterable[Transport],
+                         timeout: float) -> tuple[dict[str, Held], list[str]]:
+    """Ask every backend that can say where it stands, outside a running table (``journal
+    continue``): the readable answers within ``timeout``, and the names of those that gave
+    none (unreachable, or an answer that could not be read: it is logged)."""
+    answers: dict[str, Held] = {}
+    heard = threading.Condition()
+    asked = [t for t in transports if t.tells_held]
+
+    def report(transport: Transport, value: Any) -> None:
+        try:
+            held = parse_held(value, transport.name) if value is not None else None
+        except ValueError as exc:
+            log.warning("backend's answer on where it stands is unreadable",
+                        transport=transport.name, error=str(exc))
+            held = None
+        with heard:
+            if held is not None:
+                answers[transport.name] = held
+            heard.notify_all()
+
+    for transport in asked:
+        transport.held_listener = report
+        threading.Thread(target=HistoryGuard._ask, args=(transport,), daemon=True,
+                         name=f"ask-held-{transport.name}").start()
+    deadline = time.monotonic() + timeout
+    with heard:
+        while len(answers) < len(asked) and time.monotonic() < deadline:
+            heard.wait(deadline - time.monotonic())
+        return dict(answers), sorted(t.name for t in asked if t.name not in answers)
