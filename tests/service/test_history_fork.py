@@ -66,6 +66,7 @@ def test_a_state_dir_restored_from_an_earlier_copy_is_refused_over_http(historie
     assert "history has forked" in text
     assert f"up to seq {held[-1]['seq']}" in text and f"ends at seq {mine}" in text
     assert "A table whose history forked" in text  # what to do
+    assert "pokdeng-table journal continue" in text  # when no copy is as new
     assert [json.loads(line)["seq"] for line in (state / "events.jsonl").read_text()
             .splitlines()][-1] == mine  # not one event more
     assert backend.events == [] and backend.conflicts == []  # nothing re-issued reached it

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 EX_DATAERR = 65               # sysexits.h: the journal is corrupt or disagrees with the rules
 #: what the stop on a forked history tells the supervisor (docs/install.md has the whole of it)
-FORK_ADVICE = ("Do not deal on this state directory: restore the newest copy of it, or follow "
-               "docs/install.md, \"A table whose history forked\"")
+FORK_ADVICE = ("Do not deal on this state directory: restore the newest copy of it; if no copy "
+               "is as new as the backend, continue after the backend's last event with "
+               "`pokdeng-table journal continue` (docs/install.md, \"A table whose history "
+               "forked\")")
 
 
 class StartupError(Exception):
