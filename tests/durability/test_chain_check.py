@@ -150,3 +150,30 @@ def test_a_record_edited_behind_the_mark_is_refused_when_it_is_archived(tmp_path
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT MIN(n) FROM records").fetchone()[0] == 1
     conn.close()
+
+
+def test_a_paced_walk_rests_between_steps_outside_its_snapshots(tmp_path, monkeypatch) -> None:
+    """duty 0.25: after each step a rest three times as long as the step, never inside a read
+    transaction (a resting walk holds back no WAL checkpoint); the verdict is the same."""
+    path = tmp_path / "j.sqlite"
+    Table(path).shoe(1)
+    conn = connect(path)
+    rests: list[tuple[float, bool]] = []
+    real_monotonic = chain_check.time.monotonic
+    ticks = iter(range(10**6))
+    # each step "takes" 1 s on a clock that moves only when read
+    monkeypatch.setattr(chain_check.time, "monotonic", lambda: float(next(ticks)))
+    monkeypatch.setattr(chain_check.time, "sleep",
+                        lambda s: rests.append((s, conn.in_transaction)))
+    try:
+        result, mark = chain_check.verify_in_steps(conn, ChainHash(None), None, 50, duty=0.25)
+    finally:
+        monkeypatch.setattr(chain_check.time, "monotonic", real_monotonic)
+        conn.close()
+    assert result.ok and mark is not None
+    steps = -(-result.records // 50)  # every step but the last rests
+    assert len(rests) >= steps - 1 and all(s == pytest.approx(3.0) for s, _ in rests)
+    assert not any(in_transaction for _, in_transaction in rests)
+    assert walk(path, step=50)[0] == result  # the same verdict as an unpaced walk
+    with pytest.raises(ValueError, match="duty"):
+        chain_check.verify_in_steps(connect(path), ChainHash(None), duty=0)

@@ -8,7 +8,8 @@ records would hold the GIL the owner loop needs (measured on a 500-shoe journal:
 p99 per input went from 1.5 ms to 12.6 ms with a thread, 4.0 ms with the child). A keyed
 chain's key goes to the child on its stdin. The child reads in short read transactions
 (``chain_check.verify_in_steps``), so it never holds one snapshot, and with it the WAL
-checkpoints, for the whole walk; when the chain holds it leaves the verified mark at the end
+checkpoints, for the whole walk, and paced (``CHECK_DUTY``), so it never takes a core for long
+either; when the chain holds it leaves the verified mark at the end
 of its walk, and retention's first run (which waits for ``finished``) starts from there. The
 same check as ``pokdeng-table journal verify`` makes of the live journal, from its archive cut
 to its head. Archives are not read: they may have been moved off the table PC.
@@ -46,6 +47,13 @@ from controller.durability.journal import (
 from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
+
+#: The walk works a tenth of the time, in steps of ~20 ms: at idle priority it still shared
+#: the two cores' caches and memory with the dealing table for its whole ~15 s on a month's
+#: journal (1.36 M records), and the cards dealt right after a start met it (docs/benchmarks.md,
+#: "Dealing right after a start"); paced, it takes ~2.5 minutes and a card rarely meets a step.
+CHECK_DUTY = 0.1
+CHECK_STEP_RECORDS = 2_000
 
 
 def sealed_reason(result: VerifyResult) -> str:
@@ -189,7 +197,8 @@ def main(argv: list[str]) -> int:
         conn = open_read_only(argv[0])
         try:
             chain = read_chain(conn, key, argv[0])
-            result, mark = verify_in_steps(conn, chain)
+            result, mark = verify_in_steps(conn, chain, step=CHECK_STEP_RECORDS,
+                                           duty=CHECK_DUTY)
         finally:
             conn.close()
         if mark is not None:
