@@ -145,6 +145,10 @@ def latency_rows(rounds: int, repeat: int) -> list[Row]:
             rows.append((f"  {name} {figure} / durable relay", f"x{r['median']:.2f}",
                          f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
                          f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
+        r = summary["ratios_to_threaded"][transport]
+        rows.append((f"  {name} p50 / threaded durable relay", f"x{r['median']:.2f}",
+                     f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
+                     f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
     return rows
 
 

@@ -48,10 +48,11 @@ from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
 
-#: The walk works a tenth of the time, in steps of ~20 ms: at idle priority it still shared
-#: the two cores' caches and memory with the dealing table for its whole ~15 s on a month's
-#: journal (1.36 M records), and the cards dealt right after a start met it (docs/benchmarks.md,
-#: "Dealing right after a start"); paced, it takes ~2.5 minutes and a card rarely meets a step.
+#: The walk works a tenth of the time, in steps of ~20 ms (a month's journal, 1.36 M records:
+#: ~15 s of work spread over ~2.5 minutes). At idle priority it still takes a whole core for
+#: its whole walk, which a table PC also running a kiosk browser feels; paced, it never does.
+#: (On the bench's quiet machine the cards dealt right after a start were no faster for it:
+#: docs/benchmarks.md, "Dealing right after a start".)
 CHECK_DUTY = 0.1
 CHECK_STEP_RECORDS = 2_000
 
