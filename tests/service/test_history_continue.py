@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.held import held_of
@@ -26,7 +25,6 @@ from support.histories import (
     config_for,
     holding,
     http,
-    make_histories,
     play,
     pokdeng,
     received,
@@ -34,11 +32,6 @@ from support.histories import (
     state_copy,
 )
 from testkit.backends import free_port
-
-
-@pytest.fixture(scope="module")
-def histories(tmp_path_factory) -> dict[str, Path]:
-    return make_histories(tmp_path_factory.mktemp("histories"))
 
 
 def event_file(tmp_path: Path, event: dict[str, Any]) -> Path:

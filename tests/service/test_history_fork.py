@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.held import held_of
@@ -30,18 +29,12 @@ from support.histories import (
     config_for,
     holding,
     http,
-    make_histories,
     received,
     run,
     state_copy,
 )
 from support.waiting import wait_until
 from testkit.backends import WebhookBackend, free_port
-
-
-@pytest.fixture(scope="module")
-def histories(tmp_path_factory) -> dict[str, Path]:
-    return make_histories(tmp_path_factory.mktemp("histories"))
 
 
 def refused(state: Path, held: list[dict[str, Any]]
