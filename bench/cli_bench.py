@@ -7,7 +7,8 @@ that a busy moment of the machine falls on every command alike:
 - ``pokdeng-table --version``;
 - ``pokdeng-table status --json`` against a running daemon (``run`` on a simulated Bee-Tek
   shoe and a line panel, as bench/daemon_bench.py starts it; READY before the first status);
-- ``pokdeng-table replay`` of one whole 8-deck shoe (``controller.table.scriptgen --seed 1``);
+- ``pokdeng-table replay`` of one whole 8-deck shoe
+  (``controller.table.generators.scriptgen --seed 1``);
 - ``pokdeng-table rtp --json`` (8 decks: mostly the exact enumeration itself);
 
 each with its median's ratio to ``python -c pass``, what it adds to it (median minus median:
@@ -125,8 +126,8 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
     env = environment(repo, work / "pycache")
     shoe_script = work / "shoe.jsonl"
     shoe_script.write_text(subprocess.run(
-        [sys.executable, "-m", "controller.table.scriptgen", "--seed", "1"], env=env, cwd=repo,
-        capture_output=True, text=True, check=True).stdout)
+        [sys.executable, "-m", "controller.table.generators.scriptgen", "--seed", "1"], env=env,
+        cwd=repo, capture_output=True, text=True, check=True).stdout)
     pdt = command_prefix()
     try:
         with running_daemon(repo, work, env) as control:

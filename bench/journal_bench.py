@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench
 from bench.measuring import percentile
 from controller.durability.journal import Journal
 from controller.durability.wal_checkpoints import WalCheckpointer
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 
 def measure(shoes: int = 3, directory: str | None = None,

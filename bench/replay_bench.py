@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 from controller.table.events import to_json_line
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 
 def replay_shoe(script, settings: MachineSettings, serialise: bool) -> tuple[int, int]:

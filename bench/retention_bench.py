@@ -22,9 +22,9 @@ from pathlib import Path
 
 from controller.durability.archive import archive_closed_shoes, verify_with_archives
 from controller.durability.journal import Journal
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 SETTINGS = MachineSettings(table_id="BENCH")
 

@@ -1,6 +1,6 @@
 """Long journals built fast, for the start-time tests and benchmarks.
 
-``build_journal`` plays whole shoes (controller/table/scriptgen.py) through a real
+``build_journal`` plays whole shoes (controller/table/generators/scriptgen.py) through a real
 ``TableMachine`` and a real ``Journal``, exactly as the daemon journals them (one ``append``
 per input, and the shoe-end checkpoint after each shoe's last entry unless
 ``checkpoints=False``, which gives a journal as written before checkpoints existed). Only the
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from controller.durability import checkpoints as shoe_checkpoints
 from controller.durability.journal import Journal
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import Input
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 FIRST_AT = 1_760_000_000.0   # the first shoe's table time (Unix seconds, October 2025)
 SHOE_GAP_S = 120.0           # between one shoe's last input and the next shoe's new_shoe

@@ -21,13 +21,13 @@ open, otherwise kept with the round and sent right after its ``betting_closed`` 
 ``round_cancelled``), so the supervisor still learns which card it was. ``_fault`` is the one
 place that decides.
 
-Each kind of input has its part: the shoe's in ``card_intake``, the dealer's buttons in
-``dealer_buttons``, the supervisor's commands in ``supervisor_commands``, the key switch and the
-resume rules in ``hold``, devices, clock, backends and software in ``reports``. The parts take
-the machine's steps below (``_emit``, ``_fault``, ``_reject``, opening, revealing and ending)
-through ``machine_state.MachineCore``. The procedure's tables are in ``procedure``, the
-dealer's views in ``views``, checkpoints in ``checkpoint``; ``python -m
-controller.table.diagram`` draws docs/state-diagram.md.
+Each kind of input has its part, in ``handlers/``: the shoe's in ``card_intake``, the dealer's
+buttons in ``dealer_buttons``, the supervisor's commands in ``supervisor_commands``, the key
+switch and the resume rules in ``hold``, devices, clock, backends and software in ``reports``.
+The parts take the machine's steps below (``_emit``, ``_fault``, ``_reject``, opening,
+revealing and ending) through ``machine_state.MachineCore``. The procedure's tables are in
+``procedure``, the dealer's views in ``views``, checkpoints in ``checkpoint``; ``python -m
+controller.table.generators.diagram`` draws docs/state-diagram.md.
 """
 
 from __future__ import annotations
@@ -41,10 +41,12 @@ from transitions import Machine
 from controller.rules.cards import Card, ShoeComposition
 from controller.rules.hands import HAND_ORDER, round_result_data
 from controller.table import checkpoint, faults, views
-from controller.table.card_intake import CardIntake
-from controller.table.dealer_buttons import DealerButtons
 from controller.table.events import iso_time, make_event
-from controller.table.hold import Hold
+from controller.table.handlers.card_intake import CardIntake
+from controller.table.handlers.dealer_buttons import DealerButtons
+from controller.table.handlers.hold import Hold
+from controller.table.handlers.reports import Reports
+from controller.table.handlers.supervisor_commands import SupervisorCommands
 from controller.table.inputs import (
     BackendStatus,
     Button,
@@ -69,8 +71,6 @@ from controller.table.procedure import (
     ProcedureTriggers,
 )
 from controller.table.records import REVEAL_MODES, MachineSettings, PauseReason, RoundState
-from controller.table.reports import Reports
-from controller.table.supervisor_commands import SupervisorCommands
 
 # Callers build and restore the machine through this module.
 __all__ = ["REVEAL_MODES", "MachineSettings", "PauseReason", "TableMachine"]
@@ -113,8 +113,8 @@ class TableMachine(ProcedureTriggers):
             auto_transitions=False,
             send_event=False,
         )
-        # The hold is the other state machine, on a model of its own (hold.py); ``_hold`` is
-        # its ``transitions`` machine, as ``_procedure`` is the procedure's.
+        # The hold is the other state machine, on a model of its own (handlers/hold.py);
+        # ``_hold`` is its ``transitions`` machine, as ``_procedure`` is the procedure's.
         self._holding = Hold(self)
         self._hold = self._holding.transitions
         self.pause_table = self._holding.model.pause_table

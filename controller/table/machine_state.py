@@ -2,10 +2,10 @@
 
 ``checkpoint.py`` (save and restore at a shoe's end), ``drain.py`` and ``views.py`` (the status
 and the dealer's prompt) work on a ``TableMachine`` but need only ``MachineState``'s fields.
-The machine's parts (``hold``, ``card_intake``, ``dealer_buttons``, ``supervisor_commands``,
-``reports``) also take its steps, ``MachineCore``. Both name the machine's shape instead of its
-class: the machine imports them, and nothing imports it back (tests/test_layering.py fails on
-an import circle).
+The machine's parts in ``handlers/`` (``hold``, ``card_intake``, ``dealer_buttons``,
+``supervisor_commands``, ``reports``) also take its steps, ``MachineCore``. Both name the
+machine's shape instead of its class: the machine imports them, and nothing imports it back
+(tests/test_layering.py fails on an import circle).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The table's procedure as data: its states, transitions and the plain words for each state.
 
 ``TableMachine`` builds its two ``transitions`` machines from these tables, and
-``controller.table.diagram`` draws docs/state-diagram.md from them, so the machine and its
-diagram cannot drift apart. Callbacks and conditions are named here and defined on the machine
-(the hold's on its ``Hold``, hold.py).
+``controller.table.generators.diagram`` draws docs/state-diagram.md from them, so the machine
+and its diagram cannot drift apart. Callbacks and conditions are named here and defined on the
+machine (the hold's on its ``Hold``, handlers/hold.py).
 """
 
 from __future__ import annotations

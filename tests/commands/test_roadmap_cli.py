@@ -15,10 +15,10 @@ import pytest
 
 from controller.durability.archive import archive_closed_shoes
 from controller.durability.journal import Journal, verify_file
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import Button, CardScan
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.roadmap import POSITIONS, Bead, Roadmap
-from controller.table.scriptgen import shoe_script
 from support.journal_helpers import event as envelope
 from support.sealing import Leaks
 

@@ -397,8 +397,8 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
     fits every monitor in every language (Malay's seat once left its box on a portrait one)."""
     from controller.display.server import DisplayServer
     from controller.display.settings import DisplaySettings
+    from controller.table.generators.scriptgen import shoe_script
     from controller.table.machine import MachineSettings, TableMachine
-    from controller.table.scriptgen import shoe_script
 
     machine = TableMachine(MachineSettings())
     shown = {"version": 0, "status": machine.status()}

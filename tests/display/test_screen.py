@@ -6,9 +6,9 @@ from typing import Any
 
 from controller.display.screen import Screen, banner, next_step, result_summary
 from controller.rules.cards import parse_card
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import Actor, Button, CardScan, Supervisor, Switch, Tick
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from support.sealing import Leaks
 
 

@@ -19,8 +19,8 @@ import controller.display.feed as feed_module
 from controller.display.feed import CLIENT_QUEUE
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from support.display_helpers import SseReader, request
 from support.waiting import wait_until
 

@@ -29,9 +29,9 @@ from controller.durability.archive import (
 )
 from controller.durability.journal import Journal, read_base
 from controller.durability.recovery import recover
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 SETTINGS = MachineSettings(table_id="T7", decks=1)  # one-deck shoes: a few rounds each
 SHOES = 14

@@ -21,9 +21,9 @@ from controller.durability.journal import (
     connect,
     verify_connection,
 )
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from support.tampering import swap_two_cards, truncate_tail
 
 SETTINGS = MachineSettings(table_id="T7", decks=1)

@@ -14,9 +14,9 @@ from controller.durability import checkpoints
 from controller.durability.archive import archive_closed_shoes
 from controller.durability.journal import Journal, JournalCorrupt, verify_file
 from controller.durability.recovery import recover, recover_report
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import Supervisor, Switch
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from testkit.journals import build_journal, next_shoe_start
 
 SETTINGS = MachineSettings(table_id="T7")

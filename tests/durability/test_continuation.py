@@ -24,8 +24,8 @@ from controller.durability.journal import (
     verify_file,
 )
 from controller.durability.recovery import recover
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 SETTINGS = MachineSettings(table_id="T7", decks=1)
 KEY = b"k" * 32

@@ -14,8 +14,8 @@ from controller.durability.anchors import anchored_events_after
 from controller.durability.handoff import HandedEvent, Handoff
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from controller.transports.file import FileSink, FileSinkSettings
 from support.journal_helpers import TABLE
 

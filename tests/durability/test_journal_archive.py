@@ -26,9 +26,9 @@ from controller.durability.archive import (
 from controller.durability.journal import Journal, export_events, verify_file
 from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from controller.transports import create
 
 SETTINGS = MachineSettings(table_id="T7", decks=1)  # one-deck shoes: ~3 rounds each, fast

@@ -15,8 +15,8 @@ from controller.durability.chain import record_material
 from controller.durability.head_file import HeadFileError, head_path, mark_of, read_head, write_head
 from controller.durability.journal import Journal, JournalKeyError, verify_file
 from controller.durability.recovery import recover
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from support.journal_helpers import fill
 
 KEY = bytes.fromhex("5a" * 32)

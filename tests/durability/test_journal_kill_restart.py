@@ -22,9 +22,9 @@ import pytest
 from controller.durability.anchors import strip_anchor
 from controller.durability.journal import Journal, export_events
 from controller.service.trust.journal_key import read_key_file
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import write_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 HERE = Path(__file__).parent
 TABLE = "T7"

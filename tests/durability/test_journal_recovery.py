@@ -8,8 +8,8 @@ import pytest
 
 from controller.durability.journal import Journal, JournalCorrupt
 from controller.durability.recovery import RecoveryError, recover
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 TABLE = "T7"
 

@@ -26,9 +26,9 @@ from controller.durability.archive import (
 from controller.durability.archive_resend import ArchiveSource
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from controller.transports import create
 from support.waiting import wait_until
 from testkit.backends import MqttReceiver, WebhookBackend

@@ -16,8 +16,8 @@ from pathlib import Path
 from controller.durability.anchors import strip_anchor
 from controller.durability.journal import Journal
 from controller.durability.outbox import Outbox
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from controller.transports import create
 from support.waiting import wait_until
 from testkit.backends import WebhookBackend

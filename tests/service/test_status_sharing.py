@@ -31,8 +31,8 @@ from controller.service.control.server import ControlServer
 from controller.service.display_link import start_display
 from controller.service.status_board import StatusBoard
 from controller.service.telemetry.notify import Notifier
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 from support.display_helpers import SseReader, request
 from support.waiting import wait_until
 

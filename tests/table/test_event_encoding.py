@@ -10,8 +10,8 @@ import pytest
 
 from controller.durability.journal import canonical_json
 from controller.table.events import to_json_line
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 AWKWARD = [
     {"b": 1, "a": [1.5, -0.0, 1e300, True, None], "é": "♥ Q\u2665 \x00 \ud800"},

@@ -9,9 +9,9 @@ import pytest
 from controller.rules.cards import Card, parse_card
 from controller.rules.hands import HAND_ORDER, POSITIONS, evaluate_hand, settle
 from controller.table.events import iso_time, validate_event
+from controller.table.generators.scriptgen import ScriptBuilder, shoe_script
 from controller.table.inputs import Button, CardScan
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import ScriptBuilder, shoe_script
 
 SETUP = ("3H", "2S", "2C", "2D")  # flip 3H orders three burns
 ROUND = ("9S", "AS", "5H", "5D", "JC", "QD", "TH", "KS", "4C", "6C", "2H", "7D", "8H")

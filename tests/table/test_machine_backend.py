@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from controller.table.checkpoint import capture
 from controller.table.events import validate_event
+from controller.table.generators.scriptgen import ScriptBuilder
 from controller.table.inputs import BackendStatus, from_dict, to_dict
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import ScriptBuilder
 
 SETUP = ("3H", "2S", "2C", "2D")
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.table.diagram import mermaid_diagram
+from controller.table.generators.diagram import mermaid_diagram
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.procedure import (
     HOLD_TRANSITIONS,
@@ -23,11 +23,11 @@ def test_state_diagram_doc_matches_the_machine() -> None:
     committed = (ROOT / "docs" / "state-diagram.md").read_text(encoding="utf-8")
     assert committed == mermaid_diagram(), (
         "docs/state-diagram.md drifted: run "
-        "`python -m controller.table.diagram > docs/state-diagram.md`")
+        "`python -m controller.table.generators.diagram > docs/state-diagram.md`")
 
 
 def test_mermaid_command_prints_the_diagram() -> None:
-    out = subprocess.run([sys.executable, "-m", "controller.table.diagram"],
+    out = subprocess.run([sys.executable, "-m", "controller.table.generators.diagram"],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout == mermaid_diagram()
 

@@ -11,9 +11,9 @@ import pytest
 from controller.rules.cards import new_shoe_cards
 from controller.table import faults
 from controller.table.events import validate_event
+from controller.table.generators.scriptgen import ScriptBuilder
 from controller.table.inputs import Actor
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import ScriptBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ("3H", "2S", "2C", "2D")

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from controller.rules.cards import ALL_CARDS, Card
 from controller.table.events import validate_event
+from controller.table.generators.scriptgen import ScriptBuilder, shuffled_shoe
 from controller.table.inputs import CardScan, Supervisor
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import ScriptBuilder, shuffled_shoe
 
 # What can go wrong around a card, and what a supervisor does about it.
 DISTURBANCES = (

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from controller.rules.cards import new_shoe_cards
+from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import (
     Actor,
     BackendStatus,
@@ -42,7 +43,6 @@ from controller.table.inputs import (
     read_script,
 )
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import shoe_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGESTS = Path(__file__).with_name("data") / "replay_digests.json"

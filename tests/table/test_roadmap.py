@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from controller.display.roadmap_svg import render_svg
 from controller.rules.hands import evaluate_hand
+from controller.table.generators.scriptgen import ScriptBuilder, shoe_script
 from controller.table.inputs import read_script, to_dict
 from controller.table.machine import MachineSettings, TableMachine
 from controller.table.roadmap import POSITIONS, Bead, Counts, Roadmap, RoadmapError
-from controller.table.scriptgen import ScriptBuilder, shoe_script
 from support.sealing import Leaks
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from controller.rules.hands import HAND_ORDER
 from controller.table.events import validate_event
+from controller.table.generators.scriptgen import ScriptBuilder
 from controller.table.inputs import Actor, Button, Supervisor, parse_line, to_json
 from controller.table.machine import MachineSettings, TableMachine
-from controller.table.scriptgen import ScriptBuilder
 
 SETUP = ("3H", "2S", "2C", "2D")
 ROUND = ("9S", "AS", "5H", "5D", "JC", "QD", "TH", "KS", "4C", "6C", "2H", "7D", "8H")

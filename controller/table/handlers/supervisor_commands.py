@@ -12,9 +12,9 @@ from typing import ClassVar
 
 from controller.rules.cards import ShoeCompositionError
 from controller.table import faults
-from controller.table.card_intake import CardIntake
-from controller.table.dealer_buttons import DealerButtons
-from controller.table.hold import Hold
+from controller.table.handlers.card_intake import CardIntake
+from controller.table.handlers.dealer_buttons import DealerButtons
+from controller.table.handlers.hold import Hold
 from controller.table.inputs import Supervisor
 from controller.table.machine_state import MachineCore
 

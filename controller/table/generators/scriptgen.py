@@ -7,7 +7,7 @@ card and its burns, then rounds (start_round, 1 burn + 12 cards, the countdown's
 Cards come at random intervals, so some rounds finish dealing after betting closed.
 Same seed, same script.
 
-    python -m controller.table.scriptgen --seed 7 > shoe7.jsonl
+    python -m controller.table.generators.scriptgen --seed 7 > shoe7.jsonl
 """
 
 from __future__ import annotations
