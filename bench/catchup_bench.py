@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
 from bench.latency_bench import Broker, free_port  # noqa: E402
 from bench.measuring import wait_listening  # noqa: E402
+from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
-from controller.durability.outbox import Outbox  # noqa: E402
 from controller.table.inputs import Button  # noqa: E402
 from controller.transports import create  # noqa: E402
 

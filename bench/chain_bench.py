@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone: bench.*
 
-from controller.durability.anchors import anchored_events_after
+from controller.durability.delivery.anchors import anchored_events_after
 from controller.durability.journal import Journal, read_events_after, verify_file
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine

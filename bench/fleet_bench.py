@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
+from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
-from controller.durability.outbox import Outbox  # noqa: E402
 from controller.table.inputs import Tick  # noqa: E402
 from controller.transports import create  # noqa: E402
 from testkit.backends import MOSQUITTO, Mosquitto  # noqa: E402

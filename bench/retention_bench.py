@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from controller.durability.archive import archive_closed_shoes, verify_with_archives
+from controller.durability.archives.archive import archive_closed_shoes, verify_with_archives
 from controller.durability.journal import Journal
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from controller.durability.held import held_of
+from controller.durability.delivery.held import held_of
 
 MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 STUDIO_BROKER_CONF = Path(__file__).resolve().parents[1] / "config" / "mosquitto" / "pokdeng.conf"

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from bench.soak.results import FAULT_KINDS, ProcSample
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
 from controller.rules.cards import parse_card
 from controller.rules.hands import HAND_ORDER, evaluate_hand, round_result_data
 

@@ -119,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 @creates_private_files
 def _verify(args: argparse.Namespace) -> int:
     _yield_to_the_table()
-    from controller.durability.archive import verify_with_archives
+    from controller.durability.archives.archive import verify_with_archives
     from controller.durability.journal import JournalError
     from controller.service.config.errors import ConfigError
     from controller.service.trust.journal_key import read_key_file
@@ -257,7 +257,7 @@ def _head_problem(args: argparse.Namespace, key: bytes | None) -> str | None:
 
 
 def _verify_against(args: argparse.Namespace, key: bytes | None, chain: str) -> int:
-    from controller.durability.against import verify_against
+    from controller.durability.delivery.against import verify_against
 
     result = verify_against(args.file, args.against, args.archives, key)
     for note in result.notes:
@@ -281,7 +281,7 @@ def _verify_against(args: argparse.Namespace, key: bytes | None, chain: str) -> 
 @creates_private_files
 def _export(args: argparse.Namespace) -> int:
     _yield_to_the_table()
-    from controller.durability.archive import export_with_archives
+    from controller.durability.archives.archive import export_with_archives
     from controller.durability.journal import JournalError, export_events
 
     try:
@@ -300,7 +300,7 @@ def _export(args: argparse.Namespace) -> int:
 @creates_private_files
 def _archive(args: argparse.Namespace) -> int:
     _yield_to_the_table()
-    from controller.durability.archive import archive_closed_shoes, parse_duration
+    from controller.durability.archives.archive import archive_closed_shoes, parse_duration
     from controller.durability.journal import JournalError
 
     try:

@@ -105,7 +105,7 @@ def read_roadmap(journal: str, shoe: int | None, archives: str | None) -> Roadma
 
 def _roadmap_events(journal: str, archives: str | None) -> Iterator[dict[str, Any]]:
     """The journal's shoe_started and round_result events, in seq order."""
-    from controller.durability.archive import export_with_archives
+    from controller.durability.archives.archive import export_with_archives
     from controller.durability.journal import JournalError, export_events
 
     bodies = export_events(journal) if archives is None else \

@@ -2,10 +2,10 @@
 
 A state directory restored from an older copy, or copied from another table, is refused at
 start when its backend holds more of the table's history, or other events at the same seqs
-(held.py): dealing on it would issue ids the backend already holds, with other bodies. When no
-copy of the journal is as new as the backend, the events after the newest copy exist only at
-the backend, and a new journal from seq 1 would collide the same way. Continuing is the way
-out, with the table stopped:
+(delivery/held.py): dealing on it would issue ids the backend already holds, with other
+bodies. When no copy of the journal is as new as the backend, the events after the newest copy
+exist only at the backend, and a new journal from seq 1 would collide the same way. Continuing
+is the way out, with the table stopped:
 
 * the journal's files (journal, WAL, head file, archives) are set aside, untouched, in
   ``forked-<time>/`` beside them, for the audit: nothing is deleted;
@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.durability.delivery.held import Held, event_digest, fork_problem
 from controller.durability.disk import fsync_directory
-from controller.durability.held import Held, event_digest, fork_problem
 from controller.durability.journal import (
     ArchiveBase,
     Continuation,

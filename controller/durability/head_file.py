@@ -15,7 +15,8 @@ the outbox's delivered positions: a journal behind either, or whose record ``n``
 hash, refuses to run (the daemon exits 65) instead of re-issuing ids.
 
 What it cannot see: the file deleted, or replaced by an older genuine copy (or, on a plain
-chain, forged). The backend's anchors (anchors.py, ``journal verify --against``) catch those.
+chain, forged). The backend's anchors (delivery/anchors.py, ``journal verify --against``)
+catch those.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the journaled events (same seq, same id, same body). Each recomputed event is ch
 the stored one; any difference means the journal and the rules in this build disagree, and
 the table must not carry on as if nothing happened. The replay starts from the newest
 trustworthy point: the checkpoint stored at the last shoe end (controller/durability/
-checkpoints.py), else the one stored at the archive cut (controller/durability/archive.py),
+checkpoints.py), else the one stored at the archive cut (controller/durability/archives/archive.py),
 else record 1; so a start costs at most one shoe's replay whatever the journal's size.
 Nothing is appended here: the caller decides what happens next (for example a tick at the
 current time, which closes a betting window that ran out while the process was down).

@@ -15,8 +15,9 @@ writes the journal. For each input the owner:
 
 Journal retention (archiving closed, delivered shoes) and the full journal check after READY
 run in child processes at idle priority, each waited for by a thread of its own
-(``controller/durability/retention.py``, ``journal_check.py``): they read the whole journal,
-which the owner loop must never wait for; the loop only tells retention that a shoe ended.
+(``controller/durability/archives/retention.py``, ``journal_check.py``): they read the whole
+journal, which the owner loop must never wait for; the loop only tells retention that a shoe
+ended.
 
 The timer is the queue's wait: the owner waits at most until ``machine.next_deadline()`` and
 then handles a ``Tick``. While a deadline is pending the table clock is kept steady (on the
@@ -49,10 +50,10 @@ import structlog
 
 from controller import __version__
 from controller.display.server import DisplayServer
+from controller.durability.archives.retention import JournalRetention
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal, JournalError
-from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
-from controller.durability.retention import JournalRetention
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.clock.table_clock import TableClock
 from controller.service.clock.time_sync import SyncReading, read_kernel_sync

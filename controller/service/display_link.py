@@ -16,12 +16,12 @@ import structlog
 
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import (
     last_event_seq_of_type,
     open_read_only,
     read_events_after,
 )
-from controller.durability.outbox import Outbox
 from controller.service.clock.table_clock import TableClock
 from controller.service.status_board import StatusBoard
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from controller.durability import vacuum
-from controller.durability.archive import archive_closed_shoes, verify_with_archives
+from controller.durability.archives.archive import archive_closed_shoes, verify_with_archives
 from controller.durability.journal import Journal, export_events
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.archive import archive_closed_shoes
+from controller.durability.archives.archive import archive_closed_shoes
 from controller.durability.journal import Journal, verify_file
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import Button, CardScan

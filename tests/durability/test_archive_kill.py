@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability import vacuum
-from controller.durability.archive import (
+from controller.durability.archives.archive import (
     archive_closed_shoes,
     archive_dir_for,
     export_with_archives,
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The child: archive every shoe in cuts of one shoe, pausing between cuts so kills land inside.
 ARCHIVE_CHILD = """
 import sys, time
-from controller.durability.archive import archive_closed_shoes
+from controller.durability.archives.archive import archive_closed_shoes
 from controller.table.machine import MachineSettings
 result = archive_closed_shoes(sys.argv[1], 0.0, settings=MachineSettings(table_id="T7", decks=1),
                               cut_records=1, between_cuts=lambda: time.sleep(0.03))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability import chain_check, checkpoints
-from controller.durability.archive import ArchiveError, archive_closed_shoes
+from controller.durability.archives.archive import ArchiveError, archive_closed_shoes
 from controller.durability.chain import ChainHash
 from controller.durability.journal import (
     ArchiveBase,

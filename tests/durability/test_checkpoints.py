@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability import checkpoints
-from controller.durability.archive import archive_closed_shoes
+from controller.durability.archives.archive import archive_closed_shoes
 from controller.durability.journal import Journal, JournalCorrupt, verify_file
 from controller.durability.recovery import recover, recover_report
 from controller.table.generators.scriptgen import shoe_script

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from controller.durability import continuation
-from controller.durability.anchors import anchored_events_after
-from controller.durability.archive import archive_closed_shoes, verify_with_archives
-from controller.durability.archive_resend import ArchiveSource, archived_events
-from controller.durability.held import event_digest
+from controller.durability.archives.archive import archive_closed_shoes, verify_with_archives
+from controller.durability.archives.archive_resend import ArchiveSource, archived_events
+from controller.durability.delivery.anchors import anchored_events_after
+from controller.durability.delivery.held import event_digest
 from controller.durability.journal import (
     Journal,
     JournalError,
@@ -137,7 +137,7 @@ def test_the_backends_event_must_be_this_tables_and_agree(tmp_path: Path) -> Non
         with pytest.raises(continuation.ContinueRefused, match=problem):
             continuation.read_backend_event(text, "T7", "e.json")
     given = backend_event(50, 2)
-    from controller.durability.held import Held
+    from controller.durability.delivery.held import Held
     with pytest.raises(continuation.ContinueRefused, match="up to seq 51"):
         continuation.agreeing_position(given, {"http": Held(51, "a" * 64, "http")})
     with pytest.raises(continuation.ContinueRefused, match="another event seq 50"):

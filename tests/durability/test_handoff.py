@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import anchored_events_after
-from controller.durability.handoff import HandedEvent, Handoff
+from controller.durability.delivery.anchors import anchored_events_after
+from controller.durability.delivery.handoff import HandedEvent, Handoff
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
 from controller.transports.file import FileSink, FileSinkSettings

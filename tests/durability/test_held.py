@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import anchored_events_after
-from controller.durability.held import Held, event_digest, fork_problem, held_of, parse_held
+from controller.durability.delivery.anchors import anchored_events_after
+from controller.durability.delivery.held import (
+    Held,
+    event_digest,
+    fork_problem,
+    held_of,
+    parse_held,
+)
 from controller.durability.journal import Journal
 from support.journal_helpers import event, fill
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
-from controller.durability.archive import (
+from controller.durability.archives.archive import (
     MANIFEST_NAME,
     ArchiveError,
     archive_closed_shoes,
@@ -23,8 +22,9 @@ from controller.durability.archive import (
     parse_duration,
     verify_with_archives,
 )
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal, export_events, verify_file
-from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
@@ -188,7 +188,7 @@ def test_nothing_undelivered_is_archived_and_the_outbox_delivers_the_rest(table,
 def test_delivery_position_is_checked_again_under_the_write_lock(table, monkeypatch):
     """A transport row added between planning and the delete stops the cut."""
     table.shoe(1)
-    import controller.durability.archive as archive
+    import controller.durability.archives.archive as archive
 
     real_write = archive._write_archive
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from controller.durability.archive import archive_closed_shoes, verify_with_archives
+from controller.durability.archives.archive import archive_closed_shoes, verify_with_archives
 from controller.durability.chain import record_material
 from controller.durability.head_file import HeadFileError, head_path, mark_of, read_head, write_head
 from controller.durability.journal import Journal, JournalKeyError, verify_file
@@ -132,7 +132,7 @@ def test_the_head_file_is_signed_with_the_key(tmp_path) -> None:
 @pytest.mark.parametrize("key", [None, KEY], ids=["plain", "keyed"])
 def test_anchors_name_each_event_record_and_a_plain_chain_holds_them_back_while_betting_is_open(
         tmp_path, key) -> None:
-    from controller.durability.outbox import Outbox
+    from controller.durability.delivery.outbox import Outbox
     from controller.transports.file import FileSink, FileSinkSettings
 
     path, sink = tmp_path / "journal.sqlite", tmp_path / "events.jsonl"

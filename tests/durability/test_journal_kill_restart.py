@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import Journal, export_events
 from controller.service.trust.journal_key import read_key_file
 from controller.table.generators.scriptgen import shoe_script

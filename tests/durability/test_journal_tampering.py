@@ -293,8 +293,8 @@ def test_a_forged_head_file_is_refused(table) -> None:
 # -- a plain chain: verify cannot tell, the backend's anchors can ------------------------------
 
 def test_a_plain_chain_rewritten_passes_verify_but_not_the_backends_anchors(tmp_path) -> None:
+    from controller.durability.delivery.outbox import Outbox
     from controller.durability.journal import Journal
-    from controller.durability.outbox import Outbox
     from controller.transports.file import FileSink, FileSinkSettings
     from support.journal_helpers import TABLE, fill
 

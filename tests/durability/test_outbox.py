@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox, backoff_delay
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox, backoff_delay
 from controller.table.inputs import Tick
 from controller.transports import TransientError, Transport
 from controller.transports.file import FileSink, FileSinkSettings

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.transports import TransientError, Transport
 from support.journal_helpers import fill
 from support.waiting import wait_until

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
-from controller.durability.archive import (
+from controller.durability.archives.archive import (
     MANIFEST_NAME,
     archive_closed_shoes,
     archive_dir_for,
     export_with_archives,
 )
-from controller.durability.archive_resend import ArchiveSource
+from controller.durability.archives.archive_resend import ArchiveSource
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.inputs import DeviceStatus
 from controller.table.machine import MachineSettings, TableMachine

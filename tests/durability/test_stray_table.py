@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.table.generators.scriptgen import shoe_script
 from controller.table.machine import MachineSettings, TableMachine
 from controller.transports import create

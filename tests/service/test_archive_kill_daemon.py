@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
-from controller.durability.archive import export_with_archives, verify_with_archives
+from controller.durability.archives.archive import export_with_archives, verify_with_archives
+from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import export_events
 
 

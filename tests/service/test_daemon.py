@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.commands.status import status_text
-from controller.durability.archive import archive_dir_for, verify_with_archives
+from controller.durability.archives.archive import archive_dir_for, verify_with_archives
 from controller.durability.journal import verify_file
 from controller.service.control.client import ControlClient
 from controller.table.events import validate_event

@@ -16,8 +16,8 @@ import pytest
 import controller.service.held_inputs as held_inputs_module
 import controller.service.startup.parts as startup_parts_module
 import controller.service.storage_fault as storage_fault_module
+from controller.durability.archives.retention import JournalRetention
 from controller.durability.journal import Journal, JournalError
-from controller.durability.retention import JournalRetention
 from controller.rules.cards import parse_card
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.settings import parse_config

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.commands.status import status_text
-from controller.durability.retention import JournalRetention, RetentionSettings
+from controller.durability.archives.retention import JournalRetention, RetentionSettings
 from controller.table.machine import MachineSettings
 
 

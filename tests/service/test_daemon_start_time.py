@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import Journal, export_events, verify_file
 from controller.durability.recovery import recover_report
 from controller.service.control.client import ControlClient

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.anchors import anchored_events_after
+from controller.durability.delivery.anchors import anchored_events_after
 from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (

@@ -21,7 +21,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from controller.durability.held import held_of
+from controller.durability.delivery.held import held_of
 from support.daemon_helpers import NotifyListener, start_daemon, stop_daemon
 from support.histories import (
     EX_DATAERR,

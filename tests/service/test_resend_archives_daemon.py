@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.durability.archive import archive_dir_for
+from controller.durability.archives.archive import archive_dir_for
 from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (

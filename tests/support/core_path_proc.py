@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.durability.recovery import recover
 from controller.table.inputs import read_script
 from controller.table.machine import MachineSettings

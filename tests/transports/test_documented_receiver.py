@@ -3,7 +3,7 @@ event, each (re)connect and each tick of its timer."""
 
 from __future__ import annotations
 
-from controller.durability.held import held_of
+from controller.durability.delivery.held import held_of
 from support.journal_helpers import event
 from testkit.backends import documented_receiver
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.table.inputs import Tick
 from controller.transports.http import HttpTransport, HttpTransportSettings
 from support.journal_helpers import TABLE, event

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.http import HttpTransport, HttpTransportSettings, encode_batch
 from controller.transports.signing import signed_now

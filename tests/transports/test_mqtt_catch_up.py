@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.transports import create
 from controller.transports.mqtt import MqttTransportSettings
 from controller.transports.mqtt_health import MqttHealthPublisher

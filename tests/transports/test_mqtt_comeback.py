@@ -12,9 +12,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.table.inputs import Tick
 from controller.transports import create
 from support.backends import first_copies

@@ -13,8 +13,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.transports import create
 from controller.transports.mqtt import MqttTransportSettings
 from controller.transports.mqtt_health import MqttHealthPublisher

@@ -19,9 +19,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from controller.durability.anchors import strip_anchor
+from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
 from controller.transports import PermanentError, TransientError, TransportConfigError, create
 from controller.transports.mqtt import MQTT_TLS_PORT, MqttTransport, MqttTransportSettings
 from support.backends import first_copies, slow_connect_callback

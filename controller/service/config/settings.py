@@ -28,7 +28,7 @@ from typing import Any
 from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
 from controller.display.words import LANGUAGES
-from controller.durability.retention import RetentionSettings
+from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config.yaml_reader import YamlProblems, read_yaml_file
 from controller.table.records import MachineSettings

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from controller.durability.outbox import Outbox
-from controller.durability.retention import JournalRetention
+from controller.durability.archives.retention import JournalRetention
+from controller.durability.delivery.outbox import Outbox
 from controller.rules.cards import ACCEPTED_FORMS, CardCodeError, parse_card
 from controller.service.clock.table_clock import TableClock
 from controller.service.status_board import StatusBoard

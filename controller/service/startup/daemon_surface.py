@@ -14,9 +14,9 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from controller.display.server import DisplayServer
+from controller.durability.archives.retention import JournalRetention
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
-from controller.durability.retention import JournalRetention
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.clock.table_clock import TableClock
 from controller.service.clock.watch import ClockWatch

@@ -14,10 +14,10 @@ import structlog
 
 from controller import transports as transport_module
 from controller.display.server import DisplayServer
-from controller.durability.archive_resend import ArchiveSource
+from controller.durability.archives.archive_resend import ArchiveSource
+from controller.durability.archives.retention import JournalRetention
+from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
-from controller.durability.outbox import Outbox
-from controller.durability.retention import JournalRetention
 from controller.durability.shoe_tags import open_shoe_tags
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.errors import EX_CONFIG

@@ -26,8 +26,8 @@ from controller.service.telemetry.health import journal_bytes
 from controller.service.telemetry.metrics import TableMetrics
 
 if TYPE_CHECKING:
+    from controller.durability.delivery.outbox import Outbox
     from controller.durability.journal import Journal
-    from controller.durability.outbox import Outbox
     from controller.service.config.settings import Config
 
 log = structlog.get_logger("pokdeng.metrics")

@@ -3,12 +3,12 @@
 Each transport that can (``tells_held``) hands over what its backend says about where it
 stands (docs/backend.md, "Where the backend stands"): an HTTP backend in its answers (asked at
 start with a batch of no events), an MQTT backend as a retained message on every connect.
-``durability/held.py`` compares that with the journal. The daemon waits for the first answers
-before it journals anything at start (``wait_first``): a fork then stops the start (exit 65)
-before a single id is issued again. Answers that come later are compared on this guard's own
-thread, off the transports' and the owner's way; a fork found then stops the table the same way
-(``on_fork``). No answer within the wait: the table deals on (an outage must not stop the
-floor) and compares when one comes.
+``durability/delivery/held.py`` compares that with the journal. The daemon waits for the first
+answers before it journals anything at start (``wait_first``): a fork then stops the start
+(exit 65) before a single id is issued again. Answers that come later are compared on this
+guard's own thread, off the transports' and the owner's way; a fork found then stops the table
+the same way (``on_fork``). No answer within the wait: the table deals on (an outage must not
+stop the floor) and compares when one comes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller.durability.held import Held, fork_problem, parse_held
+from controller.durability.delivery.held import Held, fork_problem, parse_held
 from controller.durability.journal import open_read_only, read_base
 from controller.rate_limited_log import RateLimitedLog
 

@@ -19,7 +19,7 @@ BETWEEN_CUTS_S = 0.05
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    from controller.durability.archive import archive_closed_shoes
+    from controller.durability.archives.archive import archive_closed_shoes
     from controller.durability.journal import JournalError
 
     try:

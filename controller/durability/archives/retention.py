@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from controller.durability.idle_child import ChildFailed, IdleChild
 
 if TYPE_CHECKING:
-    from controller.durability.archive import ArchiveResult
+    from controller.durability.archives.archive import ArchiveResult
     from controller.table.records import MachineSettings
 
 DAY_S = 86400.0
@@ -204,9 +204,9 @@ class JournalRetention:
 
     def _run_child(self) -> ArchiveResult:
         """One run in an idle child; ArchiveError with the child's words when it fails."""
-        from controller.durability.archive import ArchiveError
+        from controller.durability.archives.archive import ArchiveError
 
-        child = IdleChild("controller.durability.retention_run")
+        child = IdleChild("controller.durability.archives.retention_run")
         with self._lock:
             if self._stop.is_set():
                 raise ArchiveError("the daemon is stopping")
@@ -229,7 +229,7 @@ class JournalRetention:
 
 def result_from(answer: dict[str, Any]) -> ArchiveResult:
     """The child's JSON answer back into an ArchiveResult."""
-    from controller.durability.archive import ArchiveResult
+    from controller.durability.archives.archive import ArchiveResult
 
     return ArchiveResult(bool(answer["archived"]), str(answer["reason"]),
                          None if answer["file"] is None else Path(answer["file"]),

@@ -26,7 +26,7 @@ while it lasts ("refused" for a backend that refuses us) and clears it on recove
 record have it), and again when it delivers.
 
 A backend may ask for events again (``Transport.request_resend``): the outbox resends them
-from the journal and, for archived shoes, from the checked archives (archive_resend.py), at
+from the journal and, for archived shoes, from the checked archives (archives/archive_resend.py), at
 most ``RESEND_MAX_EVENTS`` per request and one request per ``RESEND_MIN_INTERVAL_S``, and
 never past what it had already delivered when asked (the published horizon), so a resend
 can show nothing new.
@@ -44,9 +44,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from controller.durability.anchors import EventSealing, anchored_events_after, sealing_after
-from controller.durability.archive_resend import ArchiveSource, ResendReader
-from controller.durability.handoff import HandedEvent, Handoff
+from controller.durability.archives.archive_resend import ArchiveSource, ResendReader
+from controller.durability.delivery.anchors import (
+    EventSealing,
+    anchored_events_after,
+    sealing_after,
+)
+from controller.durability.delivery.handoff import HandedEvent, Handoff
 from controller.durability.journal import JournaledEvent, JournalError, connect, read_base
 from controller.transports import Transport, TransportError
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.durability.anchors import strip_anchor
-from controller.durability.archive import (
+from controller.durability.archives.archive import (
     archive_dir_for,
     archived_event_records,
     verify_with_archives,
 )
+from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import (
     JournalError,
     JournalKeyError,

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from controller.durability.anchors import UNKNOWN
+from controller.durability.delivery.anchors import UNKNOWN
 
 #: events held per delivery thread; past it the oldest go, and the thread reads the journal
 HANDOFF_CAPACITY = 4096

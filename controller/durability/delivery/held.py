@@ -21,7 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from controller.durability.anchors import anchored_events_after
+from controller.durability.delivery.anchors import anchored_events_after
 from controller.durability.journal import canonical_json
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

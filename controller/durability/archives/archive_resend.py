@@ -3,9 +3,9 @@
 Once closed shoes are archived (archive.py) the live journal no longer holds their events;
 the archive files do, with every column of every record (record number, body, hash). A resend
 reaching below the live journal's base reads them from there, checked first, and sends them
-exactly as they went out the first time: the journaled body plus the same anchor (anchors.py;
-the record number and hash are in the archive, and whether an event carried one depends on
-the records alone).
+exactly as they went out the first time: the journaled body plus the same anchor
+(delivery/anchors.py; the record number and hash are in the archive, and whether an event
+carried one depends on the records alone).
 
 What is checked before an archived event goes out:
 
@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.durability.anchors import EventSealing, anchored_events_after
-from controller.durability.archive import (
+from controller.durability.archives.archive import (
     ARCHIVE_FORMAT,
     MANIFEST_NAME,
     ArchiveError,
@@ -45,6 +44,7 @@ from controller.durability.archive import (
     load_manifest,
 )
 from controller.durability.chain import ChainHash
+from controller.durability.delivery.anchors import EventSealing, anchored_events_after
 from controller.durability.journal import (
     ArchiveBase,
     ChainWalker,
