@@ -109,3 +109,32 @@ def test_a_keyed_journal_is_checked_with_its_key_in_the_child(tmp_path: Path) ->
     check.join(30)
     assert check.status()["state"] == "failed"
     assert check.status()["reason"].startswith("record 2: ")
+
+
+def test_a_check_that_cannot_start_waits_and_tries_again_without_failing(tmp_path: Path) -> None:
+    """Out of file descriptors, no check process can start: that is no verdict on the journal.
+    The check says it is waiting (the table deals on, nothing paused) and runs once it can."""
+    import os
+    import resource
+    import time
+
+    path = tmp_path / "j.db"
+    journal_with_a_card(path, "KD")
+    failed: list[str] = []
+    check = JournalCheck(path, retry_s=0.2, on_failed=failed.append)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))
+    try:
+        check.start()
+        deadline = time.monotonic() + 10
+        while check.status()["state"] != "waiting" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        waiting = check.status()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    check.join(30)
+    assert waiting["state"] == "waiting", waiting
+    assert "could not start" in waiting["reason"]
+    assert (check_text(waiting) or "").startswith("waiting to run: ")
+    assert check.status()["state"] == "ok", check.status()
+    assert failed == []  # the table was never paused for it

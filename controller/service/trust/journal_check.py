@@ -15,10 +15,12 @@ same check as ``pokdeng-table journal verify`` makes of the live journal, from i
 to its head. Archives are not read: they may have been moved off the table PC.
 
 Its state is part of the published status: ``running``, ``ok`` (with the time and the count),
-or ``failed`` with the reason. A failure is logged at ERROR, shown in ``status`` and in
-systemd's STATUS= line, and handed to ``on_failed``: the daemon pauses the table with the
-``journal_check_failed`` fault, so no round is dealt on a journal whose past does not hold
-until a supervisor has looked at it (``pokdeng-table journal verify``).
+``failed`` with the reason, or ``waiting`` while the check cannot even start (no process or
+file descriptor to be had: it tries again every ``RETRY_S``, and the table deals on, since a
+check that was not made is no verdict on the journal). A failure is logged at ERROR, shown in
+``status`` and in systemd's STATUS= line, and handed to ``on_failed``: the daemon pauses the
+table with the ``journal_check_failed`` fault, so no round is dealt on a journal whose past
+does not hold until a supervisor has looked at it (``pokdeng-table journal verify``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ log = structlog.get_logger("pokdeng.journal_check")
 #: docs/benchmarks.md, "Dealing right after a start".)
 CHECK_DUTY = 0.1
 CHECK_STEP_RECORDS = 2_000
+#: a check that could not start (no process, no descriptor) is tried again this much later
+RETRY_S = 30.0
 
 
 def sealed_reason(result: VerifyResult) -> str:
@@ -65,6 +69,11 @@ def sealed_reason(result: VerifyResult) -> str:
         reason = "input is not valid"
     where = f"record {result.bad_record}" if result.bad_record is not None else "journal"
     return f"{where}: {reason}"
+
+
+class CheckNotRun(Exception):
+    """The check could not be made (no process could be started): no verdict on the journal;
+    it is tried again."""
 
 
 class ChildCheck:
@@ -79,6 +88,8 @@ class ChildCheck:
         self._child = IdleChild("controller.service.trust.journal_check", str(path))
         try:
             fields = self._child.run(self._key or b"")
+        except OSError as exc:  # no process, no pipe: the PC is short of something, not the journal
+            raise CheckNotRun(f"the check process could not start: {exc}") from None
         except ChildFailed as exc:
             raise JournalError(f"the check process {exc}") from None
         try:
@@ -103,7 +114,8 @@ class JournalCheck:
                  key: bytes | None = None,
                  verify: Callable[[Path], VerifyResult] | None = None,
                  finished: threading.Event | None = None,
-                 on_failed: Callable[[str], None] | None = None):
+                 on_failed: Callable[[str], None] | None = None,
+                 retry_s: float = RETRY_S):
         self._path = Path(journal_path)
         self._on_change = on_change
         self._on_failed = on_failed
@@ -112,6 +124,8 @@ class JournalCheck:
         self._status: dict[str, Any] = {"state": "not started"}
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._stop_event = threading.Event()
+        self._retry_s = retry_s
         #: set once the check has ended, whatever its verdict (retention waits for it)
         self.finished = finished or threading.Event()
 
@@ -127,6 +141,7 @@ class JournalCheck:
     def stop(self) -> None:
         """End a check still running (the daemon is stopping): no verdict is given."""
         self._stopped = True
+        self._stop_event.set()
         if isinstance(self._verify, ChildCheck):
             self._verify.stop()
 
@@ -143,13 +158,13 @@ class JournalCheck:
     def _check(self) -> None:
         started = time.monotonic()
         try:
-            result = self._verify(self._path)
+            result = self._verify_when_it_can()
         except JournalError as exc:
             result = VerifyResult(False, 0, 0, None, str(exc))
         except Exception as exc:  # a check that breaks must say so, never kill the daemon
             result = VerifyResult(False, 0, 0, None, f"the check itself failed: "
                                                      f"{type(exc).__name__}: {exc}")
-        if self._stopped:
+        if self._stopped or result is None:
             return  # killed on the way down: not a verdict on the journal
         seconds = round(time.monotonic() - started, 3)
         at = iso_time(time.time())
@@ -166,6 +181,21 @@ class JournalCheck:
             self._set({"state": "failed", "at": at, "reason": reason})
             if self._on_failed is not None:
                 self._on_failed(reason)
+
+    def _verify_when_it_can(self) -> VerifyResult | None:
+        """The check's verdict; while it cannot be made at all (a PC out of processes or file
+        descriptors) it waits and tries again, the table dealing on: a missing verdict is not a
+        chain that failed. None when stopped meanwhile."""
+        while True:
+            try:
+                return self._verify(self._path)
+            except CheckNotRun as exc:
+                log.warning("journal check could not run; trying again", reason=str(exc),
+                            in_s=self._retry_s)
+                self._set({"state": "waiting", "reason": str(exc),
+                           "since": iso_time(time.time())})
+                if self._stop_event.wait(self._retry_s):
+                    return None
 
     def _set(self, status: dict[str, Any]) -> None:
         with self._lock:

@@ -10,7 +10,8 @@ from typing import Any
 
 
 def check_text(status: dict[str, Any] | None) -> str | None:
-    """One line for ``status`` and STATUS=: "running", "ok at <time>", "FAILED: <reason>"."""
+    """One line for ``status`` and STATUS=: "running", "ok at <time>", "FAILED: <reason>",
+    "waiting to run: <why it could not start>"."""
     if not isinstance(status, dict):
         return None
     state = status.get("state")
@@ -18,4 +19,6 @@ def check_text(status: dict[str, Any] | None) -> str | None:
         return f"ok at {status.get('at')} ({status.get('records')} records)"
     if state == "failed":
         return f"FAILED: {status.get('reason')}"
+    if state == "waiting":
+        return f"waiting to run: {status.get('reason')}"
     return str(state) if state else None
