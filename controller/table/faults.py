@@ -143,7 +143,9 @@ FAULTS: dict[str, Rule] = {
             JOURNAL_CHECK_FAILED,
             "The full check of the journal after a start (the records before the checkpoint "
             "the start replayed from) finds a record that does not hold: the journal was "
-            "edited or damaged behind the table's back.",
+            "edited or damaged behind the table's back. (A check that cannot even start, the "
+            "PC out of processes or file descriptors, is no verdict: `status` says `journal "
+            "check: waiting to run`, it is tried every 30 s and the table deals on.)",
             "Pauses; the reason names the record (never a card).",
             "Stop the table and `journal verify` it; restore the state directory from a copy "
             "that verifies (docs/install.md). A supervisor `resume` deals on regardless, "
