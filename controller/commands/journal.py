@@ -388,10 +388,7 @@ def _continue(args: argparse.Namespace) -> int:
         event = read_backend_event(text, settings.table_id, args.backend_event)
         refuse_unless_behind(config.journal_path, event)
         source = _confirmed_by_backends(config, event, args.wait)
-    except ContinueRefused as exc:
-        say(f"{exc}; nothing done")
-        return 1
-    except JournalError as exc:
+    except (ContinueRefused, JournalError) as exc:
         say(f"{exc}; nothing done")
         return 1
     plan = (f"table {settings.table_id}: set {config.journal_path} (and its WAL, head file and "
@@ -422,14 +419,18 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> 
     names of those that said so (``given`` when none of them can tell)."""
     from controller.durability.continuation import ContinueRefused, agreeing_position
     from controller.service.startup.parts import build_transports
-    from controller.service.trust.history_guard import ask_where_they_stand
+    from controller.service.trust.history_guard import HistoryGuard
 
     transports = build_transports(config)
+    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)  # only hears
+    guard.watch(transports)
     try:
-        answers, silent = ask_where_they_stand(transports, wait)
+        answers, _ = guard.hear(transports, wait)
     finally:
         for transport in transports:
             transport.close()
+    # an answer that could not be read confirms nothing either
+    silent = sorted(t.name for t in transports if t.tells_held and t.name not in answers)
     if silent:
         raise ContinueRefused(
             f"no answer from backend(s) {', '.join(silent)} on where they stand within "

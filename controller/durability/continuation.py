@@ -37,8 +37,8 @@ from controller.durability.journal import (
     Journal,
     JournalError,
     connect,
+    last_seq_of,
     open_read_only,
-    read_base,
     read_chain,
 )
 from controller.table.records import MachineSettings
@@ -102,11 +102,8 @@ def refuse_unless_behind(journal_path: str | Path, event: BackendEvent) -> None:
         return
     conn = open_read_only(journal_path)
     try:
-        last = conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
-        if last is None:
-            base = read_base(conn)
-            last = 0 if base is None else base.seq
-        problem = fork_problem(conn, int(last), Held(event.seq, event.sha256, "given"))
+        last = last_seq_of(conn)
+        problem = fork_problem(conn, last, Held(event.seq, event.sha256, "given"))
     finally:
         conn.close()
     if problem is None:

@@ -785,6 +785,16 @@ def export_events(path: str | Path) -> Iterator[str]:
         conn.close()
 
 
+def last_seq_of(conn: sqlite3.Connection) -> int:
+    """The seq of the journal's last event: its newest record's, else (every record archived,
+    or a continued journal not yet dealt on) its archive base's; 0 for an empty journal."""
+    last = conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
+    if last is not None:
+        return int(last)
+    base = read_base(conn)
+    return 0 if base is None else base.seq
+
+
 def last_event_seq_of_type(conn: sqlite3.Connection, event_type: str) -> int | None:
     """The seq of the newest journaled event of ``event_type`` (None when there is none)."""
     row = conn.execute(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller.durability.delivery.held import Held, fork_problem, parse_held
-from controller.durability.journal import open_read_only, read_base
+from controller.durability.journal import last_seq_of, open_read_only
 from controller.rate_limited_log import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -74,16 +74,7 @@ class HistoryGuard:
     def wait_first(self, transports: Iterable[Transport], timeout: float) -> str | None:
         """Ask, and wait up to ``timeout`` for every backend that can say where it stands;
         compare what came. The fork found, or None (also when some did not answer)."""
-        for transport in transports:
-            if transport.tells_held:
-                threading.Thread(target=self._ask, args=(transport,), daemon=True,
-                                 name=f"ask-held-{transport.name}").start()
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while self._answered < self._expected and time.monotonic() < deadline:
-                self._changed.wait(deadline - time.monotonic())
-            silent = sorted(self._expected - self._answered)
-            pending, self._pending = self._pending, {}
+        pending, silent = self.hear(transports, timeout)
         for held in pending.values():
             problem = self._compare(held)
             if problem:
@@ -96,6 +87,23 @@ class HistoryGuard:
         for name, held in pending.items():
             log.info("backend holds this table's history", transport=name, seq=held.seq)
         return None
+
+    def hear(self, transports: Iterable[Transport],
+             timeout: float) -> tuple[dict[str, Held], list[str]]:
+        """Ask every watched backend where it stands and wait up to ``timeout`` for them all
+        to answer: the readable positions heard (taken: this guard's thread will not compare
+        them again) and the names of the backends that said nothing."""
+        for transport in transports:
+            if transport.tells_held:
+                threading.Thread(target=self._ask, args=(transport,), daemon=True,
+                                 name=f"ask-held-{transport.name}").start()
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._answered < self._expected and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
+            silent = sorted(self._expected - self._answered)
+            pending, self._pending = self._pending, {}
+        return pending, silent
 
     def start(self) -> None:
         """Compare the answers that come from now on, on this guard's thread."""
@@ -141,11 +149,7 @@ class HistoryGuard:
         try:
             conn = open_read_only(self.journal_path)
             try:
-                last = conn.execute("SELECT MAX(event_seq) FROM records").fetchone()[0]
-                if last is None:
-                    base = read_base(conn)
-                    last = 0 if base is None else base.seq
-                problem = fork_problem(conn, int(last), held)
+                problem = fork_problem(conn, last_seq_of(conn), held)
             finally:
                 conn.close()
         except Exception as exc:
@@ -155,34 +159,3 @@ class HistoryGuard:
         self._checked[held.source] = held
         return problem
 
-
-def ask_where_they_stand(transports: Iterable[Transport],
-                         timeout: float) -> tuple[dict[str, Held], list[str]]:
-    """Ask every backend that can say where it stands, outside a running table (``journal
-    continue``): the readable answers within ``timeout``, and the names of those that gave
-    none (unreachable, or an answer that could not be read: it is logged)."""
-    answers: dict[str, Held] = {}
-    heard = threading.Condition()
-    asked = [t for t in transports if t.tells_held]
-
-    def report(transport: Transport, value: Any) -> None:
-        try:
-            held = parse_held(value, transport.name) if value is not None else None
-        except ValueError as exc:
-            log.warning("backend's answer on where it stands is unreadable",
-                        transport=transport.name, error=str(exc))
-            held = None
-        with heard:
-            if held is not None:
-                answers[transport.name] = held
-            heard.notify_all()
-
-    for transport in asked:
-        transport.held_listener = report
-        threading.Thread(target=HistoryGuard._ask, args=(transport,), daemon=True,
-                         name=f"ask-held-{transport.name}").start()
-    deadline = time.monotonic() + timeout
-    with heard:
-        while len(answers) < len(asked) and time.monotonic() < deadline:
-            heard.wait(deadline - time.monotonic())
-        return dict(answers), sorted(t.name for t in asked if t.name not in answers)
