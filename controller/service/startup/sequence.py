@@ -59,15 +59,16 @@ def start(daemon: TableDaemon) -> None:
     journal_software(daemon, machine)
     # A betting deadline that passed while we were down closes betting now.
     daemon.handle(Tick(0.0))
-    daemon.clock_watch.start(machine.clock_sync)
+    # From here on the daemon's machine, not recovery's: a journal write that failed above
+    # rebuilt it from the journal (and the storage fault is what the status must say).
+    assert daemon.machine is not None
+    daemon.clock_watch.start(daemon.machine.clock_sync)
     daemon.watch_clock()
-    daemon.publish(machine.status())
+    daemon.storage.publish_status()
     # Checkpoints copy the WAL into the database and fsync it: not between two inputs.
     daemon.checkpointer = WalCheckpointer(config.journal_path).start()
     journal.leave_checkpoints_to_background(daemon.checkpointer.wal_bytes)
     try:
-        # the machine recovery left may since be rebuilt: the outbox reads the current one
-        assert daemon.machine is not None
         daemon.outbox = start_outbox(config, daemon.transports, daemon.machine, journal,
                                      daemon.post)
         # before the drivers: every input from the devices is counted
