@@ -123,8 +123,7 @@ class JournalCheck:
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {"state": "not started"}
         self._thread: threading.Thread | None = None
-        self._stopped = False
-        self._stop_event = threading.Event()
+        self._stopped = threading.Event()
         self._retry_s = retry_s
         #: set once the check has ended, whatever its verdict (retention waits for it)
         self.finished = finished or threading.Event()
@@ -140,8 +139,7 @@ class JournalCheck:
 
     def stop(self) -> None:
         """End a check still running (the daemon is stopping): no verdict is given."""
-        self._stopped = True
-        self._stop_event.set()
+        self._stopped.set()
         if isinstance(self._verify, ChildCheck):
             self._verify.stop()
 
@@ -164,7 +162,7 @@ class JournalCheck:
         except Exception as exc:  # a check that breaks must say so, never kill the daemon
             result = VerifyResult(False, 0, 0, None, f"the check itself failed: "
                                                      f"{type(exc).__name__}: {exc}")
-        if self._stopped or result is None:
+        if self._stopped.is_set() or result is None:
             return  # killed on the way down: not a verdict on the journal
         seconds = round(time.monotonic() - started, 3)
         at = iso_time(time.time())
@@ -194,7 +192,7 @@ class JournalCheck:
                             in_s=self._retry_s)
                 self._set({"state": "waiting", "reason": str(exc),
                            "since": iso_time(time.time())})
-                if self._stop_event.wait(self._retry_s):
+                if self._stopped.wait(self._retry_s):
                     return None
 
     def _set(self, status: dict[str, Any]) -> None:
