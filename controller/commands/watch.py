@@ -55,11 +55,7 @@ def next_step(status: dict[str, Any], lang: str = "en") -> str:
 
     text = words.step_words(lang, status)
     if status.get("storage_fault") or status.get("paused"):
-        fault = status.get("fault") if isinstance(status.get("fault"), dict) else {}
-        code = (fault or {}).get("code") or ("journal_unwritable"
-                                             if status.get("storage_fault") else "fault")
-        known = code if code in words.FAULT_CODES else "fault"
-        text += " — " + words.say(lang, f"fault.{known}")
+        text += " — " + words.say(lang, f"fault.{words.fault_key(status)}")
         held = status.get("held_inputs") or 0
         if held:
             text += " (" + words.say(lang, "watch.held", n=held) + ")"
@@ -133,8 +129,9 @@ def table_language(args: argparse.Namespace) -> str | None:
 
 def language_of(status: dict[str, Any], asked: str | None) -> str:
     """The language to speak: the one asked for, else the table's own (else English)."""
-    spoken = asked or status.get("language")
-    return spoken if spoken in LANGUAGES else "en"
+    from controller.display.words import language
+
+    return language(asked or status.get("language"))
 
 
 @client_command("watch")

@@ -67,12 +67,6 @@ def paused_by(status: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"key": "by.fault", "args": {}} if code else None
 
 
-def who_paused(status: Mapping[str, Any]) -> str | None:
-    """``paused_by`` in English words."""
-    by = paused_by(status)
-    return words.words_of("en", by) if by else None
-
-
 def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
     """The pause or fault the supervisor must not miss: code, what happened in plain words,
     the way out, who paused (``fault``: the words' key of the code, docs/faults.md)."""
@@ -84,7 +78,8 @@ def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
                                      else "paused"))
     rule = FAULTS.get(code)
     detail = fault.get("detail") if isinstance(fault.get("detail"), Mapping) else None
-    known = code if code in words.FAULT_CODES else "fault"
+    known = words.fault_key(status)
+    by = paused_by(status)
     return {
         "code": code,
         "fault": known,
@@ -93,8 +88,8 @@ def banner(status: Mapping[str, Any]) -> dict[str, Any] | None:
         "detail_code": detail.get("code") if detail else None,
         # faults.py writes Markdown for docs/faults.md; a screen shows plain words
         "way_out": (rule.way_out if rule else UNKNOWN_WAY_OUT).replace("`", ""),
-        "by": who_paused(status),
-        "by_words": paused_by(status),
+        "by": words.words_of("en", by) if by else None,
+        "by_words": by,
         "held_inputs": status.get("held_inputs") or 0,
     }
 
@@ -236,13 +231,14 @@ class Screen:
         title = STATE_TITLES.get(state, state)
         if status.get("paused"):
             title = "PAUSED"
+        step = words.step(status)
         return {
             "table": status.get("table"),
             "state": state,
             "title": title,
             "words": STATE_WORDS.get(state, ""),
-            "step": next_step(status),
-            "step_words": words.step(status),
+            "step": words.words_of("en", step),
+            "step_words": step,
             "target": status.get("next_target"),
             "cards_dealt": status.get("cards_dealt") or 0,
             "shoe": status.get("shoe"),

@@ -21,18 +21,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from controller.rules.hands import HAND_ORDER
+from controller.table.faults import FAULTS
+from controller.table.procedure import CARDS_PER_ROUND
+
 LANGUAGES = ("en", "fil", "ms", "fa", "ja")
 LANGUAGE_NAMES = {"en": "English", "fil": "Filipino", "ms": "Malay", "fa": "Persian",
                   "ja": "Japanese"}
 RTL = frozenset({"fa"})
-DEALT_PER_ROUND = 12  # the burn is not "dealt": 12 cards to the hands
-HAND_ORDER = ("P1", "P2", "P3", "P4", "P5", "banker")
+DEALT_PER_ROUND = CARDS_PER_ROUND - 1  # the burn is not "dealt": 12 cards to the hands
 
 #: the fault codes the table's screens explain (controller/table/faults.py); others: "fault"
-FAULT_CODES = ("switch_pause", "supervisor_pause", "card_no_round", "card_while_paused",
-               "too_many_cards", "ninth_copy", "shoe_overdrawn", "misread", "second_cut_card",
-               "cut_card_no_shoe", "unknown_shoe_frame", "shoe_lost", "journal_unwritable",
-               "journal_check_failed", "controller_fault", "fault")
+FAULT_CODES = (*FAULTS, "fault")
 
 EN: dict[str, str] = {
     "language": "English",
@@ -571,6 +571,15 @@ def placeholders(text: str) -> set[str]:
 def language(code: object) -> str:
     """A known language code (``fil``, ``ms``…), or ``en`` for anything else."""
     return code if isinstance(code, str) and code in CATALOGUE else "en"
+
+
+def fault_key(status: Mapping[str, Any]) -> str:
+    """The words' key for what stops the table (``fault.<key>``): its fault's code when the
+    screens explain it, ``journal_unwritable`` for a storage fault, else ``fault``."""
+    fault = status.get("fault")
+    code = (fault.get("code") if isinstance(fault, Mapping) else None) or (
+        "journal_unwritable" if status.get("storage_fault") else "fault")
+    return code if code in FAULT_CODES else "fault"
 
 
 def say(lang: str, key: str, **args: object) -> str:
