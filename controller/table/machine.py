@@ -113,10 +113,8 @@ class TableMachine(ProcedureTriggers):
             auto_transitions=False,
             send_event=False,
         )
-        # The hold is the other state machine, on a model of its own (handlers/hold.py);
-        # ``_hold`` is its ``transitions`` machine, as ``_procedure`` is the procedure's.
+        # The hold is the other state machine, on a model of its own (handlers/hold.py).
         self._holding = Hold(self)
-        self._hold = self._holding.transitions
         self.pause_table = self._holding.model.pause_table
         # The parts that turn each kind of input into the machine's steps.
         cards = CardIntake(self)

@@ -41,7 +41,7 @@ def test_the_diagram_shows_every_state_and_trigger_the_machine_has() -> None:
         for trigger in machine._procedure.get_triggers(state):
             assert f"{state} --> " in diagram and f": {trigger}" in diagram
     triggers = {t["trigger"] for t in PROCEDURE_TRANSITIONS + HOLD_TRANSITIONS}
-    built = set(machine._procedure.events) | set(machine._hold.events)
+    built = set(machine._procedure.events) | set(machine._holding.transitions.events)
     assert triggers == built
 
 
