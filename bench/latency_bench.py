@@ -27,8 +27,10 @@ listener; ``--broker-default`` runs mosquitto's defaults instead (Nagle on: ~40 
 Cards are sent one at a time: each frame's time is taken just before the simulator writes it,
 and the next card goes once the event reached both receivers, so every figure is the latency
 of an idle table (a dealer draws a card every second or so). Both receivers run in this
-process and use the same monotonic clock as the writer. ``--repeat N`` runs the three paths
-N times (fresh daemon, fresh journal each time) and reports min / median / max of each figure.
+process and use the same monotonic clock as the writer. The relays deal to the daemon's
+rhythm: 13 cards, then a rest as long as the daemon's between two rounds (``--back-to-back``:
+no rests). ``--repeat N`` runs the paths N times (fresh daemon, fresh journals each time) and
+reports min / median / max of each figure.
 
     python bench/latency_bench.py [--rounds 24] [--repeat 3] [--only mqtt|http] [--state-dir DIR]
                                   [--json FILE]
@@ -236,7 +238,8 @@ class PanelPty:
 
 # --- the relays (subprocesses) -------------------------------------------------------------------
 
-RELAYS = ("bare", "durable", "threaded")
+#: the relays, in the order they take their cards after each of the daemon's rounds
+RELAYS = ("durable", "threaded", "bare")
 
 
 class DurableRecord:
@@ -418,10 +421,13 @@ def measure(send, arrivals: Arrivals, source: str) -> dict[str, float]:
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
                      mqtt_port: int, *, extra_config: str = "",
                      load: Callable[[Path], Any] | None = None,
-                     seed: int = 7, nice: int = 0) -> dict[str, list[float]]:
+                     seed: int = 7, nice: int = 0,
+                     round_gaps: list[float] | None = None) -> dict[str, list[float]]:
     """The daemon's latencies; ``extra_config`` is added to its YAML, and ``load(work)`` (a
     context manager: bench/stress_bench.py's load) runs from the first round to the last;
-    ``nice``: the daemon's niceness (the unit's ``Nice=``; a negative one needs root)."""
+    ``nice``: the daemon's niceness (the unit's ``Nice=``; a negative one needs root);
+    ``round_gaps`` gets the seconds from each round's last card at the receivers to the
+    next round's first card (the relays deal to the same rhythm)."""
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
 
     secret = work / "secret"
@@ -460,16 +466,20 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
             raise SystemExit("the burns never completed")
         if load is not None:
             stack.enter_context(load(work))
+        last_card_at: float | None = None
         for round_number in range(1, rounds + 1):
             panel.press("start_round")
             if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
                     watch, "daemon", "round_opened") >= n):
                 raise SystemExit(f"round {round_number} did not open")
-            for _ in range(13):   # the round's burn card and 12 cards: 13 card_dealt events
+            for card_number in range(CARDS_A_ROUND):
                 card = next(cards)
+                if card_number == 0 and last_card_at is not None and round_gaps is not None:
+                    round_gaps.append(time.perf_counter() - last_card_at)
                 for r, ms in measure(lambda c=card: shoe.send_card(c), arrivals,
                                      "daemon").items():
                     latencies[r].append(ms)
+            last_card_at = time.perf_counter()
             if not arrivals.wait(lambda n=round_number: arrivals.seen_type(
                     watch, "daemon", "round_result") >= n):
                 raise SystemExit(f"round {round_number} has no result")
@@ -486,33 +496,45 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     return latencies
 
 
-def run_relay_phase(kind: str, work: Path, cards_to_send: int, arrivals: Arrivals,
-                    http_port: int, mqtt_port: int) -> dict[str, list[float]]:
-    from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
+class RelayPath:
+    """One relay subprocess with its own simulated shoe, dealt a few cards at a time."""
 
-    link = work / f"{kind}-relay-shoe"
-    shoe = ShoeSimulator(link, "beetek", settle_seconds=0.3).start()
-    relay = subprocess.Popen([sys.executable, __file__, "--relay", kind, str(link),
-                              str(mqtt_port), str(http_port), str(work / f"{kind}-relay.db"),
-                              ",".join(RECEIVERS)],
-                             stdout=subprocess.PIPE, cwd=ROOT, text=True)
-    latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
-    try:
-        if relay.stdout.readline().strip() != "ready":
+    def __init__(self, kind: str, work: Path, arrivals: Arrivals, http_port: int,
+                 mqtt_port: int):
+        from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
+
+        self.kind, self.arrivals = kind, arrivals
+        link = work / f"{kind}-relay-shoe"
+        self.shoe = ShoeSimulator(link, "beetek", settle_seconds=0.3).start()
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--relay", kind, str(link), str(mqtt_port),
+             str(http_port), str(work / f"{kind}-relay.db"), ",".join(RECEIVERS)],
+            stdout=subprocess.PIPE, cwd=ROOT, text=True)
+        self.cards = iter(shuffled_shoe(8))
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            self.close()
             raise SystemExit(f"the {kind} relay did not start")
-        cards = shuffled_shoe(8)
-        for card in cards[:3]:   # warm-up, as the flip and burn cards warm up the daemon
-            measure(lambda c=card: shoe.send_card(c), arrivals, kind)
-        for card in cards[3:3 + cards_to_send]:
-            for r, ms in measure(lambda c=card: shoe.send_card(c), arrivals, kind).items():
-                latencies[r].append(ms)
-    finally:
-        relay.kill()
-        relay.wait(5)
-        shoe.close(drain_timeout=0.2)
-    return latencies
+        for _ in range(3):  # warm-up, as the flip and burn cards warm up the daemon
+            self._one()
+
+    def _one(self) -> dict[str, float]:
+        card = next(self.cards)
+        return measure(lambda: self.shoe.send_card(card), self.arrivals, self.kind)
+
+    def deal(self, cards: int, into: dict[str, list[float]]) -> None:
+        for _ in range(cards):
+            for receiver, ms in self._one().items():
+                into.setdefault(receiver, []).append(ms)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait(5)
+        self.shoe.close(drain_timeout=0.2)
 
 
+#: card_dealt events a round: the round's burn card and 12 cards
+CARDS_A_ROUND = 13
 #: path -> its name in the output
 PATHS = {"daemon": "real daemon", "durable": "durable relay",
          "threaded": "threaded durable relay", "bare": "bare relay"}
@@ -527,17 +549,32 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def run_paths(run_dir: Path, rounds: int, arrivals: Arrivals, http_port: int,
-              mqtt_port: int) -> dict[str, dict[str, list[float]]]:
-    """One run: the daemon, then the relays with as many cards."""
+              mqtt_port: int, *, back_to_back: bool = False) -> dict[str, dict[str, list[float]]]:
+    """One run: the daemon's rounds, then each relay's, one path at a time. A relay deals
+    13 cards a round and then rests as long as the daemon rested between its rounds (the
+    betting countdown, the result, the next press): on this machine a burst after a rest is
+    about twice as slow as cards back to back, for the relays as for the daemon. With
+    ``back_to_back`` the relays' cards follow each other without a rest (the bench before
+    2026-12-01: the yardstick measured warm, the daemon after every betting pause)."""
     arrivals.clear()
-    samples = {"daemon": run_daemon_phase(run_dir, rounds, arrivals, http_port, mqtt_port)}
-    cards = len(samples["daemon"][RECEIVERS[0]])
-    for kind in ("durable", "threaded", "bare"):
-        samples[kind] = run_relay_phase(kind, run_dir, cards, arrivals, http_port, mqtt_port)
+    gaps: list[float] = []
+    samples = {"daemon": run_daemon_phase(run_dir, rounds, arrivals, http_port, mqtt_port,
+                                          round_gaps=gaps)}
+    for kind in RELAYS:
+        samples[kind] = {}
+        relay = RelayPath(kind, run_dir, arrivals, http_port, mqtt_port)
+        try:
+            for round_number in range(rounds):
+                if round_number and not back_to_back:
+                    time.sleep(gaps[round_number - 1])
+                relay.deal(CARDS_A_ROUND, samples[kind])
+        finally:
+            relay.close()
     return samples
 
 
-def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> dict[str, Any]:
+def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool, *,
+                back_to_back: bool = False) -> dict[str, Any]:
     """Every path ``repeat`` times, interleaved (daemon, durable, bare per repetition) so a
     busy moment of the machine hits them alike. Figures in ms."""
     arrivals = Arrivals()
@@ -554,7 +591,8 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
             run_dir = work / f"run{attempts}"
             run_dir.mkdir()
             try:
-                samples = run_paths(run_dir, rounds, arrivals, http_port, broker.port)
+                samples = run_paths(run_dir, rounds, arrivals, http_port, broker.port,
+                                    back_to_back=back_to_back)
             except SystemExit as exc:
                 # A run that stalls (a simulated device on a busy machine) is run again, once
                 # per run asked for, and said so; its partial figures are not kept.
@@ -574,7 +612,8 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
         subscriber.disconnect()
         server.shutdown()
         broker.stop()
-    summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
+    summary: dict[str, Any] = {"cards": rounds * CARDS_A_ROUND, "repeat": repeat, "runs": runs,
+                               "relays": "back to back" if back_to_back else "the daemon's rhythm",
                                "failed_runs": failed,
                                "broker": "shipped" if shipped_broker else "mosquitto defaults",
                                "paths": {}, "ratios": {}, "threaded_ratios": {},
@@ -608,7 +647,7 @@ def measure_all(work: Path, rounds: int, repeat: int, shipped_broker: bool) -> d
 def print_summary(summary: dict[str, Any], work: Path) -> None:
     print(f"card frame on the pty -> card_dealt at the receiver: {summary['cards']} cards a run, "
           f"{summary['repeat']} runs; journal in {work}; broker: {summary['broker']}; daemon "
-          f"log level: {summary['daemon_log_level']}")
+          f"log level: {summary['daemon_log_level']}; relays' cards: {summary['relays']}")
     print(f"{'path':<34}{'p50 ms min/med/max':>22}{'p99 ms min/med/max':>22}{'max ms':>9}")
     for path, name in PATHS.items():
         for transport, receiver in (("mqtt", "MQTT subscriber"), ("http", "HTTP server")):
@@ -656,6 +695,9 @@ def main() -> int:
     parser.add_argument("--log-level", choices=("warning", "info"), default="warning",
                         help="the daemon's log level (default warning; info is what "
                              "config/example.yaml ships: a log line per event)")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="the relays' cards without the daemon's rests between rounds (the "
+                             "older way: the yardstick measured warm)")
     parser.add_argument("--relay", nargs=6,
                         metavar=("KIND", "LINK", "MQTT_PORT", "HTTP_PORT", "JOURNAL", "TO"),
                         help=argparse.SUPPRESS)
@@ -672,7 +714,8 @@ def main() -> int:
         raise SystemExit(f"mosquitto not found at {MOSQUITTO} (apt-get install mosquitto)")
     work = Path(args.state_dir or tempfile.mkdtemp(prefix="pokdeng-latency-"))
     work.mkdir(parents=True, exist_ok=True)
-    summary = measure_all(work, args.rounds, max(1, args.repeat), not args.broker_default)
+    summary = measure_all(work, args.rounds, max(1, args.repeat), not args.broker_default,
+                          back_to_back=args.back_to_back)
     print_summary(summary, work)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
