@@ -60,9 +60,10 @@ def next_shoe_start(shoes: int, settings: MachineSettings, seed: int = 1) -> flo
     return at
 
 
-def cached_journal(path: str | Path, shoes: int, settings: MachineSettings, *,
-                   checkpoints: bool = True, seed: int = 1) -> Path:
-    """``build_journal`` once per (size, settings, seed, checkpoints); then a copy at ``path``."""
+def journal_in_cache(shoes: int, settings: MachineSettings, *, checkpoints: bool = True,
+                     seed: int = 1) -> Path:
+    """The cached ``build_journal`` of (size, settings, seed, checkpoints), built the first
+    time; never to be written (``cached_journal`` gives a copy)."""
     key = (f"{shoes}-{settings.table_id}-{settings.betting_seconds!r}-{settings.reveal}-"
            f"{settings.decks}-s{seed}-{'cp' if checkpoints else 'nocp'}.db")
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -71,6 +72,13 @@ def cached_journal(path: str | Path, shoes: int, settings: MachineSettings, *,
         building = CACHE / f".{key}.{os.getpid()}"
         build_journal(building, shoes, settings, checkpoints=checkpoints, seed=seed)
         os.replace(building, cached)  # whole or not at all, even with two builders
+    return cached
+
+
+def cached_journal(path: str | Path, shoes: int, settings: MachineSettings, *,
+                   checkpoints: bool = True, seed: int = 1) -> Path:
+    """``build_journal`` once per (size, settings, seed, checkpoints); then a copy at ``path``."""
+    cached = journal_in_cache(shoes, settings, checkpoints=checkpoints, seed=seed)
     shutil.copyfile(cached, path)
     os.chmod(path, 0o640)
     return Path(path)
