@@ -50,13 +50,14 @@ from controller.table.events import iso_time
 
 log = structlog.get_logger("pokdeng.journal_check")
 
-#: The walk works a tenth of the time, in steps of ~20 ms (a month's journal, 1.36 M records:
-#: ~15 s of work spread over ~2.5 minutes). At idle priority it still takes a whole core for
-#: its whole walk, which a table PC also running a kiosk browser feels; paced, it never does.
-#: (On the bench's quiet machine the cards dealt right after a start were no faster for it:
-#: docs/benchmarks.md, "Dealing right after a start".)
+#: The walk works a tenth of the time (a month's journal, 1.36 M records: ~8 s of work spread
+#: over ~1.5 minutes). At idle priority it still takes a whole core for its whole walk, which
+#: a table PC also running a kiosk browser feels; paced, it never does.
 CHECK_DUTY = 0.1
-CHECK_STEP_RECORDS = 2_000
+#: Steps of ~1.5 ms of work, shorter than a card's way through the daemon: with steps of
+#: 2,000 records (~12 ms) about one card in a hundred dealt during the walk came 1-2 ms late
+#: (docs/benchmarks.md, "Dealing right after a start"); the walk costs the same either way.
+CHECK_STEP_RECORDS = 250
 #: a check that could not start (no process, no descriptor) is tried again this much later
 RETRY_S = 30.0
 
