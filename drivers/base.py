@@ -86,6 +86,11 @@ class Driver(ABC):
             )
             self._thread.start()
 
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The reader thread, once started (the daemon raises its priority: realtime.py)."""
+        return self._thread
+
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
             if self._stopped:

@@ -127,6 +127,11 @@ class Transport(ABC):
         self.deliver(events)
         return _settled
 
+    def network_thread(self) -> threading.Thread | None:
+        """A thread of the transport's own that events pass through (an MQTT client's network
+        loop), else None: the delivery thread does the sending."""
+        return None
+
     def problem(self) -> str | None:
         """What is wrong with the connection right now, or None (called from any thread)."""
         return None

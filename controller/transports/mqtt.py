@@ -261,6 +261,12 @@ class MqttTransport(Transport):
         self._client = client
         start_connecting(client, settings)
 
+    def network_thread(self) -> threading.Thread | None:
+        # paho's network loop (loop_start) sends every PUBLISH and reads every PUBACK; paho
+        # keeps it as ``_thread`` and has no public name for it
+        thread = getattr(self._client, "_thread", None)
+        return thread if isinstance(thread, threading.Thread) else None
+
     # -- status ----------------------------------------------------------------------------------
     def _online(self) -> dict[str, Any]:
         return {"state": "online", "table": self.table, "client_id": self.client_id,

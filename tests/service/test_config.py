@@ -101,6 +101,7 @@ def test_defaults_follow_systemd_directories(tmp_path: Path) -> None:
     assert config.logging.level == "info" and config.logging.format == "auto"
     assert config.journal.archive and config.journal.retention_days == 30.0
     assert config.journal.archive_dir is None
+    assert config.realtime_priority == 0  # the normal priority unless asked
     outside = parse_config(data, "x", environ={})
     assert outside.control.socket == "/var/lib/pokdeng-table/control.sock"
 
@@ -116,8 +117,24 @@ def test_example_config_is_valid_and_covers_every_option() -> None:
                 "backoff_initial_s", "backoff_max_s", "topic_prefix", "tls", "username",
                 "password_credential", "password_file", "client_id", "keepalive", "level",
                 "format", "archive", "retention_days", "archive_dir", "allow_insecure",
-                "supervisor_group", "max_clients", "protocol", "key_credential"):
+                "supervisor_group", "max_clients", "protocol", "key_credential",
+                "realtime_priority"):
         assert f"{key}:" in text, key
+    assert config.realtime_priority == 10
+
+
+@pytest.mark.parametrize("value, error", [
+    (51, "realtime_priority: must be an integer >= 0 and <= 50, got 51"),
+    (-1, "realtime_priority: must be an integer >= 0 and <= 50, got -1"),
+    ("high", 'realtime_priority: must be an integer >= 0 and <= 50, got "high"'),
+])
+def test_a_real_time_priority_out_of_range_is_refused(tmp_path: Path, value: object,
+                                                      error: str) -> None:
+    data = base_config(tmp_path)
+    data["realtime_priority"] = value
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, data))
+    assert caught.value.errors == [error]
 
 
 def test_every_error_is_listed_at_once(tmp_path: Path) -> None:

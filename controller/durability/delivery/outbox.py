@@ -495,6 +495,16 @@ class Outbox:
             worker.handoff.put(handed)
             worker.wake.set()
 
+    def card_path_threads(self) -> list[tuple[str, threading.Thread]]:
+        """Each delivery thread and its transport's network thread, if any, by role."""
+        threads: list[tuple[str, threading.Thread]] = []
+        for name, worker in self._workers.items():
+            threads.append((f"delivery {name}", worker.thread))
+            network = worker.transport.network_thread()
+            if network is not None:
+                threads.append((f"network {name}", network))
+        return threads
+
     def sources(self) -> dict[str, tuple[int, int]]:
         """Per transport: events taken from memory and events read back from the journal
         (resends not counted), for the benchmarks and tests."""

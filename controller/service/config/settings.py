@@ -31,6 +31,7 @@ from controller.display.words import LANGUAGES
 from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config.yaml_reader import YamlProblems, read_yaml_file
+from controller.service.realtime import HIGHEST_PRIORITY
 from controller.table.records import MachineSettings
 from controller.transports import OptionConflict
 from drivers import registry
@@ -264,6 +265,9 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     #: how long a start waits for the backends to say where they stand (docs/backend.md)
     backend_confirm_s: float = 5.0
+    #: SCHED_RR priority of the threads on a card's way from READY on; 0: the normal priority
+    #: (controller/service/realtime.py; the unit must permit it: LimitRTPRIO=)
+    realtime_priority: int = 0
 
     @property
     def http(self) -> Any:
@@ -560,6 +564,7 @@ def parse_config(data: Any, source: str | None = None,
     journal, journal_key, backend_confirm_s = _read_journal(root.get_section("journal"))
     display = _read_display(root.get_section("display"))
     metrics = _read_metrics(root.get_section("metrics"))
+    realtime_priority = root.get_int("realtime_priority", 0, minval=0, maxval=HIGHEST_PRIORITY)
     root.finish()
     if errors:
         raise ConfigError(errors, source)
@@ -567,7 +572,8 @@ def parse_config(data: Any, source: str | None = None,
     return Config(table=table, state_dir=state_dir, shoe=shoe, panel=panel, control=control,
                   transports=transports, logging=logging_config,
                   journal=journal, source=source, display=display, journal_key=journal_key,
-                  metrics=metrics, backend_confirm_s=backend_confirm_s)
+                  metrics=metrics, backend_confirm_s=backend_confirm_s,
+                  realtime_priority=realtime_priority)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

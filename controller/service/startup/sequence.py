@@ -19,6 +19,7 @@ from controller.durability.recovery import RecoveryError, recover_report
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.config.errors import EX_CONFIG, ConfigError
 from controller.service.control.handler import TableControl
+from controller.service.realtime import card_path_threads, raise_card_path
 from controller.service.recovery_hooks import StartupProgress, log_recovery
 from controller.service.startup.daemon_surface import TableDaemon
 from controller.service.startup.failure import EX_DATAERR, FORK_ADVICE, StartupError
@@ -93,6 +94,9 @@ def start(daemon: TableDaemon) -> None:
         daemon.add_event_listener(daemon.display.offer_events)
     daemon.health = health_reporter_for(config, daemon.board, daemon.outbox, journal,
                                         daemon.software())
+    # Cards come from here on: the threads on their way take the real-time priority the config
+    # asks for (realtime.py); start-up ran at the normal one.
+    raise_card_path(card_path_threads(daemon.drivers, daemon.outbox), config.realtime_priority)
     status = daemon.snapshot()
     log.info("ready", seconds=round(time.monotonic() - started, 3),
              journal=config.journal_path, records=journal.record_count(),

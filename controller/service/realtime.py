@@ -1,0 +1,87 @@
+"""A real-time priority for the threads a card passes through, when the config asks for one.
+
+On a busy table PC (a kiosk browser, an operator's commands, status polls, a broker catching
+up) a card waits behind whatever else holds a core. ``Nice=-10`` is a weight, not a promise:
+the stress bench measured a card's p99 at 4.1-4.6 times a quiet PC's with it, with cards up to
+35 ms (docs/benchmarks.md, "Under load at the table PC"). So with ``realtime_priority: N`` in
+its config (config/example.yaml: 10) the daemon runs, from READY on, the threads on a card's
+way ``SCHED_RR`` at priority N: the owner loop (the thread that starts the daemon), the device
+readers, and each transport's delivery thread with its network thread. Everything else keeps
+the normal priority: the display's pages, the control socket, health and metrics, and the
+housekeeping children (the journal check, retention), which run at idle priority anyway.
+Start-up and recovery stay at the normal priority too: replaying a long journal is seconds of
+work that must not take a core from the rest of the PC. The priority is never handed down
+(``SCHED_RESET_ON_FORK``): what these threads start begins at the normal priority.
+
+An unprivileged daemon needs the unit's permission, ``LimitRTPRIO=`` (systemd/
+pokdeng-table.service). The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % by
+default) keeps a thread that went wrong from taking a core whole, and the watchdog restarts a
+daemon whose loop stops. A priority the kernel refuses (no permission, a container without a
+real-time budget) is logged once, and those threads keep the normal priority.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from controller.durability.delivery.outbox import Outbox
+    from drivers.base import Driver
+
+log = structlog.get_logger("pokdeng.realtime")
+
+#: the highest priority a config may ask for: above other real-time work a table PC might
+#: have (audio, a kiosk's compositor) is never this daemon's to take
+HIGHEST_PRIORITY = 50
+
+
+@dataclass(frozen=True)
+class CardPathThread:
+    """A thread a card passes through, by its role (for the log) and its kernel id."""
+    role: str
+    native_id: int | None
+
+
+def card_path_threads(drivers: Iterable[Driver], outbox: Outbox | None) -> list[CardPathThread]:
+    """The owner loop (the calling thread), each driver's reader and the outbox's threads."""
+    threads = [CardPathThread("owner loop", threading.get_native_id())]
+    threads += [CardPathThread(f"driver {driver.name}", driver.thread.native_id)
+                for driver in drivers if driver.thread is not None]
+    if outbox is not None:
+        threads += [CardPathThread(role, thread.native_id)
+                    for role, thread in outbox.card_path_threads()]
+    return threads
+
+
+def raise_card_path(threads: list[CardPathThread], priority: int) -> list[str]:
+    """Put ``threads`` in SCHED_RR at ``priority``; returns the roles raised. Refusals are
+    logged (once, together) and leave those threads as they were."""
+    if priority <= 0:
+        return []
+    raised: list[str] = []
+    refused: list[str] = []
+    for thread in threads:
+        if thread.native_id is None:  # not started: nothing to raise
+            continue
+        try:
+            # never handed down: a thread or child process one of these starts (the journal
+            # check's thread, its idle child) begins at the normal priority
+            os.sched_setscheduler(thread.native_id, os.SCHED_RR | os.SCHED_RESET_ON_FORK,
+                                  os.sched_param(priority))
+            raised.append(thread.role)
+        except OSError as exc:
+            refused.append(f"{thread.role}: {exc.strerror or exc}")
+    if raised:
+        log.info("card path at real-time priority", policy="SCHED_RR", priority=priority,
+                 threads=raised)
+    if refused:
+        log.warning("real-time priority refused; these threads keep the normal priority "
+                    "(docs/install.md, \"Other work on the table PC\")",
+                    priority=priority, refused=refused)
+    return raised

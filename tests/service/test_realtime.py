@@ -1,0 +1,143 @@
+"""The card path's real-time priority: taken from READY on when the config asks for one
+(``realtime_priority``), by the threads a card passes through and by no other; nothing when it
+does not; a refusal logged, never fatal. Real daemon processes (root: allowed by CAP_SYS_NICE,
+as the unit's LimitRTPRIO= allows the daemon's own user); the policies read from /proc."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from controller.service.realtime import CardPathThread, raise_card_path
+from drivers.sim.shoe import ShoeSimulator
+from support.daemon_helpers import (
+    LinePanelPty,
+    NotifyListener,
+    daemon_config,
+    edited_config,
+    start_daemon,
+    stop_daemon,
+)
+
+SCHED_OTHER, SCHED_RR = 0, 2
+GRANT = 10
+
+
+def policies(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of ``pid``: (policy, real-time priority), from /proc/<pid>/task/*/stat."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+        found[int(task.name)] = (int(fields[38]), int(fields[37]))  # policy, rt_priority
+    return found
+
+
+def realtime_allowed() -> bool:
+    """Whether this machine lets this process put a thread in SCHED_RR at all."""
+    outcome: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
+            outcome.append(True)
+        except OSError:
+            outcome.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return outcome[0]
+
+
+def log_records(log: Path, event: str) -> list[dict]:
+    return [record for line in log.read_text().splitlines() if line.startswith("{")
+            for record in [json.loads(line)] if record.get("event") == event]
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+def test_the_card_path_and_nothing_else_takes_the_granted_priority(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty], mosquitto) -> None:
+    if not realtime_allowed():
+        pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
+    _shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path)
+    with edited_config(config) as data:
+        data["realtime_priority"] = GRANT
+        # a second transport, with a network thread of its own
+        data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port}
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    proc = start_daemon(config, notify.path, log)
+    try:
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        threads = policies(proc.pid)
+        raised = log_records(log, "card path at real-time priority")
+        assert len(raised) == 1 and raised[0]["priority"] == GRANT
+        roles = raised[0]["threads"]
+        assert roles[0] == "owner loop"
+        assert {"driver shoe", "driver panel", "delivery file", "delivery mqtt",
+                "network mqtt"} <= set(roles), roles
+        realtime = {tid for tid, (policy, _) in threads.items() if policy == SCHED_RR}
+        assert proc.pid in realtime  # the owner loop is the main thread
+        assert len(realtime) == len(roles)
+        assert all(threads[tid] == (SCHED_RR, GRANT) for tid in realtime)
+        # never handed down: the journal check's thread, started by the owner loop after
+        # READY, and its child run at the normal priority (the child lowers itself to idle)
+        # the display, the control socket, the checkpoints, the history guard...: normal
+        others = [tid for tid in threads if tid not in realtime]
+        assert others and all(threads[tid][0] == SCHED_OTHER for tid in others)
+    finally:
+        assert stop_daemon(proc) == 0
+        notify.close()
+
+
+@pytest.mark.slow
+def test_not_asked_every_thread_keeps_the_normal_priority(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    _shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path)
+    notify = NotifyListener(short_dir / "notify")
+    log = short_dir / "daemon.log"
+    proc = start_daemon(config, notify.path, log)
+    try:
+        notify.wait_for("READY", "1")
+        panel.wait_connected()
+        assert {policy for policy, _ in policies(proc.pid).values()} == {SCHED_OTHER}
+        assert not log_records(log, "card path at real-time priority")
+    finally:
+        assert stop_daemon(proc) == 0
+        notify.close()
+
+
+def test_a_refusal_is_logged_and_the_rest_is_raised(capsys: pytest.CaptureFixture) -> None:
+    """A thread the kernel will not raise (here: one that has ended, so its id is gone)
+    is named in one warning; the others are raised all the same."""
+    if not realtime_allowed():
+        pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    stop = threading.Event()
+    alive = threading.Thread(target=stop.wait)
+    alive.start()
+    try:
+        raised = raise_card_path([CardPathThread("gone", ended.native_id),
+                                  CardPathThread("alive", alive.native_id),
+                                  CardPathThread("not started", None)], 1)
+        assert raised == ["alive"]
+        assert os.sched_getscheduler(alive.native_id) == os.SCHED_RR | os.SCHED_RESET_ON_FORK
+        out = capsys.readouterr()
+        text = out.out + out.err
+        assert "real-time priority refused" in text and "gone" in text
+    finally:
+        stop.set()
+        alive.join()
