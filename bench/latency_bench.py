@@ -55,6 +55,7 @@ import threading
 import time
 import tty
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -418,14 +419,45 @@ def measure(send, arrivals: Arrivals, source: str) -> dict[str, float]:
         return {r: (arrivals.times[(r, source)][before[r]] - t0) * 1000 for r in RECEIVERS}
 
 
+@dataclass(frozen=True)
+class UnitPriority:
+    """How systemd/pokdeng-table.service runs the daemon: ``Nice=``, and the real-time
+    priority its config asks for and ``LimitRTPRIO=`` permits (controller/service/realtime.py).
+    The default is a shell's: nice 0, no real-time priority."""
+    nice: int = 0
+    rtprio: int = 0
+
+    def apply(self) -> None:
+        """In the daemon's process before it runs: a normal policy (a bench running at a
+        real-time priority must not hand its own down), then the niceness."""
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if self.nice:
+            os.nice(self.nice)
+
+    def config(self) -> str:
+        """The daemon's config line asking for the real-time priority, if any."""
+        return f"realtime_priority: {self.rtprio}\n" if self.rtprio else ""
+
+
+def unit_priority() -> UnitPriority:
+    """The unit's ``Nice=`` and ``LimitRTPRIO=``, where this user may take them (root)."""
+    settings = dict(line.split("=", 1) for line in
+                    (ROOT / "systemd" / "pokdeng-table.service").read_text().splitlines()
+                    if line.startswith(("Nice=", "LimitRTPRIO=")))
+    nice, rtprio = int(settings.get("Nice", 0)), int(settings.get("LimitRTPRIO", 0))
+    if os.geteuid() != 0:
+        return UnitPriority(max(nice, 0), 0)
+    return UnitPriority(nice, rtprio)
+
+
 def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int,
                      mqtt_port: int, *, extra_config: str = "",
                      load: Callable[[Path], Any] | None = None,
-                     seed: int = 7, nice: int = 0,
+                     seed: int = 7, priority: UnitPriority = UnitPriority(),
                      round_gaps: list[float] | None = None) -> dict[str, list[float]]:
     """The daemon's latencies; ``extra_config`` is added to its YAML, and ``load(work)`` (a
     context manager: bench/stress_bench.py's load) runs from the first round to the last;
-    ``nice``: the daemon's niceness (the unit's ``Nice=``; a negative one needs root);
+    ``priority``: the daemon's niceness and real-time grant (its unit's: ``unit_priority``);
     ``round_gaps`` gets the seconds from each round's last card at the receivers to the
     next round's first card (the relays deal to the same rhythm)."""
     from drivers.sim.shoe import ShoeSimulator, shuffled_shoe
@@ -439,7 +471,8 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
         table=TABLE, state=json.dumps(str(work / "state")), shoe=json.dumps(str(shoe_link)),
         panel=json.dumps(str(panel_link)), socket=json.dumps(str(work / "control.sock")),
         supervisor_group=json.dumps(own_group()), log_level=LOG_LEVEL,
-        http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port) + extra_config)
+        http_port=http_port, secret=json.dumps(str(secret)), mqtt_port=mqtt_port)
+        + priority.config() + extra_config)
     (work / "state").mkdir()
     cards = iter(shuffled_shoe(seed))
     shoe = ShoeSimulator(shoe_link, "beetek", settle_seconds=0.3).start()
@@ -447,7 +480,7 @@ def run_daemon_phase(work: Path, rounds: int, arrivals: Arrivals, http_port: int
     log = work / "daemon.log"
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
                                str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                              cwd=ROOT, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                              cwd=ROOT, preexec_fn=priority.apply)
     latencies: dict[str, list[float]] = {r: [] for r in RECEIVERS}
     watch = RECEIVERS[-1]  # the receiver whose events tell where the table is
     stack = contextlib.ExitStack()

@@ -15,8 +15,11 @@ first round to the last, a load process (this file with ``--load``) runs beside 
   QoS 1 messages are queued for it, comes back and is delivered the backlog, over and over.
 
 The quiet runs have the display on and nobody connected. Both run the daemon as its unit does
-(systemd/pokdeng-table.service's ``Nice=``, when the bench runs as root; the load at the
-default priority, as the kiosk's browser and an operator's commands would). Goals (issue 21):
+(systemd/pokdeng-table.service's ``Nice=`` and ``LimitRTPRIO=``, when the bench runs as root;
+the load at the default priority, as the kiosk's browser and an operator's commands would).
+The bench's receivers and its broker stand for a backend on another machine: as root they run
+at a real-time priority above the daemon's, so the load slows the table, not the measuring
+(``--receivers-normal`` puts them beside the load, as before 2026-12-01). Goals (issue 21):
 stressed p99 <= 1.5x quiet p99, and no card over 20 ms.
 
     python bench/stress_bench.py [--rounds 8] [--repeat 3] [--json FILE]
@@ -186,7 +189,8 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
                                  str(work / "control.sock"), str(journal), str(mqtt_port),
                                  ",".join(stressors)],
                                 stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                                start_new_session=True)  # its journal commands die with it
+                                start_new_session=True,  # its journal commands die with it
+                                preexec_fn=lb.UnitPriority().apply)  # the PC's other work
         assert proc.stdout is not None
         try:
             if proc.stdout.readline().strip() != "ready":
@@ -217,23 +221,24 @@ def figures(values: list[float]) -> dict[str, float]:
             "over_goal": sum(1 for v in values if v > GOAL_MAX_MS), "cards": len(values)}
 
 
-def unit_nice() -> int:
-    """The daemon's ``Nice=`` in its unit (0 when not root: a negative one needs root)."""
-    unit = lb.ROOT / "systemd" / "pokdeng-table.service"
-    for line in unit.read_text().splitlines():
-        if line.startswith("Nice="):
-            nice = int(line.split("=", 1)[1])
-            return nice if nice >= 0 or os.geteuid() == 0 else 0
-    return 0
+#: the bench's own receivers and its broker stand for a backend on another machine: as root
+#: they run at this real-time priority, above the daemon's, so the load slows the table and
+#: not the measuring (``--receivers-normal``: at the normal priority, beside the load)
+RECEIVERS_RTPRIO = 20
 
 
 def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
-            stressors: tuple[str, ...] = STRESSORS, nice: int | None = None) -> dict[str, Any]:
+            stressors: tuple[str, ...] = STRESSORS, priority: lb.UnitPriority | None = None,
+            receivers_rt: bool = True) -> dict[str, Any]:
     """``repeat`` pairs of runs (quiet and stressed, the order alternating), fresh daemon and
-    journal each; per transport, each run's p50/p99/max in ms and the ratios."""
+    journal each; per transport, each run's p50/p99/max in ms and the ratios. The daemon
+    runs at ``priority`` (default: its unit's)."""
     if not os.access(lb.MOSQUITTO, os.X_OK):
         raise SystemExit(f"mosquitto not found at {lb.MOSQUITTO} (apt-get install mosquitto)")
-    nice = unit_nice() if nice is None else nice
+    priority = lb.unit_priority() if priority is None else priority
+    receivers_rt = receivers_rt and os.geteuid() == 0
+    if receivers_rt:  # before the broker and the receivers' threads: they inherit it
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(RECEIVERS_RTPRIO))
     work = Path(state_dir or tempfile.mkdtemp(prefix="pokdeng-stress-"))
     work.mkdir(parents=True, exist_ok=True)
     arrivals = lb.Arrivals()
@@ -255,7 +260,7 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
                 samples = lb.run_daemon_phase(
                     run_dir, rounds, arrivals, http_port, broker.port,
                     extra_config=DISPLAY_CONFIG.format(port=display_port),
-                    load=load if kind == "stressed" else None, nice=nice)
+                    load=load if kind == "stressed" else None, priority=priority)
                 runs[kind].append({t: figures(v) for t, v in samples.items()})
     finally:
         subscriber.loop_stop()
@@ -265,7 +270,9 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
         if not state_dir:
             shutil.rmtree(work, ignore_errors=True)
     summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
-                               "daemon_nice": nice,
+                               "daemon_nice": priority.nice,
+                               "daemon_rtprio": priority.rtprio,
+                               "receivers_rtprio": RECEIVERS_RTPRIO if receivers_rt else 0,
                                "stressors": list(stressors),
                                "load": load_counts, "transports": {}}
     for transport in lb.RECEIVERS:
@@ -290,7 +297,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     print(f"card frame on the pty -> card_dealt: {summary['cards']} cards a run, "
           f"{summary['repeat']} quiet and {summary['repeat']} stressed runs, alternated; "
           f"stressed: {','.join(summary['stressors'])}; daemon at nice "
-          f"{summary.get('daemon_nice', 0)}; "
+          f"{summary['daemon_nice']}, real-time grant {summary['daemon_rtprio'] or 'none'}; "
+          f"receivers at real-time {summary['receivers_rtprio'] or 'no'}; "
           f"ms, median of the runs' figures (max: of all runs)")
     for load in summary["load"]:
         if load:
@@ -320,6 +328,12 @@ def main() -> int:
                              f"(default all)")
     parser.add_argument("--daemon-nice", type=int, default=None, metavar="N",
                         help="the daemon's niceness (default: its unit's Nice=, as root)")
+    parser.add_argument("--daemon-rtprio", type=int, default=None, metavar="N",
+                        help="the daemon's real-time grant, 0 for none (default: its unit's "
+                             "LimitRTPRIO=, as root)")
+    parser.add_argument("--receivers-normal", action="store_true",
+                        help="the bench's receivers and broker at the normal priority, beside "
+                             "the load (default as root: real-time, as a backend elsewhere)")
     parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS,
                         metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT", "STRESSORS"))
     args = parser.parse_args()
@@ -330,8 +344,11 @@ def main() -> int:
     stressors = tuple(s for s in args.stressors.split(",") if s)
     if not stressors or set(stressors) - set(STRESSORS):
         parser.error(f"--stressors: some of {','.join(STRESSORS)}")
-    summary = measure(args.rounds, max(1, args.repeat), args.state_dir, stressors,
-                      args.daemon_nice)
+    unit = lb.unit_priority()
+    priority = lb.UnitPriority(unit.nice if args.daemon_nice is None else args.daemon_nice,
+                               unit.rtprio if args.daemon_rtprio is None else args.daemon_rtprio)
+    summary = measure(args.rounds, max(1, args.repeat), args.state_dir, stressors, priority,
+                      not args.receivers_normal)
     print_summary(summary)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
