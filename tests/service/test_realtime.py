@@ -5,10 +5,14 @@ as the unit's LimitRTPRIO= allows the daemon's own user); the policies read from
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,24 +65,37 @@ def log_records(log: Path, event: str) -> list[dict]:
             for record in [json.loads(line)] if record.get("event") == event]
 
 
-@pytest.mark.slow
-@pytest.mark.mosquitto
-def test_the_card_path_and_nothing_else_takes_the_granted_priority(
-        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty], mosquitto) -> None:
-    if not realtime_allowed():
-        pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
-    _shoe, panel = devices
+@contextlib.contextmanager
+def ready_daemon(short_dir: Path, panel: LinePanelPty,
+                 **settings: Any) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A real daemon on the test's devices, its config's top level updated with ``settings``,
+    at READY with its panel connected: the process and its log."""
     config = daemon_config(short_dir, short_dir / "shoe", panel.path)
     with edited_config(config) as data:
-        data["realtime_priority"] = GRANT
-        # a second transport, with a network thread of its own
-        data["transports"]["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port}
+        data.update(settings)
     notify = NotifyListener(short_dir / "notify")
     log = short_dir / "daemon.log"
     proc = start_daemon(config, notify.path, log)
     try:
         notify.wait_for("READY", "1")
         panel.wait_connected()
+        yield proc, log
+    finally:
+        assert stop_daemon(proc) == 0
+        notify.close()
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+def test_the_card_path_and_nothing_else_takes_the_granted_priority(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty], mosquitto) -> None:
+    if not realtime_allowed():
+        pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
+    transports = {"file": {"path": str(short_dir / "events.jsonl")},
+                  # a second transport, with a network thread of its own
+                  "mqtt": {"host": "127.0.0.1", "port": mosquitto.port}}
+    with ready_daemon(short_dir, devices[1], realtime_priority=GRANT,
+                      transports=transports) as (proc, log):
         threads = policies(proc.pid)
         raised = log_records(log, "card path at real-time priority")
         assert len(raised) == 1 and raised[0]["priority"] == GRANT
@@ -88,34 +105,21 @@ def test_the_card_path_and_nothing_else_takes_the_granted_priority(
                 "network mqtt"} <= set(roles), roles
         realtime = {tid for tid, (policy, _) in threads.items() if policy == SCHED_RR}
         assert proc.pid in realtime  # the owner loop is the main thread
+        # exactly those: nothing they started inherited it (the journal check's thread,
+        # started by the owner loop after READY, would be one more)
         assert len(realtime) == len(roles)
         assert all(threads[tid] == (SCHED_RR, GRANT) for tid in realtime)
-        # never handed down: the journal check's thread, started by the owner loop after
-        # READY, and its child run at the normal priority (the child lowers itself to idle)
         # the display, the control socket, the checkpoints, the history guard...: normal
         others = [tid for tid in threads if tid not in realtime]
         assert others and all(threads[tid][0] == SCHED_OTHER for tid in others)
-    finally:
-        assert stop_daemon(proc) == 0
-        notify.close()
 
 
 @pytest.mark.slow
 def test_not_asked_every_thread_keeps_the_normal_priority(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
-    _shoe, panel = devices
-    config = daemon_config(short_dir, short_dir / "shoe", panel.path)
-    notify = NotifyListener(short_dir / "notify")
-    log = short_dir / "daemon.log"
-    proc = start_daemon(config, notify.path, log)
-    try:
-        notify.wait_for("READY", "1")
-        panel.wait_connected()
+    with ready_daemon(short_dir, devices[1]) as (proc, log):
         assert {policy for policy, _ in policies(proc.pid).values()} == {SCHED_OTHER}
         assert not log_records(log, "card path at real-time priority")
-    finally:
-        assert stop_daemon(proc) == 0
-        notify.close()
 
 
 def test_a_refusal_is_logged_and_the_rest_is_raised(capsys: pytest.CaptureFixture) -> None:
