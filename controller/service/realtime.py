@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("pokdeng.realtime")
 
-#: the highest priority a config may ask for: above other real-time work a table PC might
-#: have (audio, a kiosk's compositor) is never this daemon's to take
-HIGHEST_PRIORITY = 50
-
-
 @dataclass(frozen=True)
 class CardPathThread:
     """A thread a card passes through, by its role (for the log) and its kernel id."""

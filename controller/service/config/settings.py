@@ -31,7 +31,6 @@ from controller.display.words import LANGUAGES
 from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config.yaml_reader import YamlProblems, read_yaml_file
-from controller.service.realtime import HIGHEST_PRIORITY
 from controller.table.records import MachineSettings
 from controller.transports import OptionConflict
 from drivers import registry
@@ -287,6 +286,11 @@ class Config:
 
     def machine_settings(self) -> MachineSettings:
         return self.table
+
+
+#: the highest real-time priority a config may ask for (``realtime_priority``): above other
+#: real-time work a table PC might have (audio, a kiosk's compositor) is never the daemon's
+HIGHEST_PRIORITY = 50
 
 
 # --- readers, one per section -----------------------------------------------------------------
