@@ -53,7 +53,8 @@ class StreamClient:
         self.states: list[tuple[float, str]] = []
         self.cond = threading.Condition()
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: bench\r\n\r\n")
+        # the address it listens on: any other Host is refused (display.allowed_hosts)
+        self.sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
