@@ -17,9 +17,10 @@ first round to the last, a load process (this file with ``--load``) runs beside 
 The quiet runs have the display on and nobody connected. Both run the daemon as its unit does
 (systemd/pokdeng-table.service's ``Nice=`` and ``LimitRTPRIO=``, when the bench runs as root;
 the load at the default priority, as the kiosk's browser and an operator's commands would).
-The bench's receivers and its broker stand for a backend on another machine: as root they run
-at a real-time priority above the daemon's, so the load slows the table, not the measuring
-(``--receivers-normal`` puts them beside the load, as before 2026-12-01). Goals (issue 21):
+The bench's receivers stand for a backend on another machine: as root they run at a
+real-time priority above the daemon's, so the load slows the table, not the measuring
+(``--receivers-normal`` puts them beside the load, as before 2026-12-01). The broker runs at
+the normal priority: on the table PC it is other work. Goals (issue 21):
 stressed p99 <= 1.5x quiet p99, and no card over 20 ms.
 
     python bench/stress_bench.py [--rounds 8] [--repeat 3] [--json FILE]
@@ -221,9 +222,10 @@ def figures(values: list[float]) -> dict[str, float]:
             "over_goal": sum(1 for v in values if v > GOAL_MAX_MS), "cards": len(values)}
 
 
-#: the bench's own receivers and its broker stand for a backend on another machine: as root
-#: they run at this real-time priority, above the daemon's, so the load slows the table and
-#: not the measuring (``--receivers-normal``: at the normal priority, beside the load)
+#: the bench's own receivers stand for a backend on another machine: as root they run at this
+#: real-time priority, above the daemon's, so the load slows the table and not the measuring
+#: (``--receivers-normal``: at the normal priority, beside the load). The broker stays at the
+#: normal priority: on the table PC it is the PC's other work (the catch-up load is its).
 RECEIVERS_RTPRIO = 20
 
 
@@ -237,7 +239,7 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
         raise SystemExit(f"mosquitto not found at {lb.MOSQUITTO} (apt-get install mosquitto)")
     priority = lb.unit_priority() if priority is None else priority
     receivers_rt = receivers_rt and os.geteuid() == 0
-    if receivers_rt:  # before the broker and the receivers' threads: they inherit it
+    if receivers_rt:  # before the receivers' threads start: they inherit it
         os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(RECEIVERS_RTPRIO))
     work = Path(state_dir or tempfile.mkdtemp(prefix="pokdeng-stress-"))
     work.mkdir(parents=True, exist_ok=True)
