@@ -431,8 +431,9 @@ class UnitPriority:
     rtprio: int = 0
 
     def apply(self) -> None:
-        """In the daemon's process before it runs: a normal policy (a bench running at a
-        real-time priority must not hand its own down), then the niceness."""
+        """In a child process before it runs (the daemon, the broker, the stress load): a
+        normal policy (a bench running at a real-time priority must not hand its own down),
+        then the niceness."""
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         if self.nice:
             os.nice(self.nice)

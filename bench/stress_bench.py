@@ -239,39 +239,43 @@ def measure(rounds: int = 8, repeat: int = 3, state_dir: str | None = None,
         raise SystemExit(f"mosquitto not found at {lb.MOSQUITTO} (apt-get install mosquitto)")
     priority = lb.unit_priority() if priority is None else priority
     receivers_rt = receivers_rt and os.geteuid() == 0
+    own_policy, own_param = os.sched_getscheduler(0), os.sched_getparam(0)
     if receivers_rt:  # before the receivers' threads start: they inherit it
         os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(RECEIVERS_RTPRIO))
-    work = Path(state_dir or tempfile.mkdtemp(prefix="pokdeng-stress-"))
-    work.mkdir(parents=True, exist_ok=True)
-    arrivals = lb.Arrivals()
-    broker = lb.Broker(work)
-    server = lb.start_http(arrivals)
-    subscriber = lb.start_subscriber(broker.port, arrivals)
-    http_port = server.server_address[1]
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {"quiet": [], "stressed": []}
-    load_counts: list[dict[str, int]] = []
     try:
-        for n in range(repeat):
-            order = ("quiet", "stressed") if n % 2 == 0 else ("stressed", "quiet")
-            for kind in order:
-                run_dir = work / f"{kind}{n + 1}"
-                run_dir.mkdir()
-                display_port = lb.free_port()
-                arrivals.clear()
-                load = stress_load(display_port, broker.port, load_counts, stressors)
-                samples = lb.run_daemon_phase(
-                    run_dir, rounds, arrivals, http_port, broker.port,
-                    extra_config=DISPLAY_CONFIG.format(port=display_port),
-                    load=load if kind == "stressed" else None, priority=priority)
-                runs[kind].append({t: figures(v) for t, v in samples.items()})
+        work = Path(state_dir or tempfile.mkdtemp(prefix="pokdeng-stress-"))
+        work.mkdir(parents=True, exist_ok=True)
+        arrivals = lb.Arrivals()
+        broker = lb.Broker(work)
+        server = lb.start_http(arrivals)
+        subscriber = lb.start_subscriber(broker.port, arrivals)
+        http_port = server.server_address[1]
+        runs: dict[str, list[dict[str, dict[str, float]]]] = {"quiet": [], "stressed": []}
+        load_counts: list[dict[str, int]] = []
+        try:
+            for n in range(repeat):
+                order = ("quiet", "stressed") if n % 2 == 0 else ("stressed", "quiet")
+                for kind in order:
+                    run_dir = work / f"{kind}{n + 1}"
+                    run_dir.mkdir()
+                    display_port = lb.free_port()
+                    arrivals.clear()
+                    load = stress_load(display_port, broker.port, load_counts, stressors)
+                    samples = lb.run_daemon_phase(
+                        run_dir, rounds, arrivals, http_port, broker.port,
+                        extra_config=DISPLAY_CONFIG.format(port=display_port),
+                        load=load if kind == "stressed" else None, priority=priority)
+                    runs[kind].append({t: figures(v) for t, v in samples.items()})
+        finally:
+            subscriber.loop_stop()
+            subscriber.disconnect()
+            server.shutdown()
+            broker.stop()
+            if not state_dir:
+                shutil.rmtree(work, ignore_errors=True)
     finally:
-        subscriber.loop_stop()
-        subscriber.disconnect()
-        server.shutdown()
-        broker.stop()
-        if not state_dir:
-            shutil.rmtree(work, ignore_errors=True)
-    summary: dict[str, Any] = {"cards": rounds * 13, "repeat": repeat, "runs": runs,
+        os.sched_setscheduler(0, own_policy, own_param)  # the caller's own priority again
+    summary: dict[str, Any] = {"cards": rounds * lb.CARDS_A_ROUND, "repeat": repeat, "runs": runs,
                                "daemon_nice": priority.nice,
                                "daemon_rtprio": priority.rtprio,
                                "receivers_rtprio": RECEIVERS_RTPRIO if receivers_rt else 0,
@@ -331,11 +335,11 @@ def main() -> int:
     parser.add_argument("--daemon-nice", type=int, default=None, metavar="N",
                         help="the daemon's niceness (default: its unit's Nice=, as root)")
     parser.add_argument("--daemon-rtprio", type=int, default=None, metavar="N",
-                        help="the daemon's real-time grant, 0 for none (default: its unit's "
-                             "LimitRTPRIO=, as root)")
+                        help="the real-time priority the daemon's config asks for, 0 for none "
+                             "(default: its unit's LimitRTPRIO=, as root)")
     parser.add_argument("--receivers-normal", action="store_true",
-                        help="the bench's receivers and broker at the normal priority, beside "
-                             "the load (default as root: real-time, as a backend elsewhere)")
+                        help="the bench's receivers at the normal priority, beside the load "
+                             "(default as root: real-time, as a backend elsewhere)")
     parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS,
                         metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT", "STRESSORS"))
     args = parser.parse_args()

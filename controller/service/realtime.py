@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("pokdeng.realtime")
 
+
 @dataclass(frozen=True)
 class CardPathThread:
     """A thread a card passes through, by its role (for the log) and its kernel id."""
