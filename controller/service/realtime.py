@@ -1,4 +1,4 @@
-"""A real-time priority for the threads a card passes through, when the config asks for one.
+"""Real-time priorities for the daemon, when the config asks: the card path, then the rest.
 
 On a busy table PC (a kiosk browser, an operator's commands, status polls, a broker catching
 up) a card waits behind whatever else holds a core. ``Nice=-10`` is a weight, not a promise:
@@ -6,12 +6,25 @@ the stress bench measured a card's p99 at 4.1-4.6 times a quiet PC's with it, wi
 35 ms (docs/benchmarks.md, "Under load at the table PC"). So with ``realtime_priority: N`` in
 its config (config/example.yaml: 10) the daemon runs, from READY on, the threads on a card's
 way ``SCHED_RR`` at priority N: the owner loop (the thread that starts the daemon), the device
-readers, and each transport's delivery thread with its network thread. Everything else keeps
-the normal priority: the display's pages, the control socket, health and metrics, and the
-housekeeping children (the journal check, retention), which run at idle priority anyway.
-Start-up and recovery stay at the normal priority too: replaying a long journal is seconds of
-work that must not take a core from the rest of the PC. The priority is never handed down
+readers, and each transport's delivery thread with its network thread. Start-up and recovery
+stay at the normal priority: replaying a long journal is seconds of work that must not take a
+core from the rest of the PC. The card path's priority is never handed down
 (``SCHED_RESET_ON_FORK``): what these threads start begins at the normal priority.
+
+The rest of the daemon (the display's pages, the control socket, health and metrics, the
+housekeeping threads) goes to ``SCHED_RR`` priority 1 (``REST_PRIORITY``) at the same moment:
+below the card path, above the PC's other work. Not for its own sake: all of the daemon's
+threads share one interpreter lock, and a card thread that needs it waits for whichever
+thread holds it. At the normal priority that holder could be preempted by a browser or a
+broker while holding it, and the card waited with it (a stress trace: both senders stalled
+12 ms at once, docs/benchmarks.md). These threads do hand their priority down, so a page's
+stream or a control connection that starts later runs at 1 too (the journal check's thread,
+which the owner loop starts after READY, begins at the normal priority: it only waits for its
+child); the housekeeping children
+(the journal check, retention) lower themselves to idle priority before they run
+(``durability/idle_child.py``). The lock bounds the daemon's Python work to one core
+whatever its priority, and the display and control socket admit their clients as before
+(a flood of pages is refused, not served at priority 1).
 
 An unprivileged daemon needs the unit's permission, ``LimitRTPRIO=`` (systemd/
 pokdeng-table.service). The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % by
@@ -43,6 +56,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("pokdeng.realtime")
 
+#: the rest of the daemon's threads when the card path is raised: above the PC's other work
+REST_PRIORITY = 1
+
 #: how long a thread waiting for the interpreter lock lets its holder run before asking for it
 #: (Python's default: 5 ms); a thread that does nothing else gives it up sooner anyway
 SWITCH_INTERVAL_S = 0.0005
@@ -66,6 +82,28 @@ def card_path_threads(drivers: Iterable[Driver], outbox: Outbox | None) -> list[
     return threads
 
 
+def threads_of_this_process() -> list[int]:
+    """The kernel ids of this process's threads, now."""
+    return [int(task) for task in os.listdir("/proc/self/task")]
+
+
+def raise_the_rest(others: Iterable[int], refused: list[str]) -> int:
+    """``others`` to SCHED_RR at ``REST_PRIORITY``, handed down to the threads they start;
+    returns how many. A refusal is added to ``refused`` (once, with the count)."""
+    raised, failures = 0, []
+    for tid in others:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_RR, os.sched_param(REST_PRIORITY))
+            raised += 1
+        except ProcessLookupError:
+            continue  # ended meanwhile
+        except OSError as exc:
+            failures.append(exc.strerror or str(exc))
+    if failures:
+        refused.append(f"{len(failures)} other thread(s): {failures[0]}")
+    return raised
+
+
 def shorten_lock_handover() -> float:
     """From here on a waiting card thread gets the interpreter lock within ~0.5 ms of asking
     (``SWITCH_INTERVAL_S``); returns the interval set, in seconds."""
@@ -73,8 +111,10 @@ def shorten_lock_handover() -> float:
     return sys.getswitchinterval()
 
 
-def raise_card_path(threads: list[CardPathThread], priority: int) -> list[str]:
-    """Put ``threads`` in SCHED_RR at ``priority``; returns the roles raised. Refusals are
+def raise_card_path(threads: list[CardPathThread], priority: int,
+                    others: Iterable[int] | None = None) -> list[str]:
+    """Put ``threads`` in SCHED_RR at ``priority`` and ``others`` (default: every other
+    thread of this process) at ``REST_PRIORITY``; returns the roles raised. Refusals are
     logged (once, together) and leave those threads as they were."""
     if priority <= 0:
         return []
@@ -91,9 +131,13 @@ def raise_card_path(threads: list[CardPathThread], priority: int) -> list[str]:
             raised.append(thread.role)
         except OSError as exc:
             refused.append(f"{thread.role}: {exc.strerror or exc}")
+    if others is None:
+        card_path = {thread.native_id for thread in threads}
+        others = [tid for tid in threads_of_this_process() if tid not in card_path]
+    rest = raise_the_rest(others, refused)
     if raised:
         log.info("card path at real-time priority", policy="SCHED_RR", priority=priority,
-                 threads=raised)
+                 threads=raised, rest_of_daemon=rest, rest_priority=REST_PRIORITY)
     if refused:
         log.warning("real-time priority refused; these threads keep the normal priority "
                     "(docs/install.md, \"Other work on the table PC\")",

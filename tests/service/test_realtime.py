@@ -21,6 +21,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from controller.service import realtime
+from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
@@ -29,9 +30,13 @@ from support.daemon_helpers import (
     edited_config,
     start_daemon,
     stop_daemon,
+    wait_status,
 )
+from support.display_helpers import SseReader, free_port
+from support.waiting import wait_until
 
 SCHED_OTHER, SCHED_RR = 0, 2
+SCHED_RR_RESET_ON_FORK = SCHED_RR | os.SCHED_RESET_ON_FORK
 GRANT = 10
 
 
@@ -91,31 +96,49 @@ def ready_daemon(short_dir: Path, panel: LinePanelPty,
 
 @pytest.mark.slow
 @pytest.mark.mosquitto
-def test_the_card_path_and_nothing_else_takes_the_granted_priority(
+def test_the_card_path_takes_the_granted_priority_and_the_rest_of_the_daemon_the_lowest(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty], mosquitto) -> None:
     if not realtime_allowed():
         pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
     transports = {"file": {"path": str(short_dir / "events.jsonl")},
                   # a second transport, with a network thread of its own
                   "mqtt": {"host": "127.0.0.1", "port": mosquitto.port}}
-    with ready_daemon(short_dir, devices[1], realtime_priority=GRANT,
-                      transports=transports) as (proc, log):
-        threads = policies(proc.pid)
+    port = free_port()
+    with ready_daemon(short_dir, devices[1], realtime_priority=GRANT, transports=transports,
+                      display={"listen": f"127.0.0.1:{port}"}) as (proc, log):
+        # the check after READY runs on a thread the owner loop started, so at the normal
+        # priority (its child goes to idle priority): wait until it is over
+        wait_status(ControlClient(str(short_dir / "control.sock")),
+                    lambda s: s.get("journal_check", {}).get("state") == "ok")
         raised = log_records(log, "card path at real-time priority")
         assert len(raised) == 1 and raised[0]["priority"] == GRANT
         roles = raised[0]["threads"]
         assert roles[0] == "owner loop"
         assert {"driver shoe", "driver panel", "delivery file", "delivery mqtt",
                 "network mqtt"} <= set(roles), roles
-        realtime = {tid for tid, (policy, _) in threads.items() if policy == SCHED_RR}
-        assert proc.pid in realtime  # the owner loop is the main thread
-        # exactly those: nothing they started inherited it (the journal check's thread,
-        # started by the owner loop after READY, would be one more)
-        assert len(realtime) == len(roles)
-        assert all(threads[tid] == (SCHED_RR, GRANT) for tid in realtime)
-        # the display, the control socket, the checkpoints, the history guard...: normal
-        others = [tid for tid in threads if tid not in realtime]
-        assert others and all(threads[tid][0] == SCHED_OTHER for tid in others)
+        threads = policies(proc.pid)
+        card_path = {tid for tid, (_, priority) in threads.items() if priority == GRANT}
+        assert proc.pid in card_path  # the owner loop is the main thread
+        assert len(card_path) == len(roles)
+        assert all(threads[tid] == (SCHED_RR, GRANT) for tid in card_path)
+        # never handed down (the flag is not in /proc's policy field)
+        assert {os.sched_getscheduler(tid) for tid in card_path} == {SCHED_RR_RESET_ON_FORK}
+        # the display, the control socket, the checkpoints, the history guard...: every other
+        # thread at the lowest real-time priority, handed down to what they start
+        rest = {tid: threads[tid] for tid in threads if tid not in card_path}
+        assert len(rest) == raised[0]["rest_of_daemon"]
+        assert set(rest.values()) == {(SCHED_RR, realtime.REST_PRIORITY)}, rest
+        assert {os.sched_getscheduler(tid) for tid in rest} == {SCHED_RR}
+        # a page that connects after READY: the display's new thread for it starts there too
+        page = SseReader(port)
+        try:
+            wait_until(lambda: page.messages, 10, "the page's first message")
+            now = policies(proc.pid)
+            started = [tid for tid in now if tid not in threads]
+            assert started, "the stream's thread"
+            assert {now[tid] for tid in started} == {(SCHED_RR, realtime.REST_PRIORITY)}
+        finally:
+            page.close()
 
 
 @pytest.mark.slow
@@ -168,7 +191,8 @@ def test_a_waiting_thread_is_handed_the_interpreter_lock_sooner() -> None:
 
 def test_a_refusal_is_logged_and_the_rest_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread the kernel will not raise (here: one that has ended, so its id is gone)
-    is named in one warning; the others are raised all the same."""
+    is named in one warning; the others are raised all the same, the card path's never
+    handed down, the rest's handed down."""
     if not realtime_allowed():
         pytest.skip("this machine refuses SCHED_RR to root (no real-time budget)")
     # a logger not yet bound: a daemon configured earlier in this process would keep it
@@ -178,20 +202,26 @@ def test_a_refusal_is_logged_and_the_rest_is_raised(monkeypatch: pytest.MonkeyPa
     ended.start()
     ended.join()
     stop = threading.Event()
-    alive = threading.Thread(target=stop.wait)
+    alive, other = (threading.Thread(target=stop.wait) for _ in range(2))
     alive.start()
+    other.start()
     try:
         with capture_logs() as logs:
             raised = realtime.raise_card_path(
                 [realtime.CardPathThread("gone", ended.native_id),
                  realtime.CardPathThread("alive", alive.native_id),
-                 realtime.CardPathThread("not started", None)], 1)
+                 realtime.CardPathThread("not started", None)], 1,
+                others=[other.native_id, ended.native_id])  # never the test's own threads
         assert raised == ["alive"]
-        assert os.sched_getscheduler(alive.native_id) == os.SCHED_RR | os.SCHED_RESET_ON_FORK
+        assert os.sched_getscheduler(alive.native_id) == SCHED_RR_RESET_ON_FORK
+        assert os.sched_getscheduler(other.native_id) == SCHED_RR
+        assert os.sched_getparam(other.native_id).sched_priority == realtime.REST_PRIORITY
         [refused] = [entry for entry in logs if entry["log_level"] == "warning"]
         assert refused["event"].startswith("real-time priority refused")
         assert [line.split(":")[0] for line in refused["refused"]] == ["gone"]
-        assert [entry["threads"] for entry in logs if entry["log_level"] == "info"] == [["alive"]]
+        [info] = [entry for entry in logs if entry["log_level"] == "info"]
+        assert info["threads"] == ["alive"] and info["rest_of_daemon"] == 1
     finally:
         stop.set()
         alive.join()
+        other.join()
