@@ -36,7 +36,10 @@ A priority does not reach the interpreter lock: a card thread that wakes while t
 feed or a status reader holds it waits until the holder is asked to let go, every
 ``sys.getswitchinterval()`` (5 ms by default). A stress trace showed exactly that: the owner
 woken by the shoe's reader, then asleep 4.3 ms behind the display feed. So from READY on the
-daemon asks for the lock back after ``SWITCH_INTERVAL_S`` (0.5 ms), whatever its priority.
+daemon asks for the lock back after ``SWITCH_INTERVAL_S`` (1 ms), whatever its priority. Not
+shorter: at 0.5 ms a flood of 200 control clients took 20-30 % longer to serve (more forced
+hand-overs between its threads); at 1 ms no longer than at 5 ms, and under the stress bench's
+load as good as 0.5 ms (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ REST_PRIORITY = 1
 
 #: how long a thread waiting for the interpreter lock lets its holder run before asking for it
 #: (Python's default: 5 ms); a thread that does nothing else gives it up sooner anyway
-SWITCH_INTERVAL_S = 0.0005
+SWITCH_INTERVAL_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def raise_the_rest(others: Iterable[int], refused: list[str]) -> int:
 
 
 def shorten_lock_handover() -> float:
-    """From here on a waiting card thread gets the interpreter lock within ~0.5 ms of asking
+    """From here on a waiting card thread gets the interpreter lock within ~1 ms of asking
     (``SWITCH_INTERVAL_S``); returns the interval set, in seconds."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     return sys.getswitchinterval()
