@@ -20,11 +20,11 @@ broker while holding it, and the card waited with it (a stress trace: both sende
 12 ms at once, docs/benchmarks.md). These threads do hand their priority down, so a page's
 stream or a control connection that starts later runs at 1 too (the journal check's thread,
 which the owner loop starts after READY, begins at the normal priority: it only waits for its
-child); the housekeeping children
-(the journal check, retention) lower themselves to idle priority before they run
-(``durability/idle_child.py``). The lock bounds the daemon's Python work to one core
-whatever its priority, and the display and control socket admit their clients as before
-(a flood of pages is refused, not served at priority 1).
+child); the housekeeping children (the journal check, retention) lower themselves to idle
+priority before they run (``durability/idle_child.py``). The lock bounds the daemon's Python
+work to one core whatever its priority, and the display and control socket admit clients as
+before: the pages and callers they take are served at 1, a flood beyond their limits is
+refused.
 
 An unprivileged daemon needs the unit's permission, ``LimitRTPRIO=`` (systemd/
 pokdeng-table.service). The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % by
@@ -90,9 +90,9 @@ def threads_of_this_process() -> list[int]:
     return [int(task) for task in os.listdir("/proc/self/task")]
 
 
-def raise_the_rest(others: Iterable[int], refused: list[str]) -> int:
+def raise_the_rest(others: Iterable[int]) -> tuple[int, str | None]:
     """``others`` to SCHED_RR at ``REST_PRIORITY``, handed down to the threads they start;
-    returns how many. A refusal is added to ``refused`` (once, with the count)."""
+    returns how many, and what was refused (once, with the count) or None."""
     raised, failures = 0, []
     for tid in others:
         try:
@@ -103,8 +103,8 @@ def raise_the_rest(others: Iterable[int], refused: list[str]) -> int:
         except OSError as exc:
             failures.append(exc.strerror or str(exc))
     if failures:
-        refused.append(f"{len(failures)} other thread(s): {failures[0]}")
-    return raised
+        return raised, f"{len(failures)} other thread(s): {failures[0]}"
+    return raised, None
 
 
 def shorten_lock_handover() -> float:
@@ -137,7 +137,9 @@ def raise_card_path(threads: list[CardPathThread], priority: int,
     if others is None:
         card_path = {thread.native_id for thread in threads}
         others = [tid for tid in threads_of_this_process() if tid not in card_path]
-    rest = raise_the_rest(others, refused)
+    rest, rest_refused = raise_the_rest(others)
+    if rest_refused is not None:
+        refused.append(rest_refused)
     if raised:
         log.info("card path at real-time priority", policy="SCHED_RR", priority=priority,
                  threads=raised, rest_of_daemon=rest, rest_priority=REST_PRIORITY)
