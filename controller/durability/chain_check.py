@@ -38,6 +38,7 @@ from controller.durability.journal import (
     read_base,
     walker_from,
 )
+from controller.durability.write_lock import write_transaction
 
 #: records per read transaction: ~0.1 s of walking, so no snapshot is held for long
 STEP_RECORDS = 10_000
@@ -168,14 +169,8 @@ def load_mark(conn: sqlite3.Connection, chain: ChainHash) -> tuple[Mark | None, 
 def store_mark(conn: sqlite3.Connection, mark: Mark, chain: ChainHash) -> None:
     """Replace the stored mark in one short write transaction."""
     text = mark.to_json()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         conn.execute(_SCHEMA)
         conn.execute("INSERT INTO verified(id, mark, digest) VALUES (1, ?, ?)"
                      " ON CONFLICT(id) DO UPDATE SET mark=excluded.mark,"
                      " digest=excluded.digest", (text, checkpoints.digest(text, chain)))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise

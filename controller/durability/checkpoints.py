@@ -22,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 from typing import TYPE_CHECKING
 
 from controller.durability.chain import ChainHash
 from controller.durability.journal import ArchiveBase, Journal, JournalError
+from controller.durability.write_lock import write_transaction
 
 if TYPE_CHECKING:
     from controller.table.machine import TableMachine
@@ -50,20 +52,16 @@ def digest(text: str, chain: ChainHash | None = None) -> str:
     return mac if mac is not None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def store(conn: sqlite3.Connection, base: ArchiveBase, chain: ChainHash | None = None) -> None:
-    """Replace the stored checkpoint with ``base``, in one durable transaction."""
+def store(conn: sqlite3.Connection, base: ArchiveBase, chain: ChainHash | None = None, *,
+          lock: threading.Lock | None = None) -> None:
+    """Replace the stored checkpoint with ``base``, in one durable transaction (``lock``: the
+    journal's ``writer_lock``, when other threads of this process write to it)."""
     text = base.to_json()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn, lock=lock):
         conn.execute(_SCHEMA)
         conn.execute("INSERT INTO checkpoint(id, base, digest) VALUES (1, ?, ?)"
                      " ON CONFLICT(id) DO UPDATE SET base=excluded.base,"
                      " digest=excluded.digest", (text, digest(text, chain)))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 def save_at_shoe_end(journal: Journal, machine: TableMachine) -> ArchiveBase:
@@ -79,7 +77,7 @@ def save_at_shoe_end(journal: Journal, machine: TableMachine) -> ArchiveBase:
     base = ArchiveBase(journal.record_count(), journal.last_hash(), journal.last_event_seq(),
                        checkpoint)
     try:
-        store(journal.database(), base, journal.chain)
+        store(journal.database(), base, journal.chain, lock=journal.writer_lock)
     except sqlite3.Error as exc:
         raise JournalError(f"{journal.path}: checkpoint not written: {exc}") from exc
     return base

@@ -41,6 +41,7 @@ from controller.durability.journal import (
     open_read_only,
     read_chain,
 )
+from controller.durability.write_lock import write_transaction
 from controller.table.records import MachineSettings
 
 
@@ -195,18 +196,12 @@ def _start_journal(path: Path, key: bytes | None, continuation: Continuation,
     try:
         origin = continuation.origin_hash(read_chain(conn, key, path))
         base = ArchiveBase(0, origin, continuation.after_seq, checkpoint)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
                              [("continued", continuation.to_json()),
                               ("archive_base", base.to_json())])
             conn.execute("INSERT INTO head(id, records, last_hash) VALUES (1, 0, ?)",
                          (origin,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise JournalError(f"{path}: the new journal was not written: {exc}") from None
     finally:

@@ -36,6 +36,7 @@ from typing import Any
 
 from controller.durability.chain import ChainHash, ChainKeyProblem, chain_for
 from controller.durability.disk import fsync_directory
+from controller.durability.write_lock import write_transaction, writer_lock
 from controller.table.inputs import Input, ScriptError, from_dict, to_dict
 
 GENESIS_HASH = "0" * 64
@@ -319,6 +320,8 @@ class Journal:
             raise JournalError(f"{self.path}: directory {self.path.parent} does not exist")
         self._conn = connect(self.path, new=created)
         self._lock = threading.Lock()  # guards against accidental use from two threads
+        #: taken by every writer to this file in this process (write_lock.py)
+        self.writer_lock = writer_lock(self.path)
         try:
             self._conn.executescript(_SCHEMA)
             row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -415,8 +418,7 @@ class Journal:
                     appended.append(JournaledEvent(n, seq, body, digest, next(event_types)))
                 prev = digest
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
+                with write_transaction(self._conn, lock=self.writer_lock):
                     self._conn.executemany(
                         "INSERT INTO records(n, kind, event_seq, written, body, prev_hash, hash)"
                         " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -424,11 +426,6 @@ class Journal:
                         "INSERT INTO head(id, records, last_hash) VALUES (1, ?, ?)"
                         " ON CONFLICT(id) DO UPDATE SET records=excluded.records,"
                         " last_hash=excluded.last_hash", (n, prev))
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 raise JournalError(f"{self.path}: write failed: {exc}") from exc
             first = self._records + 1

@@ -67,6 +67,7 @@ from controller.durability.journal import (
     walker_from,
 )
 from controller.durability.recovery import RecoveryError, replay
+from controller.durability.write_lock import write_transaction
 
 if TYPE_CHECKING:
     from controller.table.records import MachineSettings
@@ -406,8 +407,7 @@ def _commit_cut(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBase 
                 cut: _Cut) -> ArchiveBase:
     """Delete the archived records and record the new base, in one transaction; returns
     the new base."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         if read_base(conn) != base:
             raise ArchiveError(f"{journal_path}: another archive run moved the journal's base; "
                                "nothing removed")
@@ -420,12 +420,7 @@ def _commit_cut(conn: sqlite3.Connection, journal_path: Path, base: ArchiveBase 
         conn.execute("INSERT INTO meta(key, value) VALUES ('archive_base', ?) "
                      "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                      (new_base.to_json(),))
-        conn.execute("COMMIT")
-        return new_base
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    return new_base
 
 
 def _drop_leftovers(directory: Path, base: ArchiveBase | None) -> None:

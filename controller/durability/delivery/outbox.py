@@ -52,6 +52,7 @@ from controller.durability.delivery.anchors import (
 )
 from controller.durability.delivery.handoff import HandedEvent, Handoff
 from controller.durability.journal import JournaledEvent, JournalError, connect, read_base
+from controller.durability.write_lock import write_transaction, writer_lock
 from controller.transports import Transport, TransportError
 
 log = logging.getLogger("pokdeng.outbox")
@@ -147,6 +148,10 @@ class _Worker:
     def _run(self) -> None:
         stop = self.outbox._stop
         conn = connect(self.outbox.path, synchronous="NORMAL")
+        # Its commits hold the journal's writer_lock: a WAL checkpoint run from one of them
+        # (SQLite's autocheckpoint) would hold the owner's next append behind it. The daemon
+        # checkpoints on a thread of its own; without it, the journal's connection does.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         try:
             self._set_state("ok")
             log.info("outbox %s: starting after seq %d", self.name, self.delivered_seq)
@@ -348,8 +353,9 @@ class _Worker:
         if seq == self.recorded_seq or (due_only and time.monotonic() < self.record_due):
             return
         try:
-            conn.execute("UPDATE delivery SET last_seq=?, updated=? WHERE transport=?",
-                         (seq, time.time(), self.name))
+            with write_transaction(conn, lock=self.outbox.writer_lock):
+                conn.execute("UPDATE delivery SET last_seq=?, updated=? WHERE transport=?",
+                             (seq, time.time(), self.name))
             self.recorded_seq = seq
         except sqlite3.Error as exc:
             # Delivered but not remembered: a restart would send these again (allowed).
@@ -404,6 +410,8 @@ class Outbox:
         ``archives``: where resends find archived shoes (default: beside the journal, plain
         chain; a keyed journal's needs its key)."""
         self.path = Path(journal_path)
+        #: taken with the journal's other writers in this process (write_lock.py)
+        self.writer_lock = writer_lock(self.path)
         self.archives = archives or ArchiveSource.beside(self.path)
         self.idle_poll_s = idle_poll_s
         self.on_backend_change = on_backend_change

@@ -1,0 +1,160 @@
+"""Write transactions on the journal (write_lock.py): writers of one process take turns on the
+process's lock and never meet SQLite's busy handler; against another process's transaction,
+``begin`` waits about as long as that transaction lasts and gives up after its timeout."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.durability.journal import Journal, connect
+from controller.durability.write_lock import begin, write_transaction, writer_lock
+
+#: another process holding the journal's write lock: it says "held", holds the lock for the
+#: seconds given on its command line, commits, and says when (CLOCK_MONOTONIC, shared by
+#: every process on Linux)
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE head SET records = records")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+print(time.monotonic(), flush=True)
+"""
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    path = tmp_path / "journal.sqlite"
+    Journal(path).close()
+    return path
+
+
+def holding_process(path: Path, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def hold_in_thread(path: Path, lock: threading.Lock | None, seconds: float
+                   ) -> tuple[threading.Thread, threading.Event]:
+    """A thread of this process in a write transaction on its own connection for ``seconds``;
+    the event is set once it holds SQLite's lock."""
+    held = threading.Event()
+
+    def hold() -> None:
+        conn = connect(path, check_same_thread=False)
+        try:
+            with write_transaction(conn, lock=lock):
+                conn.execute("UPDATE head SET records = records")
+                held.set()
+                time.sleep(seconds)
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert held.wait(10)
+    return thread, held
+
+
+def test_writers_of_one_process_take_turns_on_its_lock(journal_path: Path) -> None:
+    # timeout_s=0: the second writer's BEGIN must succeed at its first try, which it can only
+    # do if it waited on the process's lock while the first one held SQLite's
+    thread, _ = hold_in_thread(journal_path, writer_lock(journal_path), 0.2)
+    conn = connect(journal_path)
+    try:
+        began = time.monotonic()
+        with write_transaction(conn, lock=writer_lock(journal_path), timeout_s=0):
+            conn.execute("INSERT INTO meta(key, value) VALUES ('second', 'writer')")
+        assert time.monotonic() - began >= 0.1  # it waited for the first writer
+        assert conn.execute("SELECT value FROM meta WHERE key='second'").fetchone() == (
+            "writer",)
+    finally:
+        thread.join()
+        conn.close()
+
+
+def test_without_the_lock_the_second_writer_meets_the_first(journal_path: Path) -> None:
+    # the same two writers without the process's lock: SQLite says the journal is locked
+    thread, _ = hold_in_thread(journal_path, None, 0.2)
+    conn = connect(journal_path)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            with write_transaction(conn, timeout_s=0):
+                conn.execute("INSERT INTO meta(key, value) VALUES ('second', 'writer')")
+        assert not conn.in_transaction
+    finally:
+        thread.join()
+        conn.close()
+
+
+def test_one_lock_per_journal_file_however_it_is_named(journal_path: Path,
+                                                       tmp_path: Path) -> None:
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(journal_path)
+    other = tmp_path / "other.sqlite"
+    assert writer_lock(link) is writer_lock(journal_path)
+    assert writer_lock(str(journal_path)) is writer_lock(journal_path)
+    assert writer_lock(other) is not writer_lock(journal_path)
+    assert Journal(journal_path).writer_lock is writer_lock(link)
+
+
+def test_another_process_s_lock_is_waited_for_until_the_timeout(journal_path: Path) -> None:
+    holder = holding_process(journal_path, 3.0)
+    conn = connect(journal_path)
+    try:
+        began = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            begin(conn, timeout_s=0.3)
+        assert time.monotonic() - began >= 0.3
+        assert not conn.in_transaction
+        # SQLite's own busy handler is back to what the connection had
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10000
+    finally:
+        holder.kill()
+        holder.wait()
+        conn.close()
+
+
+def test_the_wait_ends_soon_after_the_other_process_commits(journal_path: Path) -> None:
+    # 335 ms: SQLite's busy handler, sleeping 100 ms at a time by then, would try again only
+    # at 428 ms, ~90 ms after the commit; begin tries every 5 ms at that point
+    holder = holding_process(journal_path, 0.335)
+    conn = connect(journal_path)
+    try:
+        with write_transaction(conn):
+            got_it = time.monotonic()
+            conn.execute("INSERT INTO meta(key, value) VALUES ('after', 'holder')")
+        out, _ = holder.communicate(timeout=10)
+        committed = float(out.strip())
+        assert 0 <= got_it - committed < 0.06, f"{(got_it - committed) * 1000:.1f} ms late"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        conn.close()
+
+
+def test_a_failed_block_is_rolled_back_and_leaves_the_lock_free(journal_path: Path) -> None:
+    lock = writer_lock(journal_path)
+    conn = connect(journal_path)
+    try:
+        with pytest.raises(RuntimeError):
+            with write_transaction(conn, lock=lock):
+                conn.execute("INSERT INTO meta(key, value) VALUES ('lost', 'row')")
+                raise RuntimeError("the block failed")
+        assert not conn.in_transaction and not lock.locked()
+        assert conn.execute("SELECT 1 FROM meta WHERE key='lost'").fetchone() is None
+    finally:
+        conn.close()
+
