@@ -5,6 +5,8 @@ Runs, in this order, and prints one table of figures at the end:
 - exact RTP: the whole ``pokdeng-table rtp`` process, timed (start-up included), 3 runs;
 - replay: rounds/s and one whole shoe's replay time, 3 runs (bench/replay_bench.py);
 - journal: appends/s with an fsync per input, p50/p99 (bench/journal_bench.py, on --dir);
+  how late a writer gets the journal after another process's write transaction
+  (bench/write_lock_bench.py);
 - latency: card frame on the shoe's pty -> ``card_dealt`` at an MQTT subscriber and at an HTTP
   server, through the real daemon, p50/p99 against a durable bare relay (read, parse, one
   fsync'd SQLite commit, send) with the goals' ratios, and a bare relay (no journal), each
@@ -108,7 +110,21 @@ def journal_rows(shoes: int, directory: str | None) -> list[Row]:
          f"{f['events_per_s']:,.0f} events/s; on {f['directory']}"),
         ("journal append p50 / p99", f"{f['p50_ms']:.2f} / {f['p99_ms']:.2f} ms", ""),
         ("journal verify", f"{f['verify_records_per_s']:,.0f} records/s", ""),
+        *write_lock_rows(),
     ]
+
+
+def write_lock_rows() -> list[Row]:
+    """How late a writer gets the journal after another process's 4 ms transaction."""
+    from bench.write_lock_bench import measure
+
+    late = {row["case"]: row for row in measure()["rows"] if row["hold_ms"] == 4.0}
+    busy, ours = (late[f"process, {how}"] for how in ("SQLite's busy handler",
+                                                       "write_lock.begin"))
+    return [("journal write lock, late after 4 ms held",
+             f"{ours['p50']:.2f} / {ours['max']:.2f} ms",
+             f"p50 / max after another process's commit; SQLite's busy handler "
+             f"{busy['p50']:.2f} / {busy['max']:.2f} ms")]
 
 
 def latency_rows(rounds: int, repeat: int) -> list[Row]:

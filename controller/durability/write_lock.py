@@ -9,10 +9,10 @@ the tail, so every write transaction on a journal begins here:
   (``writer_lock``). In the daemon these are the owner's appends and shoe-end checkpoints and
   each sender's delivery position. They queue on that lock and are handed it as soon as it is
   free; they never meet SQLite's busy handler against one another.
-* Against another process, ``BEGIN`` is tried again every 0.1 ms at first, then less often, for
-  up to ``timeout_s``. Other processes are the housekeeping children's marks and cuts and an
-  operator's ``journal`` command. A card then waits about as long as the other process holds
-  the lock, not up to twice as long.
+* Against another process, ``BEGIN`` is tried again every 0.1 ms for the first ~20 ms, then
+  less often, for up to ``timeout_s``. Other processes are the housekeeping children's marks
+  and cuts and an operator's ``journal`` command. A card then waits about as long as the
+  other process holds the lock, not up to twice as long.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from pathlib import Path
 
 #: how long a writer waits for another process's write transaction before it gives up
 TIMEOUT_S = 10.0
-#: (attempts, pause): 20 tries 0.1 ms apart (the first 2 ms, where a short transaction of
-#: another process ends), then every 0.5 ms up to ~50 ms, then every 5 ms
-RETRY_STEPS = ((20, 0.0001), (96, 0.0005))
+#: (attempts, pause): tries 0.1 ms apart for the first ~20 ms (a cut or a mark of another
+#: process ends within that), then every 1 ms up to ~0.2 s, then every 5 ms; a try costs a
+#: few microseconds
+RETRY_STEPS = ((150, 0.0001), (180, 0.001))
 LAST_PAUSE_S = 0.005
 
 _SQLITE_BUSY = 5
