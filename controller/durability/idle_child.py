@@ -13,12 +13,14 @@ child answers with one JSON object on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 IONICE = shutil.which("ionice")
@@ -44,6 +46,40 @@ def lower_own_priority() -> None:
     if IONICE:
         subprocess.run([IONICE, "-c", "3", "-p", str(os.getpid())], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def writing_at_normal_priority() -> Iterator[None]:
+    """Around a write transaction on the journal: a thread at idle priority (a housekeeping
+    child, a ``journal`` command) goes back to the normal priority while it holds the
+    journal's write lock, and down again after.
+
+    At idle priority the PC's other work can keep it off the CPU for as long as it likes, and
+    the table's next append would wait that long for the lock. The kernel allows it to root
+    and, for the daemon's children, to the units' ``LimitNICE=+0``. Where it refuses, the
+    write goes ahead at idle priority. Anywhere else (the daemon's own threads) this does
+    nothing."""
+    try:
+        lowered = os.sched_getscheduler(0) == os.SCHED_IDLE
+    except OSError:
+        lowered = False
+    raised, nice = False, 0
+    if lowered:
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            raised = True
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError:
+            pass  # not allowed (no LimitNICE=): as low as it is, or SCHED_OTHER at its nice
+    try:
+        yield
+    finally:
+        if raised:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 class IdleChild:

@@ -19,6 +19,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from controller.durability.idle_child import writing_at_normal_priority
+
 #: pages per step (4 KiB pages: 2 MiB), one short write transaction each
 STEP_PAGES = 512
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
@@ -45,7 +47,8 @@ def release_free_pages(conn: sqlite3.Connection, step_pages: int = STEP_PAGES,
         if before == 0:
             return released
         # executescript steps the pragma to its end (execute() would free a single page)
-        conn.executescript(f"PRAGMA incremental_vacuum({int(step_pages)});")
+        with writing_at_normal_priority():  # each step is a write transaction of its own
+            conn.executescript(f"PRAGMA incremental_vacuum({int(step_pages)});")
         after = free_pages(conn)
         if after >= before:
             return released  # nothing moved (a reader holds the pages): the next run goes on

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from controller.durability.idle_child import writing_at_normal_priority
+
 #: how long a writer waits for another process's write transaction before it gives up
 TIMEOUT_S = 10.0
 #: (attempts, pause): tries 0.1 ms apart for the first ~20 ms (a cut or a mark of another
@@ -85,13 +87,14 @@ def write_transaction(conn: sqlite3.Connection, *, lock: threading.Lock | None =
                       mode: str = "IMMEDIATE", timeout_s: float = TIMEOUT_S) -> Iterator[None]:
     """One write transaction on ``conn``: committed when the block ends, rolled back when it
     raises. ``lock`` (``writer_lock(path)``) is held from before ``BEGIN`` until after the
-    commit."""
+    commit. A thread at idle priority holds the journal at the normal one (idle_child.py)."""
     with lock if lock is not None else nullcontext():
         begin(conn, mode=mode, timeout_s=timeout_s)
-        try:
-            yield
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        with writing_at_normal_priority():
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise

@@ -62,6 +62,8 @@ def test_unit_asks_for_what_the_daemon_does() -> None:
     assert "PrivateDevices" not in d and "BindsTo" not in d
     # An explicit descriptor limit, not whatever the system's default is.
     assert int(d["LimitNOFILE"][0]) >= 1024
+    # The housekeeping children may go back to nice 0 while they hold the journal's lock.
+    assert d["LimitNICE"] == ["+0"]
 
 
 def test_sysusers_creates_the_daemon_user() -> None:
