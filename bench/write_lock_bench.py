@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.measuring import percentile  # noqa: E402
-from controller.durability.journal import Journal, connect  # noqa: E402
+from controller.durability.journal import BUSY_TIMEOUT_MS, Journal, connect  # noqa: E402
 from controller.durability.write_lock import begin, write_transaction, writer_lock  # noqa: E402
 
 HOLDS_MS = (0.3, 1.2, 4.0, 12.0)
@@ -60,7 +60,8 @@ def late_after_process(path: Path, hold_s: float, begin_with: Callable[[Any], No
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert holder.stdin is not None and holder.stdout is not None
-    conn = connect(path)
+    # write_lock.begin's tries are the whole wait only with SQLite's busy handler off
+    conn = connect(path, busy_timeout_ms=0 if begin_with is begin else BUSY_TIMEOUT_MS)
     late = []
     try:
         for _ in range(repeat):

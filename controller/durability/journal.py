@@ -249,10 +249,16 @@ def history_origin(conn: sqlite3.Connection, chain: ChainHash) -> tuple[str, int
     return continuation.origin_hash(chain), continuation.after_seq
 
 
-def connect(path: str | Path, *, synchronous: str = "FULL",
-            check_same_thread: bool = True, new: bool = False) -> sqlite3.Connection:
+#: how long SQLite's busy handler lets a statement wait for another connection's lock
+BUSY_TIMEOUT_MS = 10000
+
+
+def connect(path: str | Path, *, synchronous: str = "FULL", check_same_thread: bool = True,
+            new: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open the journal database in WAL mode; autocommit, explicit transactions. ``new``: the
-    file is being created, so it can still take incremental auto-vacuum (vacuum.py)."""
+    file is being created, so it can still take incremental auto-vacuum (vacuum.py).
+    ``busy_timeout_ms`` 0: SQLite's busy handler off, for a writer whose every transaction
+    begins in write_lock.py (in WAL mode reads never wait for a writer)."""
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=10.0,
                                check_same_thread=check_same_thread)
@@ -262,7 +268,7 @@ def connect(path: str | Path, *, synchronous: str = "FULL",
         if str(mode).lower() != "wal":
             raise JournalError(f"{path}: cannot switch to WAL mode (got {mode!r})")
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     except sqlite3.DatabaseError as exc:
         raise JournalError(f"{path}: not a usable journal database: {exc}") from None
     return conn
@@ -433,6 +439,14 @@ class Journal:
             self._last_seq = expected - 1
             self._appended = appended
             return first
+
+    def retry_busy_in_short_steps(self) -> None:
+        """From here on a write waits for another process's lock in write_lock.py's short
+        steps alone, not in SQLite's busy handler (1, 2, 5, 10 ms sleeps). For the daemon once
+        recovery is done: in WAL mode nothing else on this connection waits for a lock, but
+        for a recovery of the WAL's index, which only a start can meet."""
+        self._check_open()
+        self._conn.execute("PRAGMA busy_timeout=0")
 
     def leave_checkpoints_to_background(self, wal_bytes: int) -> None:
         """No WAL checkpoint from this connection's commits (wal_checkpoints.py runs them on

@@ -12,7 +12,12 @@ the tail, so every write transaction on a journal begins here:
 * Against another process, ``BEGIN`` is tried again every 0.1 ms for the first ~20 ms, then
   less often, for up to ``timeout_s``. Other processes are the housekeeping children's marks
   and cuts and an operator's ``journal`` command. A card then waits about as long as the
-  other process holds the lock, not up to twice as long.
+  other process holds the lock, not up to twice as long. That needs SQLite's own handler off
+  on the writer's connection (``busy_timeout`` 0: ``journal.connect(..., busy_timeout_ms=0)``,
+  ``Journal.retry_busy_in_short_steps``), set once when it opens: toggled around each
+  ``BEGIN`` it cost the card path three statements more, and under load every statement is
+  a chance to lose the interpreter lock for up to its switch interval. On a connection that
+  keeps the handler each try waits in it, which is right for the housekeeping children.
 """
 
 from __future__ import annotations
@@ -62,24 +67,19 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 
 def begin(conn: sqlite3.Connection, *, mode: str = "IMMEDIATE",
           timeout_s: float = TIMEOUT_S) -> None:
-    """``BEGIN <mode>`` on ``conn``, retried briefly while another process holds the lock.
-
-    SQLite's own busy handler is off for the attempt and back to what it was after; raises
-    ``sqlite3.OperationalError`` ("database is locked") after ``timeout_s``."""
-    restore = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    conn.execute("PRAGMA busy_timeout=0")
-    try:
-        deadline = time.monotonic() + timeout_s
-        for pause in _pauses():
-            try:
-                conn.execute(f"BEGIN {mode}")
-                return
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(pause)
-    finally:
-        conn.execute(f"PRAGMA busy_timeout={int(restore)}")
+    """``BEGIN <mode>`` on ``conn``, tried again in short steps while another process holds
+    the lock; ``sqlite3.OperationalError`` ("database is locked") after ``timeout_s``."""
+    deadline = None
+    for pause in _pauses():
+        try:
+            conn.execute(f"BEGIN {mode}")
+            return
+        except sqlite3.OperationalError as exc:
+            now = time.monotonic()
+            deadline = now + timeout_s if deadline is None else deadline
+            if not _busy(exc) or now >= deadline:
+                raise
+        time.sleep(pause)
 
 
 @contextmanager

@@ -147,7 +147,8 @@ class _Worker:
 
     def _run(self) -> None:
         stop = self.outbox._stop
-        conn = connect(self.outbox.path, synchronous="NORMAL")
+        # busy_timeout 0: its one write, the delivered position, begins in write_lock.py
+        conn = connect(self.outbox.path, synchronous="NORMAL", busy_timeout_ms=0)
         # Its commits hold the journal's writer_lock: a WAL checkpoint run from one of them
         # (SQLite's autocheckpoint) would hold the owner's next append behind it. The daemon
         # checkpoints on a thread of its own; without it, the journal's connection does.

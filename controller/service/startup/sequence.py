@@ -73,6 +73,7 @@ def start(daemon: TableDaemon) -> None:
     # Checkpoints copy the WAL into the database and fsync it: not between two inputs.
     daemon.checkpointer = WalCheckpointer(config.journal_path).start()
     journal.leave_checkpoints_to_background(daemon.checkpointer.wal_bytes)
+    journal.retry_busy_in_short_steps()
     try:
         daemon.outbox = start_outbox(config, daemon.transports, daemon.machine, journal,
                                      daemon.post)
