@@ -3,6 +3,7 @@ line panel; the display read over HTTP as a page would."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from pathlib import Path
@@ -13,10 +14,9 @@ from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
-    NotifyListener,
     cli,
     daemon_config,
-    start_daemon,
+    running_daemon,
     stop_daemon,
     wait_status,
 )
@@ -30,13 +30,8 @@ def test_the_display_follows_the_daemon_and_stops_with_it(
     port = free_port()
     config = daemon_config(short_dir, short_dir / "shoe", panel.path,
                            display={"listen": f"127.0.0.1:{port}"})
-    notify = NotifyListener(short_dir / "notify")
-    proc = start_daemon(config, notify.path, short_dir / "daemon.log")
-    reader = None
-    try:
-        notify.wait_for("READY", "1")
-        panel.wait_connected()
-        reader = SseReader(port)
+    with running_daemon(config, short_dir, panel) as (proc, _), \
+            contextlib.closing(SseReader(port)) as reader:
         reader.wait_status(lambda v: v["state"] == "no_shoe" and v["table"] == "T1")
         panel.send("new_shoe")
         view = reader.wait_status(lambda v: v["state"] == "awaiting_flip")
@@ -45,11 +40,6 @@ def test_the_display_follows_the_daemon_and_stops_with_it(
         assert state["status"]["state"] == "awaiting_flip"
         assert stop_daemon(proc) == 0
         reader.wait_for(lambda m: reader.ended, what="the stream to end with the daemon")
-    finally:
-        if reader is not None:
-            reader.close()
-        stop_daemon(proc)
-        notify.close()
 
 
 @pytest.mark.slow
@@ -62,12 +52,7 @@ def test_a_taken_display_port_costs_the_display_not_the_table(
     port = taken.getsockname()[1]
     config = daemon_config(short_dir, short_dir / "shoe", panel.path,
                            display={"listen": f"127.0.0.1:{port}"})
-    notify = NotifyListener(short_dir / "notify")
-    log = short_dir / "daemon.log"
-    proc = start_daemon(config, notify.path, log)
-    try:
-        notify.wait_for("READY", "1")
-        panel.wait_connected()
+    with contextlib.closing(taken), running_daemon(config, short_dir, panel) as (_, log):
         panel.send("new_shoe")
         wait_status(ControlClient(str(short_dir / "control.sock")),
                     lambda s: s["state"] == "awaiting_flip")
@@ -77,11 +62,6 @@ def test_a_taken_display_port_costs_the_display_not_the_table(
                    "not shown"]
         assert refused and refused[0]["level"] == "error"
         assert f"display.listen 127.0.0.1:{port}: cannot listen" in refused[0]["reason"]
-        assert stop_daemon(proc) == 0
-    finally:
-        stop_daemon(proc)
-        notify.close()
-        taken.close()
 
 
 @pytest.mark.slow
@@ -93,10 +73,7 @@ def test_watch_speaks_the_tables_language_reached_by_its_socket_alone(
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path,
                            display={"listen": f"127.0.0.1:{free_port()}", "language": "ms"})
-    notify = NotifyListener(short_dir / "notify")
-    proc = start_daemon(config, notify.path, short_dir / "daemon.log")
-    try:
-        notify.wait_for("READY", "1")
+    with running_daemon(config, short_dir):
         status = ControlClient(str(short_dir / "control.sock")).status()
         assert status["language"] == "ms"
         shown = cli("watch", "--once", "--socket", str(short_dir / "control.sock"))
@@ -105,6 +82,3 @@ def test_watch_speaks_the_tables_language_reached_by_its_socket_alone(
         assert words.step_words("en", status) not in shown.stdout
         asked = cli("watch", "--once", "--lang", "ja", "--socket", str(short_dir / "control.sock"))
         assert words.step_words("ja", status) in asked.stdout  # --lang still wins
-    finally:
-        stop_daemon(proc)
-        notify.close()

@@ -15,11 +15,9 @@ import pytest
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
-    NotifyListener,
     daemon_config,
     edited_config,
-    start_daemon,
-    stop_daemon,
+    running_daemon,
 )
 from support.waiting import wait_until
 
@@ -62,18 +60,14 @@ def test_the_daemon_keeps_its_journal_and_events_private(short_dir: Path) -> Non
     state = short_dir / "state"
     with edited_config(config) as data:
         data["transports"]["file"]["path"] = str(state / "events.jsonl")
-    notify = NotifyListener(short_dir / "notify")
-    proc = start_daemon(config, notify.path, short_dir / "daemon.log", umask=LOOSE_UMASK)
     try:
-        notify.wait_for("READY", "1")
-        panel.wait_connected()
-        panel.send("new_shoe")  # shoe_started goes to the events file
-        live = ["journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "events.jsonl"]
-        wait_for_files(state, live)
-        assert set(live) <= set(assert_private(state))
+        with running_daemon(config, short_dir, panel, umask=LOOSE_UMASK):
+            panel.send("new_shoe")  # shoe_started goes to the events file
+            live = ["journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm",
+                    "events.jsonl"]
+            wait_for_files(state, live)
+            assert set(live) <= set(assert_private(state))
     finally:
-        assert stop_daemon(proc) == 0, (short_dir / "daemon.log").read_text()[-2000:]
-        notify.close()
         shoe.close(drain_timeout=0.2)
         panel.close()
     assert {"journal.sqlite", "events.jsonl"} <= set(assert_private(state))

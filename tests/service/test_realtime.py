@@ -25,11 +25,9 @@ from controller.service.control.client import ControlClient
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
     LinePanelPty,
-    NotifyListener,
     daemon_config,
     edited_config,
-    start_daemon,
-    stop_daemon,
+    running_daemon,
     wait_status,
 )
 from support.display_helpers import SseReader, free_port
@@ -83,16 +81,8 @@ def ready_daemon(short_dir: Path, panel: LinePanelPty,
     config = daemon_config(short_dir, short_dir / "shoe", panel.path)
     with edited_config(config) as data:
         data.update(settings)
-    notify = NotifyListener(short_dir / "notify")
-    log = short_dir / "daemon.log"
-    proc = start_daemon(config, notify.path, log)
-    try:
-        notify.wait_for("READY", "1")
-        panel.wait_connected()
+    with running_daemon(config, short_dir, panel) as (proc, log):
         yield proc, log
-    finally:
-        assert stop_daemon(proc) == 0
-        notify.close()
 
 
 @pytest.mark.slow

@@ -164,6 +164,26 @@ def start_daemon(config: Path, notify: Path, log: Path, umask: int | None = None
                             preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
+@contextmanager
+def running_daemon(config: Path, directory: Path, panel: Any = None, *,
+                   umask: int | None = None) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """The daemon of ``config`` at READY, with ``panel`` (a LinePanelPty) connected if given:
+    its process and its log, ``directory``/daemon.log. A block that ends without an error
+    must be able to stop it cleanly (SIGTERM, exit 0); it is stopped in any case."""
+    notify = NotifyListener(directory / "notify")
+    log = directory / "daemon.log"
+    proc = start_daemon(config, notify.path, log, umask=umask)
+    try:
+        notify.wait_for("READY", "1")
+        if panel is not None:
+            panel.wait_connected()
+        yield proc, log
+        assert stop_daemon(proc) == 0, log.read_text()[-2000:]
+    finally:
+        stop_daemon(proc)
+        notify.close()
+
+
 def stop_daemon(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)
