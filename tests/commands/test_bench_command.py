@@ -29,11 +29,14 @@ def test_bench_prints_one_table_of_the_parts_asked_for(tmp_path: Path) -> None:
     assert set(figures) == {"exact RTP, whole process", "replay rounds/s (machine)",
                             "replay rounds/s (+ JSON lines)", "replay one shoe",
                             "journal appends/s (fsync each)", "journal append p50 / p99",
-                            "journal verify", "burst of 13 frames -> last journaled"}
+                            "journal verify", "journal write lock, late after 4 ms held",
+                            "burst of 13 frames -> last journaled"}
     for figure, row in figures.items():
         assert figure in done.stdout
         assert row["value"] not in ("FAILED", "?", "")
     assert float(figures["replay rounds/s (machine)"]["value"].replace(",", "")) > 0
+    lock = figures["journal write lock, late after 4 ms held"]
+    assert lock["value"].endswith(" ms") and "SQLite's busy handler" in lock["note"]
     burst = figures["burst of 13 frames -> last journaled"]["note"]
     assert "group commit, 1 commit(s); one by one" in burst and burst.endswith("13 commits")
     for figure, unit in (("exact RTP, whole process", "s"), ("replay one shoe", "ms")):
