@@ -157,8 +157,11 @@ def test_a_burst_of_clients_all_get_their_answer(
     proc, notify, log, sock = start(short_dir, panel)
 
     def status(_: int) -> str:
+        # The behaviour under test is the retry, not the machine's speed: the command line's
+        # 3 s of retries once ran out for 147 calls on a CI machine busy with another worker
+        # (the burst took 3.99 s there; 0.75-1.2 s here under three CPU hogs).
         try:
-            return ControlClient(sock).status()["state"]
+            return ControlClient(sock, retry_s=30.0).status()["state"]
         except ControlError as exc:
             return str(exc)
 
