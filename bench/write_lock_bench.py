@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,23 +31,9 @@ sys.path.insert(0, str(ROOT))
 from bench.measuring import percentile  # noqa: E402
 from controller.durability.journal import BUSY_TIMEOUT_MS, Journal, connect  # noqa: E402
 from controller.durability.write_lock import begin, write_transaction, writer_lock  # noqa: E402
+from testkit.journal_lock import HoldingProcess, HoldingThread  # noqa: E402
 
 HOLDS_MS = (0.3, 1.2, 4.0, 12.0)
-
-#: another process: for each line "S" on stdin, holds the lock S seconds, then prints the
-#: monotonic time of its commit (CLOCK_MONOTONIC is the same clock in every process)
-HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-for line in sys.stdin:
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("UPDATE head SET records = records")
-    print("held", flush=True)
-    time.sleep(float(line))
-    conn.execute("COMMIT")
-    print(time.monotonic(), flush=True)
-"""
-
 
 def sqlite_begin(conn) -> None:
     conn.execute("BEGIN IMMEDIATE")  # the connection's busy_timeout: SQLite's handler
@@ -57,24 +41,19 @@ def sqlite_begin(conn) -> None:
 
 def late_after_process(path: Path, hold_s: float, begin_with: Callable[[Any], None],
                        repeat: int) -> list[float]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert holder.stdin is not None and holder.stdout is not None
+    holder = HoldingProcess(path)
     # write_lock.begin's tries are the whole wait only with SQLite's busy handler off
     conn = connect(path, busy_timeout_ms=0 if begin_with is begin else BUSY_TIMEOUT_MS)
     late = []
     try:
         for _ in range(repeat):
-            holder.stdin.write(f"{hold_s}\n")
-            holder.stdin.flush()
-            assert holder.stdout.readline().strip() == "held"
+            holder.hold(hold_s)
             begin_with(conn)
             got = time.monotonic()
             conn.execute("COMMIT")
-            late.append((got - float(holder.stdout.readline())) * 1000)
+            late.append((got - holder.committed()) * 1000)
     finally:
-        holder.stdin.close()
-        holder.wait(10)
+        holder.close()
         conn.close()
     return late
 
@@ -85,22 +64,7 @@ def late_after_thread(path: Path, hold_s: float, with_lock: bool, repeat: int) -
     late = []
     try:
         for _ in range(repeat):
-            held, committed = threading.Event(), [0.0]
-
-            def hold(held: threading.Event = held, committed: list[float] = committed) -> None:
-                other = connect(path, check_same_thread=False)
-                try:
-                    with write_transaction(other, lock=lock):
-                        other.execute("UPDATE head SET records = records")
-                        held.set()
-                        time.sleep(hold_s)
-                    committed[0] = time.monotonic()
-                finally:
-                    other.close()
-
-            thread = threading.Thread(target=hold)
-            thread.start()
-            held.wait(10)
+            first = HoldingThread(path, hold_s, lock)
             if lock is not None:
                 with write_transaction(conn, lock=lock):
                     got = time.monotonic()
@@ -108,8 +72,8 @@ def late_after_thread(path: Path, hold_s: float, with_lock: bool, repeat: int) -
                 sqlite_begin(conn)
                 got = time.monotonic()
                 conn.execute("COMMIT")
-            thread.join()
-            late.append((got - committed[0]) * 1000)
+            first.join()
+            late.append((got - first.committed) * 1000)
     finally:
         conn.close()
     return late

@@ -5,9 +5,6 @@ process's lock and never meet SQLite's busy handler; against another process's t
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -15,20 +12,7 @@ import pytest
 
 from controller.durability.journal import Journal, connect
 from controller.durability.write_lock import begin, write_transaction, writer_lock
-
-#: another process holding the journal's write lock: it says "held", holds the lock for the
-#: seconds given on its command line, commits, and says when (CLOCK_MONOTONIC, shared by
-#: every process on Linux)
-HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-conn.execute("UPDATE head SET records = records")
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-conn.execute("COMMIT")
-print(time.monotonic(), flush=True)
-"""
+from testkit.journal_lock import HoldingProcess, HoldingThread
 
 
 @pytest.fixture
@@ -38,40 +22,10 @@ def journal_path(tmp_path: Path) -> Path:
     return path
 
 
-def holding_process(path: Path, seconds: float) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
-def hold_in_thread(path: Path, lock: threading.Lock | None, seconds: float
-                   ) -> tuple[threading.Thread, threading.Event]:
-    """A thread of this process in a write transaction on its own connection for ``seconds``;
-    the event is set once it holds SQLite's lock."""
-    held = threading.Event()
-
-    def hold() -> None:
-        conn = connect(path, check_same_thread=False)
-        try:
-            with write_transaction(conn, lock=lock):
-                conn.execute("UPDATE head SET records = records")
-                held.set()
-                time.sleep(seconds)
-        finally:
-            conn.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert held.wait(10)
-    return thread, held
-
-
 def test_writers_of_one_process_take_turns_on_its_lock(journal_path: Path) -> None:
     # timeout_s=0: the second writer's BEGIN must succeed at its first try, which it can only
     # do if it waited on the process's lock while the first one held SQLite's
-    thread, _ = hold_in_thread(journal_path, writer_lock(journal_path), 0.2)
+    first = HoldingThread(journal_path, 0.2, writer_lock(journal_path))
     conn = connect(journal_path, busy_timeout_ms=0)
     try:
         began = time.monotonic()
@@ -81,13 +35,13 @@ def test_writers_of_one_process_take_turns_on_its_lock(journal_path: Path) -> No
         assert conn.execute("SELECT value FROM meta WHERE key='second'").fetchone() == (
             "writer",)
     finally:
-        thread.join()
+        first.join()
         conn.close()
 
 
 def test_without_the_lock_the_second_writer_meets_the_first(journal_path: Path) -> None:
     # the same two writers without the process's lock: SQLite says the journal is locked
-    thread, _ = hold_in_thread(journal_path, None, 0.2)
+    first = HoldingThread(journal_path, 0.2)
     conn = connect(journal_path, busy_timeout_ms=0)
     try:
         with pytest.raises(sqlite3.OperationalError, match="locked"):
@@ -95,7 +49,7 @@ def test_without_the_lock_the_second_writer_meets_the_first(journal_path: Path) 
                 conn.execute("INSERT INTO meta(key, value) VALUES ('second', 'writer')")
         assert not conn.in_transaction
     finally:
-        thread.join()
+        first.join()
         conn.close()
 
 
@@ -111,7 +65,8 @@ def test_one_lock_per_journal_file_however_it_is_named(journal_path: Path,
 
 
 def test_another_process_s_lock_is_waited_for_until_the_timeout(journal_path: Path) -> None:
-    holder = holding_process(journal_path, 3.0)
+    holder = HoldingProcess(journal_path)
+    holder.hold(3.0)
     conn = connect(journal_path, busy_timeout_ms=0)
     try:
         began = time.monotonic()
@@ -121,26 +76,24 @@ def test_another_process_s_lock_is_waited_for_until_the_timeout(journal_path: Pa
         assert not conn.in_transaction
         assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()  # reads go on
     finally:
-        holder.kill()
-        holder.wait()
+        holder.close()
         conn.close()
 
 
 def test_the_wait_ends_soon_after_the_other_process_commits(journal_path: Path) -> None:
     # 335 ms: SQLite's busy handler, sleeping 100 ms at a time by then, would try again only
     # at 428 ms, ~90 ms after the commit; begin tries every 5 ms at that point
-    holder = holding_process(journal_path, 0.335)
+    holder = HoldingProcess(journal_path)
+    holder.hold(0.335)
     conn = connect(journal_path, busy_timeout_ms=0)
     try:
         with write_transaction(conn):
             got_it = time.monotonic()
             conn.execute("INSERT INTO meta(key, value) VALUES ('after', 'holder')")
-        out, _ = holder.communicate(timeout=10)
-        committed = float(out.strip())
+        committed = holder.committed()
         assert 0 <= got_it - committed < 0.06, f"{(got_it - committed) * 1000:.1f} ms late"
     finally:
-        if holder.poll() is None:
-            holder.kill()
+        holder.close()
         conn.close()
 
 
