@@ -65,14 +65,13 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_BUSY
 
 
-def begin(conn: sqlite3.Connection, *, mode: str = "IMMEDIATE",
-          timeout_s: float = TIMEOUT_S) -> None:
-    """``BEGIN <mode>`` on ``conn``, tried again in short steps while another process holds
+def begin(conn: sqlite3.Connection, *, timeout_s: float = TIMEOUT_S) -> None:
+    """``BEGIN IMMEDIATE`` on ``conn``, tried again in short steps while another process holds
     the lock; ``sqlite3.OperationalError`` ("database is locked") after ``timeout_s``."""
     deadline = None
     for pause in _pauses():
         try:
-            conn.execute(f"BEGIN {mode}")
+            conn.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
             now = time.monotonic()
@@ -84,12 +83,12 @@ def begin(conn: sqlite3.Connection, *, mode: str = "IMMEDIATE",
 
 @contextmanager
 def write_transaction(conn: sqlite3.Connection, *, lock: threading.Lock | None = None,
-                      mode: str = "IMMEDIATE", timeout_s: float = TIMEOUT_S) -> Iterator[None]:
+                      timeout_s: float = TIMEOUT_S) -> Iterator[None]:
     """One write transaction on ``conn``: committed when the block ends, rolled back when it
     raises. ``lock`` (``writer_lock(path)``) is held from before ``BEGIN`` until after the
     commit. A thread at idle priority holds the journal at the normal one (idle_child.py)."""
     with lock if lock is not None else nullcontext():
-        begin(conn, mode=mode, timeout_s=timeout_s)
+        begin(conn, timeout_s=timeout_s)
         with writing_at_normal_priority():
             try:
                 yield
