@@ -16,6 +16,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     cli,
     daemon_config,
+    log_records,
     running_daemon,
     stop_daemon,
     wait_status,
@@ -56,10 +57,7 @@ def test_a_taken_display_port_costs_the_display_not_the_table(
         panel.send("new_shoe")
         wait_status(ControlClient(str(short_dir / "control.sock")),
                     lambda s: s["state"] == "awaiting_flip")
-        lines = [json.loads(line) for line in log.read_text().splitlines()
-                 if line.startswith("{")]
-        refused = [line for line in lines if line.get("event") == "the dealer display is "
-                   "not shown"]
+        refused = log_records(log, "the dealer display is not shown")
         assert refused and refused[0]["level"] == "error"
         assert f"display.listen 127.0.0.1:{port}: cannot listen" in refused[0]["reason"]
 

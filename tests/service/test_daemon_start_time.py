@@ -25,6 +25,7 @@ from support.daemon_helpers import (
     NotifyListener,
     cli,
     daemon_config,
+    log_records,
     open_shoe,
     start_daemon,
     start_round,
@@ -56,10 +57,6 @@ def prepare(directory: Path, shoes: int, **build: Any) -> Path:
     return path
 
 
-def log_lines(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-
-
 def one(lines: list[dict[str, Any]], event: str) -> dict[str, Any]:
     found = [line for line in lines if line.get("event") == event]
     assert len(found) == 1, (event, found)
@@ -84,7 +81,7 @@ class Started:
                 f"no READY; the daemon's log:\n{self.log.read_text()[-3000:]}") from None
 
     def ready_seconds(self) -> float:
-        return float([line for line in log_lines(self.log)
+        return float([line for line in log_records(self.log)
                       if line.get("event") == "ready"][-1]["seconds"])
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
@@ -104,7 +101,7 @@ def test_ready_time_does_not_grow_with_the_journal(
         prepare(directory, shoes)
         daemon = Started(directory, panel)
         try:
-            recovered = one(log_lines(daemon.log), "recovered from the journal")
+            recovered = one(log_records(daemon.log), "recovered from the journal")
             assert recovered["start"].startswith(f"the checkpoint after shoe {shoes} ")
             assert recovered["records"] == 0 and recovered["state"] == "no_shoe"
             # the whole chain is checked after READY, off the owner thread
@@ -142,7 +139,7 @@ def test_sigkill_mid_round_on_a_big_journal_restarts_with_the_same_events(
 
     again = Started(directory, panel, "notify2")
     try:
-        recovered = [line for line in log_lines(again.log)
+        recovered = [line for line in log_records(again.log)
                      if line.get("event") == "recovered from the journal"][-1]
         assert recovered["start"].startswith("the checkpoint after shoe 300 ")
         assert recovered["shoe"] == 301 and recovered["round"] == 1
@@ -194,7 +191,7 @@ def test_a_broken_chain_before_the_checkpoint_is_found_after_ready(
         paused = wait_status(daemon.client, lambda s: s["paused"], timeout=10)
         assert paused["fault"]["code"] == "journal_check_failed", paused["fault"]
         assert "record 500" in paused["fault"]["reason"]  # a coded pause: no round dealt on
-        errors = [line for line in log_lines(daemon.log)
+        errors = [line for line in log_records(daemon.log)
                   if line.get("event", "").startswith("journal check FAILED")]
         assert len(errors) == 1 and errors[0]["level"] == "error"
     finally:
@@ -221,7 +218,7 @@ def test_an_old_journal_recovers_in_one_line_and_keeps_systemd_waiting(
                     if "EXTEND_TIMEOUT_USEC" in m]
         assert extended and extended[0] < ready_at
         assert int(daemon.notify.messages[extended[0]]["EXTEND_TIMEOUT_USEC"]) == 30_000_000
-        lines = log_lines(daemon.log)
+        lines = log_records(daemon.log)
         recovered = one(lines, "recovered from the journal")
         assert recovered["start"] == "record 1" and recovered["records"] == total
         assert recovered["shoes_ended"] == 6 and recovered["paused"] is True
@@ -232,7 +229,7 @@ def test_an_old_journal_recovers_in_one_line_and_keeps_systemd_waiting(
                    "resume").returncode == 0
         assert cli("supervisor", "--socket", str(directory / "control.sock"),
                    "pause").returncode == 0
-        wait_until(lambda: [line for line in log_lines(daemon.log)
+        wait_until(lambda: [line for line in log_records(daemon.log)
                             if "table paused" in line.get("event", "")], 10, "a new pause logged")
         # the old journal gets its first checkpoint at the next shoe end, not before
         assert daemon.client.status()["paused"] is True

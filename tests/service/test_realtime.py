@@ -6,7 +6,6 @@ as the unit's LimitRTPRIO= allows the daemon's own user); the policies read from
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from support.daemon_helpers import (
     LinePanelPty,
     daemon_config,
     edited_config,
+    log_records,
     running_daemon,
     wait_status,
 )
@@ -66,11 +66,6 @@ def realtime_allowed() -> bool:
     thread.start()
     thread.join()
     return outcome[0]
-
-
-def log_records(log: Path, event: str) -> list[dict]:
-    return [record for line in log.read_text().splitlines() if line.startswith("{")
-            for record in [json.loads(line)] if record.get("event") == event]
 
 
 @contextlib.contextmanager

@@ -164,6 +164,12 @@ def start_daemon(config: Path, notify: Path, log: Path, umask: int | None = None
                             preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
+def log_records(log: Path, event: str | None = None) -> list[dict[str, Any]]:
+    """The daemon's log lines (``logging.format: json``), those of ``event`` when given."""
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return records if event is None else [r for r in records if r.get("event") == event]
+
+
 @contextmanager
 def running_daemon(config: Path, directory: Path, panel: Any = None, *,
                    umask: int | None = None) -> Iterator[tuple[subprocess.Popen, Path]]:
