@@ -226,12 +226,13 @@ class _HTTPServer(ThreadingHTTPServer):
             pass  # already gone
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that broke off (reset, timeout): one rate-limited line, no traceback on
-        stderr (the standard library prints one per connection)."""
+        """A client that broke off (a reset, a broken pipe): one line per ERROR_LOG_S for all
+        of them, whatever the way, with the count of those held back (one key: an attacker
+        alternating the ways gets no more lines); no traceback on stderr (the standard
+        library prints one per connection)."""
         problem = sys.exc_info()[1]
-        kind = type(problem).__name__
-        self._errors.warning(kind, "display client %s: %s: %s", client_address[0], kind,
-                             problem)
+        self._errors.warning("client broke off", "display client %s: %s: %s",
+                             client_address[0], type(problem).__name__, problem)
 
 
 class _BoundedReader:

@@ -5,6 +5,7 @@ before their answer."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import struct
 import threading
@@ -258,3 +259,50 @@ def test_clients_that_reset_before_their_answer_cost_one_line_not_a_traceback(
     assert "Traceback" not in stderr, stderr[-2000:]
     lines = [r for r in caplog.records if r.name == "pokdeng.display"]
     assert len(lines) <= 3, [r.getMessage() for r in lines]
+
+
+def test_clients_that_break_off_in_any_way_cost_one_line_per_interval_with_a_count(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/display.md: one log line per ERROR_LOG_S for clients that break off, whatever the
+    way (a reset mid-request: ConnectionResetError; gone before its page: BrokenPipeError),
+    and the next line counts the ones held back."""
+    monkeypatch.setattr(server_module, "ERROR_LOG_S", 4.0)  # the test waits out one
+    server = DisplayServer(DisplaySettings(port=0), board)
+    server.start()
+
+    def reset_mid_request() -> None:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+        sock.sendall(b"GET / HTTP/1.1\r\n")
+        sock.close()
+
+    def gone_before_its_page() -> None:
+        """Its page is written after it closed: the first write draws an RST, the next one
+        EPIPE."""
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(b"GET /display.mjs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        sock.close()
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "pokdeng.display"]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="pokdeng.display"):
+            started = time.monotonic()
+            reset_mid_request()
+            wait_until(lines, 5, "the first client's line")
+            for _ in range(3):
+                gone_before_its_page()
+            time.sleep(0.5)  # their threads log (or hold back) meanwhile
+            assert len(lines()) == 1, lines()
+            assert time.monotonic() - started < server_module.ERROR_LOG_S  # one interval
+            wait_until(lambda: time.monotonic() - started > server_module.ERROR_LOG_S, 10,
+                       "the interval to pass")
+            reset_mid_request()
+            wait_until(lambda: len(lines()) == 2, 5, "the next interval's line")
+    finally:
+        server.close()
+    first, second = lines()
+    assert "ConnectionResetError" in first, first
+    held = re.search(r"\(\+(\d+) more like this since the last line\)$", second)
+    assert held is not None and 1 <= int(held[1]) <= 3, second  # the broken pipes, counted
