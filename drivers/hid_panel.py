@@ -50,11 +50,11 @@ from typing import Any
 import usb.core
 import usb.util
 
+from controller.rate_limited_log import RateLimitedLog
 from controller.table.inputs import BUTTONS, Button, DeviceStatus, Switch
 from drivers.base import Clock, DeviceUnavailable, Driver, InputSink
 from drivers.debounce import Debouncer, DeviceClock
 from drivers.options import OptionReader
-from drivers.panel_common import RateLimitedLog
 
 log = logging.getLogger("pokdeng.drivers.hid_panel")
 

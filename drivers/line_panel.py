@@ -41,11 +41,11 @@ from typing import Any
 
 import serial
 
+from controller.rate_limited_log import RateLimitedLog
 from controller.table.inputs import BUTTONS, SWITCHES, Button, Switch
 from drivers.base import Clock, Driver, InputSink
 from drivers.debounce import STAMP_MODULUS, DeviceClock, RepeatGuard
 from drivers.options import OptionReader
-from drivers.panel_common import RateLimitedLog
 from drivers.serial_link import SerialLink
 
 log = logging.getLogger("pokdeng.drivers.line_panel")

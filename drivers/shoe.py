@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from controller.rate_limited_log import RateLimitedLog
 from controller.table.faults import UNKNOWN_SHOE_FRAME
 from controller.table.inputs import Misread
 from drivers.base import Clock, Driver, DriverConfigError, InputSink
@@ -58,37 +59,21 @@ _PROTOCOL_OPTIONS = {
 UNKNOWN_FRAME_CODES = frozenset({"unknown_frame", "unknown_type"})
 UNKNOWN_FRAME_POLICIES = ("pause", "log")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+PROBLEM_LOG_S = 10.0  # a babbling shoe: one line per problem code per this, counted
 
 ProblemSink = Callable[[Problem], None]
 
 
-class RateLimitedLog:
-    """At most one line per problem kind per ``interval`` seconds; the next line says how many
-    of that kind were held back, so nothing is hidden, only summarised."""
-
-    def __init__(self, log: logging.Logger, interval: float = 10.0,
-                 monotonic: Callable[[], float] = time.monotonic):
-        self.log = log
-        self.interval = interval
-        self._monotonic = monotonic
-        self._last: dict[str, float] = {}
-        self._held: Counter[str] = Counter()
-
-    def problem(self, prefix: str, problem: Problem) -> None:
-        level = _LEVELS.get(problem.level, logging.WARNING)
-        if problem.raw and self.log.isEnabledFor(logging.DEBUG):
-            self.log.debug("%s: %s [%s]", prefix, problem.code, hex_dump(problem.raw))
-        if level <= logging.DEBUG:
-            return
-        now = self._monotonic()
-        last = self._last.get(problem.code)
-        if last is not None and now - last < self.interval:
-            self._held[problem.code] += 1
-            return
-        self._last[problem.code] = now
-        held = self._held.pop(problem.code, 0)
-        more = f" (+{held} more of this kind in the last {self.interval:g} s)" if held else ""
-        self.log.log(level, "%s: %s%s", prefix, problem.message, more)
+def log_problem(problems: RateLimitedLog, prefix: str, problem: Problem) -> None:
+    """A problem the parser threw away, in the driver's log: its words rate-limited per
+    problem code, its bytes hex-dumped at DEBUG only (they may name a card of a round whose
+    betting is open)."""
+    logger = problems.logger
+    if problem.raw and logger.isEnabledFor(logging.DEBUG):
+        logger.debug("%s: %s [%s]", prefix, problem.code, hex_dump(problem.raw))
+    level = _LEVELS.get(problem.level, logging.WARNING)
+    if level > logging.DEBUG:
+        problems.log(level, problem.code, "%s: %s", prefix, problem.message)
 
 
 def make_parser(protocol: str, options: OptionReader) -> ShoeParser | None:
@@ -174,7 +159,7 @@ class SerialShoe(Driver):
         assert parser is not None  # finish() raised otherwise
         self.parser = parser
         self.log = logging.getLogger(f"pokdeng.drivers.{self.name}")
-        self._problems = RateLimitedLog(self.log)
+        self._problems = RateLimitedLog(self.log, PROBLEM_LOG_S)
         self._problem_sink = problem_sink
         self._parser_lock = threading.Lock()
         self._link_up = False
@@ -282,7 +267,7 @@ class SerialShoe(Driver):
         if self._problem_sink is not None:  # e.g. read-shoe prints every one itself
             self._problem_sink(problem)
         else:
-            self._problems.problem(f"{self.protocol_name} shoe", problem)
+            log_problem(self._problems, f"{self.protocol_name} shoe", problem)
 
 
 def unknown_frame_misread(problem: Problem, at: float) -> Misread:

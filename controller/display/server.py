@@ -10,8 +10,9 @@ Bounded and read-only: each connection has its own thread with a socket timeout;
 all, handed out so that no client can starve the dealer's screen (``admission.py``); a request
 must be in whole within ``REQUEST_DEADLINE_S``; GET only (anything else 405); request line
 and headers bounded together (431); unknown paths 404; a request for a host name the table is
-not reached by is refused (421: DNS rebinding). A client that goes away mid-answer costs one
-log line at most per ``ERROR_LOG_S``, never a traceback.
+not reached by is refused (421: DNS rebinding), and one that does not name exactly one host
+(two Host headers, none on HTTP/1.1, ``localhost:80@evil``, HTTP/0.9) is a 400. A client
+that goes away mid-answer costs one log line at most per ``ERROR_LOG_S``, never a traceback.
 
 Why still the standard library: what starves a server here is its policy (who holds the
 threads and for how long), not its parsing; an asyncio server would hold no thread per client
@@ -27,6 +28,7 @@ import io
 import ipaddress
 import logging
 import queue
+import re
 import select
 import socket
 import sys
@@ -126,16 +128,51 @@ def host_names(settings: DisplaySettings) -> frozenset[str]:
     return frozenset(name.lower().rstrip(".") for name in names if name)
 
 
+#: RFC 9112 §3.2 / RFC 3986 §3.2.2: Host = uri-host [ ":" port ]; uri-host an IPv6 literal
+#: in brackets or a reg-name (an IPv4 address is one), port digits (maybe none)
+_HOST_VALUE = re.compile(r"(?:\[(?P<literal>[0-9A-Fa-f:.]+)\]"
+                         r"|(?P<name>(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*))"
+                         r"(?::[0-9]*)?")
+
+
+def host_problem(version: str, values: list[str]) -> str | None:
+    """Why a request's Host header fields are not one host (a 400, RFC 9112 §3.2), or None.
+    Two Host fields, or one with more than a host and port (``localhost:80@evil``), would
+    leave which host was meant to whoever reads them: this server, a proxy, the browser."""
+    if len(values) > 1:
+        return "more than one Host header"
+    if not values:
+        # HTTP/1.0 may leave it out (scripts, curl -0); a browser never does
+        return "no Host header (HTTP/1.1 requires one)" if version != "HTTP/1.0" else None
+    if request_host(values[0]) is None:
+        return "the Host header is not a host name or address and a port"
+    return None
+
+
+def request_host(value: str) -> str | None:
+    """The host a Host field value names (lower case; no brackets, no port), or None when
+    the value is not ``host[:port]``."""
+    found = _HOST_VALUE.fullmatch(value.strip(" \t"))
+    if found is None:
+        return None
+    literal = found["literal"]
+    if literal is None:
+        return str(found["name"]).lower()
+    try:
+        return str(ipaddress.IPv6Address(literal))
+    except ValueError:
+        return None
+
+
 def host_allowed(header: str | None, names: frozenset[str]) -> bool:
-    """Whether a request's ``Host`` is the table's: an IP address (a rebinding attack needs
-    a name of its own) or one of ``names``. No header (HTTP/1.0 tools): not a browser."""
+    """Whether a request's ``Host`` (one well-formed value: ``host_problem``) is the table's:
+    an IP address (a rebinding attack needs a name of its own) or one of ``names``. No header
+    (HTTP/1.0 tools): not a browser."""
     if header is None:
         return True
-    host = header.strip().lower()
-    if host.startswith("["):
-        host = host[1:host.find("]")] if "]" in host else ""
-    elif host.count(":") == 1:
-        host = host.split(":", 1)[0]
+    host = request_host(header)
+    if host is None:
+        return False
     try:
         ipaddress.ip_address(host)
         return True
@@ -189,12 +226,13 @@ class _HTTPServer(ThreadingHTTPServer):
             pass  # already gone
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that broke off (reset, timeout): one rate-limited line, no traceback on
-        stderr (the standard library prints one per connection)."""
+        """A client that broke off (a reset, a broken pipe): one line per ERROR_LOG_S for all
+        of them, whatever the way, with the count of those held back (one key: an attacker
+        alternating the ways gets no more lines); no traceback on stderr (the standard
+        library prints one per connection)."""
         problem = sys.exc_info()[1]
-        kind = type(problem).__name__
-        self._errors.warning(kind, "display client %s: %s: %s", client_address[0], kind,
-                             problem)
+        self._errors.warning("client broke off", "display client %s: %s: %s",
+                             client_address[0], type(problem).__name__, problem)
 
 
 class _BoundedReader:
@@ -257,11 +295,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "request too large")
 
     def parse_request(self) -> bool:
-        ok = super().parse_request()
-        if ok:
-            self._reader.request_read()
-            self.server.admission.requested(self.connection)
-        return ok
+        if len(self.raw_requestline.split()) == 2:
+            # "GET /": HTTP/0.9, which has no headers and so no Host. Refused now, not after
+            # the base waits for headers that never come (or answers with no status line).
+            self.close_connection = True
+            self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 is not served")
+            return False
+        if not super().parse_request():
+            return False
+        problem = host_problem(self.request_version, self.headers.get_all("Host") or [])
+        if problem is not None:
+            self.close_connection = True
+            self.send_error(HTTPStatus.BAD_REQUEST, problem)
+            return False
+        self._reader.request_read()
+        self.server.admission.requested(self.connection)
+        return True
 
     def __getattr__(self, name: str) -> Any:
         # BaseHTTPRequestHandler answers a method it has no do_X for with 501; this screen is

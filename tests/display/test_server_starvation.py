@@ -5,6 +5,7 @@ before their answer."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import struct
 import threading
@@ -174,6 +175,73 @@ def test_only_the_names_the_table_is_reached_by_are_served(display: DisplayServe
             assert b"T" not in body[:1] and b"state" not in body  # nothing of the table
 
 
+def raw_answer(port: int, request: bytes) -> bytes:
+    """What the server sends back to ``request`` written on a raw socket (our end then shut
+    for writing, so a server waiting for more reads the end), up to its close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+#: what is wrong with the request -> the request (each must get 400: RFC 9112 §3.2)
+NOT_ONE_HOST: dict[str, bytes] = {
+    "two Host headers": b"GET / HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n",
+    "the same Host twice":
+        b"GET /state.json HTTP/1.1\r\nHost: localhost\r\nHost: localhost\r\n\r\n",
+    "two Host headers on a refused method":
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n",
+    "no Host on HTTP/1.1": b"GET / HTTP/1.1\r\n\r\n",
+    "no Host on HTTP/1.1, the stream": b"GET /events HTTP/1.1\r\nAccept: */*\r\n\r\n",
+    "userinfo after the port": b"GET / HTTP/1.1\r\nHost: localhost:80@evil\r\n\r\n",
+    "userinfo before the host": b"GET / HTTP/1.1\r\nHost: evil@localhost\r\n\r\n",
+    "a path in the Host": b"GET / HTTP/1.1\r\nHost: localhost/evil\r\n\r\n",
+    "a port that is not a number": b"GET / HTTP/1.1\r\nHost: localhost:http\r\n\r\n",
+    "two ports": b"GET / HTTP/1.1\r\nHost: 127.0.0.1:80:80\r\n\r\n",
+    "IPv6 without brackets": b"GET / HTTP/1.1\r\nHost: ::1\r\n\r\n",
+    "an unclosed bracket": b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
+    "a space inside": b"GET / HTTP/1.1\r\nHost: local host\r\n\r\n",
+    "a folded Host": b"GET / HTTP/1.1\r\nHost: localhost\r\n evil.example\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("what", list(NOT_ONE_HOST))
+def test_a_request_whose_host_is_not_one_host_is_refused_with_400(
+        display: DisplayServer, what: str) -> None:
+    """RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, with more than one, or with
+    a Host that is not a host and port: never a page, whichever host it might be taken for."""
+    answer = raw_answer(display.port, NOT_ONE_HOST[what])
+    assert answer.startswith(b"HTTP/1.0 400 "), (what, answer[:200])
+    assert b"state" not in answer and b"<script" not in answer, what
+
+
+@pytest.mark.parametrize("request_bytes", [b"GET /\r\n", b"GET /\r\n\r\n",
+                                           b"GET /state.json\r\n\r\n"])
+def test_an_http_0_9_request_is_refused(display: DisplayServer, request_bytes: bytes) -> None:
+    """HTTP/0.9 has no Host at all (nor headers): refused at once, nothing of the table."""
+    started = time.monotonic()
+    answer = raw_answer(display.port, request_bytes)
+    assert answer.startswith(b"HTTP/1.0 400 "), answer[:200]
+    assert b"state" not in answer and b"<script" not in answer
+    assert time.monotonic() - started < server_module.REQUEST_DEADLINE_S  # not its deadline
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", b"200"),
+    (b"GET / HTTP/1.1\r\nHost:  localhost:8080 \r\n\r\n", b"200"),  # spaces around
+    (b"GET / HTTP/1.1\r\nHost: localhost:\r\n\r\n", b"200"),  # an empty port is a port
+    (b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", b"200"),
+    (b"GET / HTTP/1.0\r\n\r\n", b"200"),  # HTTP/1.0 may leave it out (curl -0, scripts)
+    (b"GET / HTTP/1.1\r\nHost: evil.example:8080\r\n\r\n", b"421"),  # one host: not ours
+])
+def test_one_well_formed_host_is_still_served_or_misdirected(
+        display: DisplayServer, request_bytes: bytes, status: bytes) -> None:
+    assert raw_answer(display.port, request_bytes).startswith(b"HTTP/1.0 " + status + b" ")
+
+
 def test_clients_that_reset_before_their_answer_cost_one_line_not_a_traceback(
         display: DisplayServer, caplog: pytest.LogCaptureFixture,
         capfd: pytest.CaptureFixture[str]) -> None:
@@ -191,3 +259,50 @@ def test_clients_that_reset_before_their_answer_cost_one_line_not_a_traceback(
     assert "Traceback" not in stderr, stderr[-2000:]
     lines = [r for r in caplog.records if r.name == "pokdeng.display"]
     assert len(lines) <= 3, [r.getMessage() for r in lines]
+
+
+def test_clients_that_break_off_in_any_way_cost_one_line_per_interval_with_a_count(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """docs/display.md: one log line per ERROR_LOG_S for clients that break off, whatever the
+    way (a reset mid-request: ConnectionResetError; gone before its page: BrokenPipeError),
+    and the next line counts the ones held back."""
+    monkeypatch.setattr(server_module, "ERROR_LOG_S", 4.0)  # the test waits out one
+    server = DisplayServer(DisplaySettings(port=0), board)
+    server.start()
+
+    def reset_mid_request() -> None:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+        sock.sendall(b"GET / HTTP/1.1\r\n")
+        sock.close()
+
+    def gone_before_its_page() -> None:
+        """Its page is written after it closed: the first write draws an RST, the next one
+        EPIPE."""
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.sendall(b"GET /display.mjs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        sock.close()
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "pokdeng.display"]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="pokdeng.display"):
+            started = time.monotonic()
+            reset_mid_request()
+            wait_until(lines, 5, "the first client's line")
+            for _ in range(3):
+                gone_before_its_page()
+            time.sleep(0.5)  # their threads log (or hold back) meanwhile
+            assert len(lines()) == 1, lines()
+            assert time.monotonic() - started < server_module.ERROR_LOG_S  # one interval
+            wait_until(lambda: time.monotonic() - started > server_module.ERROR_LOG_S, 10,
+                       "the interval to pass")
+            reset_mid_request()
+            wait_until(lambda: len(lines()) == 2, 5, "the next interval's line")
+    finally:
+        server.close()
+    first, second = lines()
+    assert "ConnectionResetError" in first, first
+    held = re.search(r"\(\+(\d+) more like this since the last line\)$", second)
+    assert held is not None and 1 <= int(held[1]) <= 3, second  # the broken pipes, counted

@@ -237,21 +237,22 @@ def test_device_status_is_stamped_with_the_driver_clock(tmp_path):
 
 
 def test_problem_log_is_rate_limited_per_kind_and_says_how_many_were_held(caplog):
+    from controller.rate_limited_log import RateLimitedLog
     from drivers.protocols.base import Problem
-    from drivers.shoe import RateLimitedLog
+    from drivers.shoe import log_problem
 
     now = [0.0]
     log = logging.getLogger("pokdeng.test.ratelimit")
-    limiter = RateLimitedLog(log, interval=10.0, monotonic=lambda: now[0])
+    limiter = RateLimitedLog(log, 10.0, monotonic=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="pokdeng.test.ratelimit")
     for _ in range(5):
-        limiter.problem("beetek shoe", Problem("garbage", "noise", b"\x80\x81"))
-    limiter.problem("beetek shoe", Problem("bad_checksum", "crc", b"$"))
+        log_problem(limiter, "beetek shoe", Problem("garbage", "noise", b"\x80\x81"))
+    log_problem(limiter, "beetek shoe", Problem("bad_checksum", "crc", b"$"))
     now[0] = 11.0
-    limiter.problem("beetek shoe", Problem("garbage", "noise again", b"\x82"))
+    log_problem(limiter, "beetek shoe", Problem("garbage", "noise again", b"\x82"))
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert lines == ["beetek shoe: noise", "beetek shoe: crc",
-                     "beetek shoe: noise again (+4 more of this kind in the last 10 s)"]
+                     "beetek shoe: noise again (+4 more like this since the last line)"]
     dumps = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(dumps) == 7 and "80 81" in dumps[0]  # every one hex-dumped at DEBUG
 

@@ -361,6 +361,24 @@ BROKEN: dict[str, tuple[Make, str]] = {
                      'table.reveal: must be one of auto, button; got "manual"'),
     "missing required key": (changed("table.id", DELETE), "table.id: required, missing"),
     "missing section": (changed("shoe", DELETE), "shoe: required, missing"),
+    # logins derived from the table id
+    "table id that is another table's health login": (
+        changed("table.id", "T01-health"),
+        'table.id: "T01-health" is the health topic\'s login and client id of the table whose '
+        'table id is "T01" (<table id>-health'),
+    "mqtt username that is another table's health login": (
+        changed("transports.mqtt.username", "T02-health"),
+        'transports.mqtt.username: "T02-health" is the health topic\'s login and client id of '
+        'the table whose login is "T02"'),
+    "mqtt health login the same as the table's": (
+        edited("    password_credential: mqtt-pw\n", "    password_credential: mqtt-pw\n"
+               "    username: T01\n    health_username: T01\n"),
+        'transports.mqtt.health_username: "T01" is also the login of the event connection '
+        "(username)"),
+    "mqtt client id that is another table's health connection": (
+        changed("transports.mqtt.client_id", "pokdeng-table-T02-health"),
+        'transports.mqtt.client_id: "pokdeng-table-T02-health" is the client id of the health '
+        'connection of "pokdeng-table-T02"'),
     "section not a mapping": (changed("logging", "loud"),
                               'logging: must be a mapping of options, got "loud"'),
     "relative state dir": (changed("state_dir", "state"),
@@ -482,6 +500,24 @@ def test_run_refuses_what_config_check_refuses(tmp_path: Path, case: str) -> Non
     result = pokdeng_table(tmp_path, "run", "--config", str(path))
     assert_refused(result, path, expected)
     assert not (tmp_path / "state").exists()  # nothing started, nothing written
+
+
+def test_the_refused_ending_is_what_the_health_connection_adds() -> None:
+    """config check refuses names ending as the health connection's login and client id end:
+    the same ending the MQTT transport adds (were it to change, the check would guard
+    nothing)."""
+    from controller.service.config.logins import HEALTH_SUFFIX
+    from controller.transports.mqtt import MqttTransport, health_login
+    from controller.transports.mqtt_health import MqttHealthPublisher
+
+    settings = MqttTransportSettings(host="127.0.0.1", port=1, username="T01")
+    assert health_login(settings) == "T01" + HEALTH_SUFFIX
+    events = MqttTransport(settings, table="T01")
+    health = MqttHealthPublisher(settings, "T01", will={"state": "offline"})
+    try:
+        assert health.client_id == events.client_id + HEALTH_SUFFIX
+    finally:
+        health.close({"state": "offline"})
 
 
 def test_config_check_passes_a_good_config_within_the_same_limits(tmp_path: Path) -> None:

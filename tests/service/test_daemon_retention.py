@@ -108,3 +108,67 @@ def test_the_first_run_waits_for_the_full_check_which_leaves_the_mark(tmp_path: 
     finally:
         conn.close()
     assert mark is not None and mark.records == 2, why
+
+
+def test_after_the_full_check_failed_no_run_moves_the_mark_and_status_says_why(
+        tmp_path: Path) -> None:
+    """A record edited behind the verified mark: the full check finds it; the retention run
+    after it walks only from the mark, where the chain still holds, so it would have moved
+    the mark on over the edit. It leaves the mark where it was, and says why."""
+    import sqlite3
+    import threading
+
+    from controller.durability.chain_check import load_mark
+    from controller.durability.journal import Journal, connect
+    from controller.service.trust.journal_check import JournalCheck
+    from controller.table.inputs import DeviceStatus
+
+    path = tmp_path / "j.sqlite"
+
+    def append(times: range) -> None:
+        with Journal(path) as journal:
+            for at in times:
+                journal.append(DeviceStatus(at=float(at), name="panel", connected=at % 2 == 0),
+                               [])
+
+    def stored_mark() -> int | None:
+        with Journal(path) as journal:
+            chain = journal.chain
+        conn = connect(path)
+        try:
+            mark, _why = load_mark(conn, chain)
+        finally:
+            conn.close()
+        return None if mark is None else mark.records
+
+    append(range(1, 6))
+    first = JournalCheck(path)
+    first.start()
+    first.join(30)
+    assert first.status()["state"] == "ok" and stored_mark() == 5  # the mark at the head
+    append(range(6, 9))  # journaled since: records 6..8
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE records SET written = written + 1 WHERE n = 2")  # behind the mark
+    conn.commit()
+    conn.close()
+
+    finished = threading.Event()
+    check = JournalCheck(path, finished=finished)
+    retention = JournalRetention(path, RetentionSettings(retention_days=0),
+                                 MachineSettings(table_id="T1"), start_after=finished,
+                                 check_failure=check.failure)
+    check.start()
+    check.join(30)
+    assert check.status() == {**check.status(), "state": "failed",
+                              "reason": "record 2: hash does not match the record's contents"}
+    retention.run_once()  # as the thread does once `finished` is set
+
+    assert stored_mark() == 5  # not moved over the edited record
+    status = retention.status()
+    assert status["runs"] == 1 and status["last_result"] is None
+    assert "the full journal check failed (record 2: hash does not match" in \
+        status["last_error"]
+    lines = status_text({"journal_archive": status, "journal_check": check.status()})
+    assert "journal check: FAILED: record 2: hash does not match the record's contents" in lines
+    assert any(line.startswith("journal archive: FAILED: ArchiveError: not run: the full "
+                               "journal check failed (record 2") for line in lines), lines

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from controller.durability.chain_check import load_mark, store_mark, verify_in_steps
 from controller.durability.delivery.anchors import strip_anchor
-from controller.durability.journal import Journal, export_events, verify_file
+from controller.durability.journal import Journal, connect, export_events, verify_file
 from controller.durability.recovery import recover_report
 from controller.service.control.client import ControlClient
+from controller.service.telemetry.health import health_message
 from controller.table.inputs import Supervisor, Switch
 from controller.table.machine import MachineSettings
 from drivers.sim.shoe import ShoeSimulator
@@ -172,8 +174,9 @@ def test_a_broken_chain_before_the_checkpoint_is_found_after_ready(
     _shoe, panel = devices
     directory = short_dir / "broken"
     path = prepare(directory, 20)
+    marked = mark_the_head(path)  # as a retention run left it before the edit
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE records SET written = written + 1 WHERE n = 500")
+    conn.execute("UPDATE records SET written = written + 1 WHERE n = 500")  # behind the mark
     conn.commit()
     conn.close()
     daemon = Started(directory, panel)
@@ -194,9 +197,46 @@ def test_a_broken_chain_before_the_checkpoint_is_found_after_ready(
         errors = [line for line in log_records(daemon.log)
                   if line.get("event", "").startswith("journal check FAILED")]
         assert len(errors) == 1 and errors[0]["level"] == "error"
+        # Retention's run after the check walks only from the mark, past the edit: it must
+        # not run at all, and say why, nor the mark move over the edited record.
+        archive = wait_status(daemon.client, lambda s: (s.get("journal_archive") or {}).get(
+            "runs"), timeout=30)
+        assert "not run: the full journal check failed (record 500: hash does not match" \
+            in archive["journal_archive"]["last_error"]
+        text = cli("status", "--config", str(daemon.config)).stdout
+        assert "journal archive: FAILED: ArchiveError: not run: the full journal check " \
+            "failed (record 500" in text
+        assert health_message(archive, {}, {})["last_fault"] == "journal_check_failed"
     finally:
         assert daemon.stop() == 0
+    assert stored_mark(path) == marked
     assert cli("journal", "verify", str(path)).returncode == 1
+
+
+def mark_the_head(path: Path) -> int:
+    """Store the verified mark at the journal's head, as a good check or retention run does;
+    the record it names."""
+    with Journal(path) as journal:
+        chain = journal.chain
+    conn = connect(path)
+    try:
+        result, mark = verify_in_steps(conn, chain)
+        assert result.ok and mark is not None, result.describe()
+        store_mark(conn, mark, chain)
+    finally:
+        conn.close()
+    return mark.records
+
+
+def stored_mark(path: Path) -> int | None:
+    with Journal(path) as journal:
+        chain = journal.chain
+    conn = connect(path)
+    try:
+        mark, _why = load_mark(conn, chain)
+    finally:
+        conn.close()
+    return None if mark is None else mark.records
 
 
 @pytest.mark.slow

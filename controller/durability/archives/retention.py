@@ -15,9 +15,11 @@ starts the runs and waits for them:
   the verified mark at the head for this run to start from), and then every ``interval_s``
   (a day), for shoes that aged past the retention age while the table was idle.
 
-Being one thread, two runs never overlap. Any error is logged (ERROR) and kept for ``status``;
-the daemon plays on and the next run tries again. ``stop`` kills a run in progress: every step
-of a run is crash-safe, and the next run carries on where it stopped.
+Once the full check has failed (``check_failure`` names why), no run goes ahead: a run checks
+only from the verified mark on, so it would pass over an edit behind the mark and move the mark
+past it. Being one thread, two runs never overlap. Any error is logged (ERROR) and kept for
+``status``; the daemon plays on and the next run tries again. ``stop`` kills a run in
+progress: every step of a run is crash-safe, and the next run carries on where it stopped.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class JournalRetention:
                  machine_settings: MachineSettings | None, *,
                  wait_delivered: Callable[[int, float], bool] | None = None,
                  interval_s: float = DAY_S, key: bytes | None = None,
-                 start_after: threading.Event | None = None):
+                 start_after: threading.Event | None = None,
+                 check_failure: Callable[[], str | None] | None = None):
         # structlog (and asyncio under it) here, not at the top: the config reader imports
         # RetentionSettings, and `config check` or `status --config` log nothing
         import structlog
@@ -87,6 +90,7 @@ class JournalRetention:
                                         daemon=True)
         self._child: IdleChild | None = None
         self._start_after = start_after
+        self._check_failure = check_failure
 
     # -- called by the daemon -----------------------------------------------------------------
     def start(self) -> None:
@@ -174,6 +178,7 @@ class JournalRetention:
         error = None
         result = None
         try:
+            self._refuse_after_a_failed_check()
             result = self._run_child()
         except Exception as exc:  # the table plays on; the next run tries again
             if self._stop.is_set():
@@ -201,6 +206,18 @@ class JournalRetention:
                                 last_result=result.describe() if result is not None else None)
             if result is not None and result.archived:
                 self._status["archived_records"] += result.records
+
+    def _refuse_after_a_failed_check(self) -> None:
+        """ArchiveError when the full check found the chain broken. A run checks the chain
+        only from the verified mark on, so an edit behind the mark would not stop it, and it
+        would move the mark over the edit to the head: the next runs, and the next start's
+        first one, would then trust a chain that does not hold."""
+        from controller.durability.archives.archive import ArchiveError
+
+        failure = self._check_failure() if self._check_failure is not None else None
+        if failure is not None:
+            raise ArchiveError(f"not run: the full journal check failed ({failure}); nothing "
+                               "is archived and the verified mark stays where it was")
 
     def _run_child(self) -> ArchiveResult:
         """One run in an idle child; ArchiveError with the child's words when it fails."""

@@ -30,6 +30,7 @@ from controller.display.settings import DisplaySettings, parse_listen
 from controller.display.words import LANGUAGES
 from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
+from controller.service.config.logins import login_problems
 from controller.service.config.yaml_reader import YamlProblems, read_yaml_file
 from controller.table.records import MachineSettings
 from controller.transports import OptionConflict
@@ -570,6 +571,7 @@ def parse_config(data: Any, source: str | None = None,
     metrics = _read_metrics(root.get_section("metrics"))
     realtime_priority = root.get_int("realtime_priority", 0, minval=0, maxval=HIGHEST_PRIORITY)
     root.finish()
+    errors += login_problems(table.table_id if table else None, transports.get("mqtt"))
     if errors:
         raise ConfigError(errors, source)
     assert table is not None and shoe is not None

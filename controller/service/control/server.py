@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from controller.rate_limited_log import RateLimitedLog
 from controller.service.control.access import AccessPolicy, Peer, group_id, missing_group
 from controller.service.control.client import ControlConfigError, ControlError
 from controller.service.control.protocol import (
@@ -51,7 +52,6 @@ from controller.service.control.protocol import (
     supervisor_request,
 )
 from controller.table.inputs import Actor
-from drivers.panel_common import RateLimitedLog
 
 log = structlog.get_logger("pokdeng.control")
 

@@ -92,14 +92,16 @@ def restore_shoe_tags(journal: Journal, drivers: list[Driver]) -> None:
 
 
 def start_retention(config: Config, settings: MachineSettings, journal: Journal,
-                    start_after: threading.Event) -> JournalRetention | None:
+                    start_after: threading.Event,
+                    check_failure: Callable[[], str | None]) -> JournalRetention | None:
     """Archiving closed, delivered shoes, when configured; its first run waits for
-    ``start_after`` (the journal check after READY)."""
+    ``start_after`` (the journal check after READY), and no run goes ahead once
+    ``check_failure`` names why that check failed."""
     if not config.journal.archive:
         return None
     retention = JournalRetention(
         config.journal_path, config.journal, settings,
-        key=journal.chain.key, start_after=start_after)
+        key=journal.chain.key, start_after=start_after, check_failure=check_failure)
     retention.start()
     return retention
 

@@ -88,8 +88,10 @@ def start(daemon: TableDaemon) -> None:
     for driver in daemon.drivers:
         driver.start()
     daemon.relight_panel()
-    daemon.retention = start_retention(config, daemon.settings, journal,
-                                       daemon.check_finished)
+    daemon.retention = start_retention(
+        config, daemon.settings, journal, daemon.check_finished,
+        check_failure=lambda: (daemon.journal_check.failure()
+                               if daemon.journal_check is not None else None))
     daemon.control_handler = TableControl(daemon.board, daemon.clock, daemon.submit,
                                           daemon.stop_requested, daemon.outbox,
                                           daemon.retention)

@@ -138,6 +138,13 @@ class JournalCheck:
         with self._lock:
             return dict(self._status)
 
+    def failure(self) -> str | None:
+        """Why the chain does not hold, once the check found it so; else None (not yet, or
+        no verdict). Retention asks before each run: none archives or moves the verified
+        mark on a journal this check refused."""
+        with self._lock:
+            return str(self._status["reason"]) if self._status["state"] == "failed" else None
+
     def stop(self) -> None:
         """End a check still running (the daemon is stopping): no verdict is given."""
         self._stopped.set()
