@@ -13,7 +13,13 @@ import pytest
 
 from controller.durability.canonical_form import event_digest, legacy_event_digest
 from controller.table.events import to_json_line
-from support.canonical_journals import events_sent, older_writer, table_inputs, write_journal
+from support.canonical_journals import (
+    events_sent,
+    older_writer,
+    table_inputs,
+    worked_example,
+    write_journal,
+)
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 
@@ -65,3 +71,8 @@ def test_node_hashes_an_older_versions_events_with_whole_floats_as_the_table(nod
     from_node = node_digests(node, sent)
     assert from_node == {event["seq"]: event_digest(event) for event in sent}
     assert all(from_node[event["seq"]] != legacy_event_digest(event) for event in whole)
+
+
+def test_node_gives_the_digest_of_docs_backend_md_worked_example(node) -> None:
+    event, _, digest = worked_example()
+    assert node_digests(node, [event]) == {event["seq"]: digest}

@@ -1,10 +1,13 @@
-"""Real journals for the canonical-form tests: a shoe's first rounds through the table machine
-into a real SQLite journal, written by this version or as an older version wrote them (whole
-numbers as floats: ``"betting_seconds":15.0``), and the events as a backend received them."""
+"""For the canonical-form tests: real journals (a shoe's first rounds through the table machine
+into a real SQLite journal, written by this version or as an older version wrote them, whole
+numbers as floats: ``"betting_seconds":15.0``), the events as a backend received them, and
+docs/backend.md's worked example of a digest."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +54,19 @@ def events_sent(path: Path) -> list[dict[str, Any]]:
         return anchored_events_after(conn, 0, 100_000)
     finally:
         conn.close()
+
+
+BACKEND_DOC = Path(__file__).resolve().parents[2] / "docs" / "backend.md"
+
+
+def worked_example() -> tuple[dict, str, str]:
+    """The example's event (as received), its RFC 8785 text and the documented digest."""
+    text = BACKEND_DOC.read_text(encoding="utf-8")
+    section = text[text.index("**Worked example.**"):]
+    received = re.search(r"```json\n(.*?)\n```", section, re.S)
+    canonical = re.search(r"```text\n(.*?)\n```", section, re.S)
+    digest = re.search(r'\{"seq": (\d+), "sha256": "([0-9a-f]{64})"\}', section)
+    assert received and canonical and digest, "docs/backend.md's worked example is incomplete"
+    event = json.loads(received.group(1))
+    assert int(digest.group(1)) == event["seq"]
+    return event, canonical.group(1), digest.group(2)
