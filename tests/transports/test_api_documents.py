@@ -272,3 +272,27 @@ def test_the_message_schemas_refuse_what_the_contract_does_not_allow(
               "since": "2026-12-01T10:00:00.000Z", "connected_at": "2026-12-01T10:00:01.000Z"}
     assert valid("api/status.json", online)
     assert not valid("api/status.json", {**online, "card": "AS"})
+
+
+def test_a_javascript_backend_loads_the_schemas_by_id_and_validates_the_same_messages(
+        journal_events, loader) -> None:
+    """docs/backend.md's Ajv recipe (tests/node/validate.js) in a real node process: the
+    table's real batch validates, a batch with a card value in a card_dealt event does not."""
+    import subprocess
+
+    from support.node_packages import node
+
+    dealt = next(i for i, e in enumerate(journal_events) if e["type"] == "card_dealt")
+    sealed = [dict(e) for e in journal_events]
+    sealed[dealt] = {**sealed[dealt], "data": {**sealed[dealt]["data"], "card": "AS"}}
+    lines = [json.dumps({"table": TABLE, "events": journal_events}),
+             json.dumps({"table": TABLE, "events": []}),
+             json.dumps({"table": TABLE, "events": sealed})]
+    files = [str(path) for path in loader.schema_files(ROOT)]
+    done = subprocess.run(
+        [node(), str(node_packages() / "validate.js"), *files, loader.ID_BASE + "api/batch.json"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = done.stdout.splitlines()
+    assert verdicts[:2] == ["ok", "ok"]
+    assert verdicts[2] != "ok" and "additionalProperties" in verdicts[2]
