@@ -206,21 +206,30 @@ class Continuation:
     held (``sha256``: the digest of its event ``after_seq``, as ``source`` said) when no copy
     of the table's journal was as new (``pokdeng-table journal continue``). Its first record
     links to ``origin_hash``, not to the genesis hash, and its first event is ``after_seq + 1``.
+    ``unconfirmed``: who continued it without a backend's confirmation, and why (``by``,
+    ``reason``); hashed into the origin with the rest, so it cannot be edited away.
     """
     after_seq: int
     sha256: str
     source: str
     at: str
+    unconfirmed: dict[str, str] | None = None
 
     def to_json(self) -> str:
-        return canonical_json({"after_seq": self.after_seq, "sha256": self.sha256,
-                               "source": self.source, "at": self.at})
+        data: dict[str, Any] = {"after_seq": self.after_seq, "sha256": self.sha256,
+                                "source": self.source, "at": self.at}
+        if self.unconfirmed is not None:
+            data["unconfirmed"] = self.unconfirmed
+        return canonical_json(data)
 
     def origin_hash(self, chain: ChainHash) -> str:
         """Where the chain starts: the continuation itself hashed with the chain's function,
         so a walk that reaches record 1 holds the journal to the backend's position."""
-        text = canonical_json({"kind": "continues", "after_seq": self.after_seq,
-                               "sha256": self.sha256})
+        fields: dict[str, Any] = {"kind": "continues", "after_seq": self.after_seq,
+                                  "sha256": self.sha256}
+        if self.unconfirmed is not None:
+            fields["unconfirmed"] = {**self.unconfirmed, "at": self.at}
+        text = canonical_json(fields)
         return chain.mac(text) or hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -231,8 +240,11 @@ def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
         return None
     try:
         data = json.loads(row[0])
+        unconfirmed = data.get("unconfirmed")
         found = Continuation(int(data["after_seq"]), str(data["sha256"]), str(data["source"]),
-                             str(data["at"]))
+                             str(data["at"]),
+                             None if unconfirmed is None else
+                             {"by": str(unconfirmed["by"]), "reason": str(unconfirmed["reason"])})
     except (ValueError, KeyError, TypeError) as exc:
         raise JournalError(f"meta continued is not valid: {exc}") from None
     if found.after_seq < 1 or len(found.sha256) != 64:
