@@ -413,7 +413,8 @@ def _continue(args: argparse.Namespace) -> int:
         shoes = shoe_rule(config.journal_path, event)
         source, silent = _confirmed_by_backends(config, event, args.wait, args.unconfirmed)
     except BadBackendEvent as exc:
-        say(f"--backend-event: {exc}; nothing done")
+        say(f"--backend-event: {exc}; nothing done: bring the backend's last event of this "
+            "table exactly as it stored it")
         return 2
     except (ContinueRefused, JournalError) as exc:
         say(f"{exc}; nothing done")
@@ -465,11 +466,7 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
     transport: its file's last event) must hold exactly up to ``event``, same digest. The
     names of those that confirmed it, and None, or with ``unconfirmed`` what could not
     confirm it (ContinueRefused without it)."""
-    from controller.durability.continuation import (
-        ASK_AGAIN,
-        ContinueRefused,
-        agreeing_position,
-    )
+    from controller.durability.continuation import ContinueRefused, agreeing_position
     from controller.durability.continuation_evidence import file_position
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
@@ -495,10 +492,7 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
             cannot.append(f"{sink.name}: {sink.path} holds no event yet")
         else:
             answers[sink.name] = held
-    try:
-        agreeing_position(event, answers)
-    except ContinueRefused as exc:
-        raise ContinueRefused(f"{exc}; {ASK_AGAIN}") from None
+    agreeing_position(event, answers)  # one that answers otherwise refuses it, always
     if not cannot and answers:
         return ",".join(sorted(answers)), None
     why = "; ".join(cannot) or "no backend is configured"

@@ -138,7 +138,9 @@ def _check_event(event: dict[str, Any], table_id: str, where: str) -> None:
         raise BadBackendEvent(f"{where}: {exc}: not an event this table sent") from None
     if event.get("table") != table_id or event.get("id") != f"{table_id}:{seq}":
         raise ContinueRefused(f"{where}: the event is of table {event.get('table')!r} (id "
-                              f"{event.get('id')!r}), not of this table {table_id!r}")
+                              f"{event.get('id')!r}), not of this table {table_id!r}: ask "
+                              f"the backend's operator for the last event of table "
+                              f"{table_id!r} it holds (id {table_id}:<seq>)")
 
 
 def _anchor_of(event: dict[str, Any]) -> tuple[int, str] | None:

@@ -351,3 +351,28 @@ def test_an_unconfirmed_continuation_is_recorded_in_the_journal(tmp_path: Path) 
                      (text.replace("supervisor-ana", "nobody"),))
     result = verify_file(path, KEY)
     assert not result.ok and "origin" in result.reason
+
+
+def test_a_file_transports_position_is_its_last_complete_event(tmp_path: Path) -> None:
+    """What the file sink's file ends with, read backwards: a torn last write (the sink cuts
+    it off and sends it again) is not an event it holds; long files are not read whole."""
+    from controller.durability.continuation_evidence import file_position
+
+    path = tmp_path / "events.jsonl"
+    assert file_position(path, "T7", "file") is None  # no file: it cannot tell
+    path.write_bytes(b"")
+    assert file_position(path, "T7", "file") is None
+    events = [{**stored_event(seq, 1), "data": {"pad": "x" * 900}} for seq in range(1, 201)]
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))  # ~200 KB: several chunks
+    held = file_position(path, "T7", "file")
+    assert held is not None and (held.seq, held.sha256) == (200, event_digest(events[-1]))
+    with path.open("a") as file:
+        file.write(json.dumps(stored_event(201, 1))[:40])  # a write cut short
+    held = file_position(path, "T7", "file")
+    assert held is not None and held.seq == 200
+    path.write_text(json.dumps(stored_event(5, 1, table="T8")) + "\n")
+    with pytest.raises(ValueError, match="not an event of table 'T7'"):
+        file_position(path, "T7", "file")
+    path.write_text(json.dumps({**stored_event(5, 1), "seq": 2**63}) + "\n")
+    with pytest.raises(ValueError, match="seq must be between 1 and 9007199254740991"):
+        file_position(path, "T7", "file")
