@@ -93,10 +93,15 @@ def read_backend_event(text: str, table_id: str, where: str) -> BackendEvent:
     events = _events_of(text, where)
     for line, event in events:
         _check_event(event, table_id, where if len(events) == 1 else f"{where}:{line}")
-    by_seq = {event["seq"]: event for _, event in events}
     last = events[-1][1]
-    return BackendEvent(last["seq"], last.get("shoe"), event_digest(last), _anchor_of(last),
-                        _told_shoe(by_seq, last["seq"]))
+    for line, event in events[:-1]:
+        if event["seq"] >= last["seq"]:
+            raise BadBackendEvent(f"{where}:{line}: seq {event['seq']} is not before the last "
+                                  f"line's (seq {last['seq']}): the last line must be the "
+                                  "backend's last event")
+    by_seq = {event["seq"]: event for _, event in events}
+    return BackendEvent(last["seq"], last.get("shoe"), event_digest(last),
+                        _anchor_of(last, where), _told_shoe(by_seq, last["seq"]))
 
 
 def _events_of(text: str, where: str) -> list[tuple[int, dict[str, Any]]]:
@@ -143,14 +148,19 @@ def _check_event(event: dict[str, Any], table_id: str, where: str) -> None:
                               f"{table_id!r} it holds (id {table_id}:<seq>)")
 
 
-def _anchor_of(event: dict[str, Any]) -> tuple[int, str] | None:
+def _anchor_of(event: dict[str, Any], where: str) -> tuple[int, str] | None:
+    """The journal record and hash the event names as its anchor (None: it has none)."""
     anchor = event.get("anchor")
-    if not isinstance(anchor, dict):
+    if anchor is None:
         return None
-    record, digest = anchor.get("record"), anchor.get("hash")
-    if isinstance(record, bool) or not isinstance(record, int) or not isinstance(digest, str):
-        return None
-    return record, digest
+    try:
+        if not isinstance(anchor, dict) or not isinstance(anchor.get("hash"), str):
+            raise ValueError(f"the event's anchor must be {{\"record\": n, \"hash\": "
+                             f"\"<hex>\"}}, got {anchor!r:.80}")
+        record = external_count(anchor.get("record"), "the event's anchor record", minimum=1)
+    except ValueError as exc:
+        raise BadBackendEvent(f"{where}: {exc}: not an event this table sent") from None
+    return record, anchor["hash"]
 
 
 def _told_shoe(by_seq: dict[int, dict[str, Any]], last: int) -> int | None:

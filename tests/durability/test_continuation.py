@@ -203,6 +203,11 @@ def test_numbers_from_outside_are_bounded(tmp_path: Path) -> None:
             event["id"] = f"T7:{value}"
         with pytest.raises(continuation.BadBackendEvent, match=problem):
             as_given(event)
+    for anchor, problem in (({"record": 2**64, "hash": "a" * 64}, "anchor record must be"),
+                            ({"record": 0, "hash": "a" * 64}, "anchor record must be"),
+                            ({"record": 5}, "anchor must be"), ("a", "anchor must be")):
+        with pytest.raises(continuation.BadBackendEvent, match=problem):
+            as_given({**stored_event(40, 2), "anchor": anchor})
     # the largest accepted: a journal continued after it opens and recovers
     path = tmp_path / "journal.sqlite"
     top = as_given({**stored_event(2**53 - 1, 2**53 - 1), "id": f"T7:{2**53 - 1}"})
@@ -218,6 +223,11 @@ def test_every_line_handed_in_is_checked(tmp_path: Path) -> None:
                                         "event.json")
     with pytest.raises(continuation.BadBackendEvent, match="event.json:2: not JSON"):
         continuation.read_backend_event(json.dumps(lines[0]) + "\n{\n", "T7", "event.json")
+    # the last line is the backend's last event: none before it may come after it
+    backwards = [stored_event(41, 2), stored_event(40, 2)]
+    with pytest.raises(continuation.BadBackendEvent, match="event.json:1: seq 41 is not before"):
+        continuation.read_backend_event("\n".join(json.dumps(e) for e in backwards), "T7",
+                                        "event.json")
 
 
 def test_delivery_rows_past_the_event_refuse_it(tmp_path: Path) -> None:
