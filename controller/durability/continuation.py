@@ -46,12 +46,14 @@ from controller.durability.disk import fsync_directory
 from controller.durability.journal import (
     ArchiveBase,
     Continuation,
+    ContinuationOutOfBounds,
     Journal,
     JournalError,
     connect,
     last_seq_of,
     open_read_only,
     read_chain,
+    read_continuation,
 )
 from controller.durability.write_lock import write_transaction
 from controller.table.records import MachineSettings
@@ -205,7 +207,7 @@ def shoe_rule(journal_path: str | Path, event: BackendEvent) -> ShoeRule:
             "be dealt again: ask the backend's operator for this table's events from the last "
             f"one that names a shoe up to seq {event.seq}, as JSON Lines, and hand them in "
             "instead")
-    return ShoeRule(told, shoes_named(journal_path))
+    return ShoeRule(told, shoes_named(journal_path) if holds_evidence(journal_path) else 0)
 
 
 def agreeing_position(event: BackendEvent, answers: dict[str, Held]) -> None:
@@ -222,11 +224,28 @@ def agreeing_position(event: BackendEvent, answers: dict[str, Held]) -> None:
                 f"sha256 {(held.sha256 or '')[:12]}…): bring the event exactly as it stored it")
 
 
+def holds_evidence(journal_path: str | Path) -> bool:
+    """Whether the journal being replaced is there to be weighed: not when it is gone, nor
+    when it continues after a seq beyond bounds.py's (made before ``journal continue`` bounded
+    it): every start failed before its first record, so it holds nothing but that seq."""
+    path = Path(journal_path)
+    if not path.exists():
+        return False
+    conn = open_read_only(path)
+    try:
+        read_continuation(conn)
+    except ContinuationOutOfBounds:
+        return bool(conn.execute("SELECT 1 FROM records LIMIT 1").fetchone())
+    finally:
+        conn.close()
+    return True
+
+
 def refuse_unless_behind(journal_path: str | Path, event: BackendEvent) -> None:
     """ContinueRefused unless the journal is behind the backend's ``event`` or holds another
     event at its seq: a journal that holds the backend's history (or runs past it) is dealt
     on, not continued. A journal that is gone passes (it was lost)."""
-    if not Path(journal_path).exists():
+    if not holds_evidence(journal_path):
         return
     conn = open_read_only(journal_path)
     try:
@@ -245,6 +264,8 @@ def refuse_if_proven_past(journal_path: str | Path, key: bytes | None,
                           event: BackendEvent) -> None:
     """ContinueRefused when the journal being replaced proves the table got further than the
     event's seq, or that the event is not the one it sent (continuation_evidence.py)."""
+    if not holds_evidence(journal_path):
+        return
     proof = proof_past(journal_path, key, event.seq, event.sha256, event.anchor)
     if proof is not None:
         raise ContinueRefused(

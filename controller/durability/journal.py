@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.durability.bounds import MAX_EXTERNAL_NUMBER
 from controller.durability.chain import ChainHash, ChainKeyProblem, chain_for
 from controller.durability.disk import fsync_directory
 from controller.durability.write_lock import write_transaction, writer_lock
@@ -233,6 +234,11 @@ class Continuation:
         return chain.mac(text) or hashlib.sha256(text.encode()).hexdigest()
 
 
+class ContinuationOutOfBounds(JournalError):
+    """A journal continued after a seq beyond bounds.py's, which no backend can hold (made
+    before ``journal continue`` bounded it): no start can append to it."""
+
+
 def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
     """The journal's continuation (meta ``continued``), or None for a history from seq 1."""
     row = conn.execute("SELECT value FROM meta WHERE key='continued'").fetchone()
@@ -249,6 +255,13 @@ def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
         raise JournalError(f"meta continued is not valid: {exc}") from None
     if found.after_seq < 1 or len(found.sha256) != 64:
         raise JournalError(f"meta continued is not valid: {row[0][:200]}")
+    if found.after_seq > MAX_EXTERNAL_NUMBER:  # an old `journal continue` did not bound it
+        raise ContinuationOutOfBounds(
+            f"meta continued: the journal continues after seq {found.after_seq}, beyond "
+            f"{MAX_EXTERNAL_NUMBER}, which no backend can hold: it was continued after an "
+            "event that was not the backend's; run `pokdeng-table journal continue` again "
+            "with the backend's last event (docs/install.md, \"A table whose history "
+            "forked\")")
     return found
 
 

@@ -386,3 +386,23 @@ def test_a_file_transports_position_is_its_last_complete_event(tmp_path: Path) -
     path.write_text(json.dumps({**stored_event(5, 1), "seq": 2**63}) + "\n")
     with pytest.raises(ValueError, match="seq must be between 1 and 9007199254740991"):
         file_position(path, "T7", "file")
+
+
+def test_a_journal_continued_past_the_bounds_before_they_existed_is_continued_again(
+        tmp_path: Path) -> None:
+    """A journal continued after seq 2^63 - 1 (an event read before numbers were bounded):
+    it is refused with a message naming the way out, not an OverflowError at every start,
+    and continuing again after the backend's true last event sets it aside."""
+    path = tmp_path / "journal.sqlite"
+    continuation.continue_history(path, KEY, continuation.BackendEvent(2**63 - 1, 1, "a" * 64),
+                                  "given", SETTINGS)
+    with pytest.raises(JournalError, match="beyond 9007199254740991, which no backend can "
+                                           "hold.*journal continue` again"):
+        Journal(path, KEY)
+    event = backend_event(80, 1)
+    continuation.refuse_unless_behind(path, event)
+    continuation.refuse_if_proven_past(path, KEY, event)
+    done = continuation.continue_history(path, KEY, event, "http", SETTINGS)
+    assert done.set_aside is not None and done.shoes.last == 1
+    machine = recovered(path)
+    assert machine.seq == 80 and machine.state == "no_shoe"
