@@ -50,9 +50,10 @@ def event_file(tmp_path: Path, event: dict[str, Any]) -> Path:
     return path
 
 
-def continue_(config: Path, event: Path, *extra: str):
+def continue_(config: Path, event: Path, *extra: str, wait: float = 30):
+    """``journal continue``; ``wait``: for the backends' answers (generous: a loaded PC)."""
     return pokdeng("journal", "continue", "--config", str(config), "--backend-event",
-                   str(event), "--wait", "5", *extra, timeout=60)
+                   str(event), "--wait", str(wait), *extra, timeout=wait + 60)
 
 
 def digest(path: Path) -> str:
@@ -126,7 +127,7 @@ def test_continuing_is_refused_unless_the_backend_confirms_it(histories, tmp_pat
     # no backend answers: nothing is continued unconfirmed
     silent = config_for(state, {"http": {"url": f"http://127.0.0.1:{free_port()}/events",
                                          "allow_insecure": True}})
-    unconfirmed = continue_(silent, event_file(tmp_path, held[-1]), "--yes")
+    unconfirmed = continue_(silent, event_file(tmp_path, held[-1]), "--yes", wait=3)
     assert unconfirmed.returncode == 1 and "http: no answer on where it stands" in \
         unconfirmed.stderr
     assert digest(journal) == before and not list(state.glob("forked-*"))
@@ -350,7 +351,7 @@ def test_unconfirmed_needs_a_reason_and_is_journaled(histories, tmp_path) -> Non
     assert blank.returncode == 2
     reason_only = continue_(silent, event, "--yes", "--reason", "no backend")
     assert reason_only.returncode == 2
-    refused = continue_(silent, event, "--yes")
+    refused = continue_(silent, event, "--yes", wait=3)
     assert refused.returncode == 1 and "--unconfirmed --reason TEXT" in refused.stderr
     assert untouched(state, before)
 
