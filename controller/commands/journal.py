@@ -99,18 +99,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "history than any copy of its journal (docs/install.md, \"A table whose "
                     "history forked\"): set the journal, its head file and archives aside in "
                     "forked-<time>/ beside them, and start a new journal whose first event is "
-                    "the one after the backend's last, with no shoe open. The backend's last "
-                    "event is checked against what every backend that can tell says it holds. "
-                    "Without --yes, only says what it would do. Exit 0: done (or the plan "
-                    "shown); 1: refused, with why; 2: bad arguments; 78: configuration.")
+                    "the one after the backend's last, with no shoe open. Refused when the "
+                    "journal being replaced proves the table got further (its delivery rows, "
+                    "archives, head file, or the event's anchor), and unless a configured "
+                    "backend confirms the event: HTTP and MQTT backends say where they stand, "
+                    "a file transport by its file's last event; each that tells must hold "
+                    "exactly up to it, same digest. The next shoe is past the backend's last "
+                    "shoe and every shoe the journal set aside names. Without --yes, only says "
+                    "what it would do. Exit 0: done (or the plan shown); 1: refused, with why; "
+                    "2: bad arguments, or a --backend-event that is no usable event; 78: "
+                    "configuration.")
     resume.add_argument("--config", metavar="FILE", required=True,
                         help="the table's config: its journal, key, table settings and backends")
     resume.add_argument("--backend-event", metavar="FILE", required=True,
                         help="the backend's last event of this table, as it stored it (JSON, "
-                             "or JSON Lines whose last line it is)")
+                             "or JSON Lines whose last line it is; when it names no shoe, the "
+                             "lines back to one that does)")
     resume.add_argument("--wait", metavar="SECONDS", type=float, default=10.0,
                         help="how long to wait for the backends to say where they stand "
                              "(default 10)")
+    resume.add_argument("--unconfirmed", action="store_true",
+                        help="continue although no backend can confirm the event (backends "
+                             "that cannot answer); needs --reason, recorded in the new journal "
+                             "with who ran it and when. A backend that answers otherwise "
+                             "still refuses")
+    resume.add_argument("--reason", metavar="TEXT", default=None,
+                        help="why it is continued unconfirmed (with --unconfirmed)")
     resume.add_argument("--yes", action="store_true",
                         help="do it (without: show what would be done)")
     resume.set_defaults(func=_continue)
@@ -358,10 +372,13 @@ def _continue(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from controller.durability.continuation import (
+        BadBackendEvent,
         ContinueRefused,
         continue_history,
         read_backend_event,
+        refuse_if_proven_past,
         refuse_unless_behind,
+        shoe_rule,
     )
     from controller.durability.journal import JournalError
     from controller.service.config.errors import ConfigError
@@ -372,6 +389,11 @@ def _continue(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(f"pokdeng-table journal continue: {message}", file=sys.stderr)
 
+    reason = (args.reason or "").strip()
+    if args.unconfirmed != bool(reason):
+        say("--unconfirmed needs --reason TEXT (why no backend can confirm the event), and "
+            "--reason goes with --unconfirmed only")
+        return 2
     try:
         config = load_config(args.config)
         key = load_journal_key(config)
@@ -387,19 +409,30 @@ def _continue(args: argparse.Namespace) -> int:
     try:
         event = read_backend_event(text, settings.table_id, args.backend_event)
         refuse_unless_behind(config.journal_path, event)
-        source = _confirmed_by_backends(config, event, args.wait)
+        refuse_if_proven_past(config.journal_path, key, event)
+        shoes = shoe_rule(config.journal_path, event)
+        source, silent = _confirmed_by_backends(config, event, args.wait, args.unconfirmed)
+    except BadBackendEvent as exc:
+        say(f"--backend-event: {exc}; nothing done: bring the backend's last event of this "
+            "table exactly as it stored it")
+        return 2
     except (ContinueRefused, JournalError) as exc:
         say(f"{exc}; nothing done")
         return 1
+    unconfirmed = {"by": invoking_user(), "reason": reason} if silent is not None else None
+    confirmed = (f"confirmed by {source}" if unconfirmed is None else
+                 f"UNCONFIRMED ({silent}), recorded in the new journal as run by "
+                 f"{unconfirmed['by']}: {reason}")
     plan = (f"table {settings.table_id}: set {config.journal_path} (and its WAL, head file and "
             f"archives) aside in forked-<time>/ beside it, and start a new journal whose first "
-            f"event is seq {event.seq + 1}, after the backend's seq {event.seq} (shoe "
-            f"{event.shoe}; the dealer starts shoe {event.shoe + 1})")
+            f"event is seq {event.seq + 1}, after the backend's seq {event.seq} ({confirmed}); "
+            f"{shoes.describe()}")
     if not args.yes:
         print(f"would {plan}.\nNothing done yet: run again with --yes, the table stopped.")
         return 0
     try:
-        done = continue_history(config.journal_path, key, event, source, settings)
+        done = continue_history(config.journal_path, key, event, source, settings,
+                                unconfirmed=unconfirmed)
     except ContinueRefused as exc:
         say(f"{exc}; nothing done")
         return 1
@@ -410,14 +443,31 @@ def _continue(args: argparse.Namespace) -> int:
         print(f"set aside in {done.set_aside}: {', '.join(done.moved)} (keep them for the "
               "audit)")
     print(f"{config.journal_path}: a new journal; its first event will be seq "
-          f"{event.seq + 1}. Start the table: the dealer starts a new shoe.")
+          f"{event.seq + 1} ({confirmed}). Start the table: {done.shoes.describe()}.")
     return 0
 
 
-def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> str:
-    """Every backend that can say where it stands must hold exactly up to ``event``; the
-    names of those that said so (``given`` when none of them can tell)."""
+def invoking_user() -> str:
+    """Who ran the command: the user behind sudo when run under it, else the process's."""
+    import os
+    import pwd
+
+    if os.geteuid() == 0 and os.environ.get("SUDO_USER"):
+        return os.environ["SUDO_USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid {os.getuid()}"
+
+
+def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
+                           unconfirmed: bool) -> tuple[str, str | None]:
+    """Every configured backend that tells where it stands (HTTP, MQTT: asked; a file
+    transport: its file's last event) must hold exactly up to ``event``, same digest. The
+    names of those that confirmed it, and None, or with ``unconfirmed`` what could not
+    confirm it (ContinueRefused without it)."""
     from controller.durability.continuation import ContinueRefused, agreeing_position
+    from controller.durability.continuation_evidence import file_position
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
 
@@ -430,11 +480,27 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> 
         for transport in transports:
             transport.close()
     # an answer that could not be read confirms nothing either
-    silent = sorted(t.name for t in transports if t.tells_held and t.name not in answers)
-    if silent:
-        raise ContinueRefused(
-            f"no answer from backend(s) {', '.join(silent)} on where they stand within "
-            f"{wait:g} s: continuing unconfirmed could lose or repeat ids; try again when they "
-            "answer")
-    agreeing_position(event, answers)
-    return ",".join(sorted(answers)) or "given"
+    cannot = [f"{t.name}: no answer on where it stands within {wait:g} s"
+              for t in transports if t.tells_held and t.name not in answers]
+    for sink in (t for t in transports if t.kind == "file"):
+        try:
+            held = file_position(sink.path, config.table.table_id, sink.name)
+        except ValueError as exc:
+            cannot.append(f"{sink.name}: {exc}")
+            continue
+        if held is None:
+            cannot.append(f"{sink.name}: {sink.path} holds no event yet")
+        else:
+            answers[sink.name] = held
+    agreeing_position(event, answers)  # one that answers otherwise refuses it, always
+    if not cannot and answers:
+        return ",".join(sorted(answers)), None
+    why = "; ".join(cannot) or "no backend is configured"
+    if unconfirmed:
+        return ",".join(sorted(answers)) or "unconfirmed", why
+    confirmed = f" (only {', '.join(sorted(answers))} did)" if answers else ""
+    raise ContinueRefused(
+        f"not every configured backend can confirm seq {event.seq}{confirmed}: {why}; "
+        "continuing unconfirmed could lose or repeat ids: try again when they answer. Only "
+        "for a backend that cannot say where it stands at all, continue with --unconfirmed "
+        "--reason TEXT (recorded in the new journal with who ran it and when)")

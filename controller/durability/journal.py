@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.durability.bounds import MAX_EXTERNAL_NUMBER
 from controller.durability.chain import ChainHash, ChainKeyProblem, chain_for
 from controller.durability.disk import fsync_directory
 from controller.durability.write_lock import write_transaction, writer_lock
@@ -206,22 +207,36 @@ class Continuation:
     held (``sha256``: the digest of its event ``after_seq``, as ``source`` said) when no copy
     of the table's journal was as new (``pokdeng-table journal continue``). Its first record
     links to ``origin_hash``, not to the genesis hash, and its first event is ``after_seq + 1``.
+    ``unconfirmed``: who continued it without a backend's confirmation, and why (``by``,
+    ``reason``); hashed into the origin with the rest, so it cannot be edited away.
     """
     after_seq: int
     sha256: str
     source: str
     at: str
+    unconfirmed: dict[str, str] | None = None
 
     def to_json(self) -> str:
-        return canonical_json({"after_seq": self.after_seq, "sha256": self.sha256,
-                               "source": self.source, "at": self.at})
+        data: dict[str, Any] = {"after_seq": self.after_seq, "sha256": self.sha256,
+                                "source": self.source, "at": self.at}
+        if self.unconfirmed is not None:
+            data["unconfirmed"] = self.unconfirmed
+        return canonical_json(data)
 
     def origin_hash(self, chain: ChainHash) -> str:
         """Where the chain starts: the continuation itself hashed with the chain's function,
         so a walk that reaches record 1 holds the journal to the backend's position."""
-        text = canonical_json({"kind": "continues", "after_seq": self.after_seq,
-                               "sha256": self.sha256})
+        fields: dict[str, Any] = {"kind": "continues", "after_seq": self.after_seq,
+                                  "sha256": self.sha256}
+        if self.unconfirmed is not None:
+            fields["unconfirmed"] = {**self.unconfirmed, "at": self.at}
+        text = canonical_json(fields)
         return chain.mac(text) or hashlib.sha256(text.encode()).hexdigest()
+
+
+class ContinuationOutOfBounds(JournalError):
+    """A journal continued after a seq beyond bounds.py's, which no backend can hold (made
+    before ``journal continue`` bounded it): no start can append to it."""
 
 
 def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
@@ -231,12 +246,22 @@ def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
         return None
     try:
         data = json.loads(row[0])
+        unconfirmed = data.get("unconfirmed")
         found = Continuation(int(data["after_seq"]), str(data["sha256"]), str(data["source"]),
-                             str(data["at"]))
+                             str(data["at"]),
+                             None if unconfirmed is None else
+                             {"by": str(unconfirmed["by"]), "reason": str(unconfirmed["reason"])})
     except (ValueError, KeyError, TypeError) as exc:
         raise JournalError(f"meta continued is not valid: {exc}") from None
     if found.after_seq < 1 or len(found.sha256) != 64:
         raise JournalError(f"meta continued is not valid: {row[0][:200]}")
+    if found.after_seq > MAX_EXTERNAL_NUMBER:  # an old `journal continue` did not bound it
+        raise ContinuationOutOfBounds(
+            f"meta continued: the journal continues after seq {found.after_seq}, beyond "
+            f"{MAX_EXTERNAL_NUMBER}, which no backend can hold: it was continued after an "
+            "event that was not the backend's; run `pokdeng-table journal continue` again "
+            "with the backend's last event (docs/install.md, \"A table whose history "
+            "forked\")")
     return found
 
 
