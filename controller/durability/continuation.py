@@ -29,7 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.durability.delivery.held import Held, event_digest, fork_problem
+from controller.durability.canonical_form import event_digest
+from controller.durability.delivery.held import Held, fork_problem
 from controller.durability.disk import fsync_directory
 from controller.durability.journal import (
     ArchiveBase,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from controller.durability import checkpoints
+from controller.durability.canonical_form import same_json
 from controller.durability.chain import ChainHash
 from controller.durability.journal import (
     GENESIS_HASH,
@@ -54,11 +55,11 @@ def _first_difference(expected: Any, got: Any, path: str = "") -> str:
                 return f"{path}{key}: journaled, not recomputed"
             if key not in expected:
                 return f"{path}{key}: recomputed, not in the journal"
-            if canonical_json(expected[key]) != canonical_json(got[key]):
+            if not same_json(expected[key], got[key]):
                 return _first_difference(expected[key], got[key], f"{path}{key}.")
     if isinstance(expected, list) and isinstance(got, list) and len(expected) == len(got):
         for i, (a, b) in enumerate(zip(expected, got)):
-            if canonical_json(a) != canonical_json(b):
+            if not same_json(a, b):
                 return _first_difference(a, b, f"{path}{i}.")
     return f"{path.rstrip('.') or 'value'}: journal has {canonical_json(expected)[:120]}, " \
            f"replay gives {canonical_json(got)[:120]}"
@@ -299,6 +300,9 @@ class _Tail:
                 journaled.append(json.loads(body))
             except ValueError:
                 self._corrupt(record + offset, "body is not JSON")
+        if same_json(journaled, events):  # an older table's 15.0 is this one's 15
+            self.shoes_ended += sum(1 for event in events if event.get("type") == "shoe_ended")
+            return
         _disagree(record, inp, journaled, events)
 
 
@@ -311,7 +315,8 @@ def replay(machine: InputHandler, entries: Iterable[Entry]) -> None:
     with quiet_machine_logs():
         for entry in entries:
             events = _handle(machine, entry.record, entry.input)
-            if canonical_json(events) != canonical_json(entry.events):
+            if canonical_json(events) != canonical_json(entry.events) \
+                    and not same_json(events, entry.events):
                 _disagree(entry.record, entry.input, entry.events, events)
 
 
@@ -338,7 +343,7 @@ def _disagree(record: int, inp: Input, journaled_events: list[dict[str, Any]],
                   f"({', '.join(str(e.get('type')) for e in events) or 'none'})")
     else:
         index = next(i for i, (a, b) in enumerate(zip(journaled_events, events))
-                     if canonical_json(a) != canonical_json(b))
+                     if not same_json(a, b))
         detail = f"event seq {journaled[index]}: " + \
             _first_difference(journaled_events[index], events[index])
     raise RecoveryError(

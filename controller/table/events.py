@@ -81,6 +81,26 @@ def event_id(table_id: str, seq: int) -> str:
     return f"{table_id}:{seq}"
 
 
+_EXACT_FLOAT_INTEGER = 2**53
+
+
+def whole_numbers_as_integers(value: Any) -> Any:
+    """``value`` with every float that is a whole number written as an integer (``15.0`` ->
+    ``15``), real fractions (a hand's 7.1) kept: one form per number, the one every JSON
+    library writes, so a backend in any language re-encodes an event to the bytes the table
+    hashes (RFC 8785; docs/backend.md). A config's ``betting_seconds: 15.0``, a clock's
+    ``max_error_s`` of 16.0 and a countdown left at 12.0 s are the table's whole numbers."""
+    if isinstance(value, float):
+        # past 2^53 a float is no exact integer (and JSON readers hold no larger integer)
+        return int(value) if value.is_integer() and abs(value) <= _EXACT_FLOAT_INTEGER \
+            else value
+    if isinstance(value, dict):
+        return {key: whole_numbers_as_integers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [whole_numbers_as_integers(item) for item in value]
+    return value
+
+
 def make_event(
     table_id: str,
     seq: int,
@@ -99,7 +119,7 @@ def make_event(
         "type": type_,
         "shoe": shoe,
         "round": round_,
-        "data": data,
+        "data": whole_numbers_as_integers(data),
     }
 
 

@@ -55,3 +55,14 @@ def test_where_the_receiver_stands_is_what_the_table_compares():
         r.accept(e, 0.0)
     assert r.held() == held_of(anchored) == held_of(anchored[:3])  # 1-3: 5 waits for 4
     assert r.held()["seq"] == 3
+
+
+def test_the_receivers_digest_is_the_rfc_8785_one_for_an_older_tables_15_0():
+    """An older table sent ``"betting_seconds":15.0``: the page's receiver hashes its RFC 8785
+    form (``15``), as a JavaScript backend does, and the table compares that digest."""
+    r = receiver()
+    opened = {**event(1, "round_opened", betting_seconds=15.0, last_round=False),
+              "anchor": {"record": 2, "hash": "1" * 64}}
+    r.accept(opened, 0.0)
+    assert r.held() == held_of([opened]) == held_of([{**opened, "data": {
+        "betting_seconds": 15, "last_round": False}}])

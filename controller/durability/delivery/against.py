@@ -4,8 +4,10 @@ EVENTS.jsonl is what the backend holds: the file sink's lines (one event each), 
 the backend's stored events in the same form, or HTTP request bodies (``{"events": [...]}``)
 one a line. Every received event must be in the journal (live or archived) with the same
 seq, id and body, and where it carries an anchor, at the anchored record with the anchored
-hash. The first difference, in seq order, is reported; an event received twice with different
-content is one too (the table re-issued an id).
+hash. Bodies are compared as JSON values in their RFC 8785 form (canonical_form.py): a backend
+that stores ``15`` for an older table's ``15.0`` holds the same event. The first difference,
+in seq order, is reported; an event received twice with different content is one too (the
+table re-issued an id).
 
 A journal cut at its end, re-grown after a cut, edited or re-chained no longer matches: the
 backend's copies of its events and anchors were made before, and a keyed hash cannot be
@@ -25,11 +27,11 @@ from controller.durability.archives.archive import (
     archived_event_records,
     verify_with_archives,
 )
+from controller.durability.canonical_form import same_json
 from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import (
     JournalError,
     JournalKeyError,
-    canonical_json,
     open_read_only,
 )
 from controller.durability.recovery import first_difference
@@ -78,7 +80,7 @@ def read_received(path: str | Path) -> tuple[dict[int, Received], str | None]:
                     continue
                 for event in _events_of(path, number, line):
                     first = received.setdefault(event["seq"], Received(event, number))
-                    if conflict is None and canonical_json(first.event) != canonical_json(event):
+                    if conflict is None and not same_json(first.event, event):
                         conflict = (f"event {event['id']} (seq {event['seq']}) was received "
                                     f"twice with different content ({path} lines {first.line} "
                                     f"and {number}): "
@@ -171,7 +173,7 @@ def _compare(got: Received, n: int, body: str, digest: str) -> str | None:
     name = f"event {event['id']} (seq {event['seq']}, line {got.line})"
     journaled = json.loads(body)
     sent = strip_anchor(event)
-    if canonical_json(sent) != canonical_json(journaled):
+    if not same_json(sent, journaled):
         return f"{name} differs from the journal's: {first_difference(journaled, sent)}"
     anchor = event.get("anchor")
     if anchor is None:

@@ -26,7 +26,11 @@ from controller.service.realtime import (
 )
 from controller.service.recovery_hooks import StartupProgress, log_recovery
 from controller.service.startup.daemon_surface import TableDaemon
-from controller.service.startup.failure import EX_DATAERR, FORK_ADVICE, StartupError
+from controller.service.startup.failure import (
+    EX_DATAERR,
+    StartupError,
+    fork_stop_message,
+)
 from controller.service.startup.parts import (
     build_transports,
     create_drivers,
@@ -159,8 +163,8 @@ def hold_history_to_the_backends(daemon: TableDaemon) -> None:
     def history_forked(problem: str) -> None:
         """A backend that answered after the start holds another history (the guard's
         thread): stop at once, journal nothing more."""
-        log.critical("this table's history has forked; stopping: it must not deal on",
-                     problem=problem, advice=FORK_ADVICE)
+        log.critical("a backend holds another history than this journal; stopping: it must "
+                     "not deal on", problem=fork_stop_message(problem))
         daemon.forked = problem
         daemon.request_stop()
 
@@ -169,8 +173,7 @@ def hold_history_to_the_backends(daemon: TableDaemon) -> None:
     problem = daemon.history.wait_first(daemon.transports, daemon.config.backend_confirm_s)
     if problem:
         daemon.forked = problem
-        raise StartupError(f"this table's history has forked: {problem}. {FORK_ADVICE}",
-                           EX_DATAERR)
+        raise StartupError(fork_stop_message(problem), EX_DATAERR)
     daemon.history.start()
 
 
