@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
