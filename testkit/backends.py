@@ -49,6 +49,7 @@ DURABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "durability.md"
 VERIFIER_HEADING = "### Signing, and what a backend checks"
 BACKEND_DOC = Path(__file__).resolve().parents[1] / "docs" / "backend.md"
 RECEIVER_HEADING = "### The in-order receiver"
+SCHEMAS_HEADING = "### Loading the schemas"
 
 
 def _documented_code(doc: Path, heading: str) -> SimpleNamespace:
@@ -73,6 +74,13 @@ def documented_verifier() -> SimpleNamespace:
 def documented_receiver() -> SimpleNamespace:
     """The in-order receiver of docs/backend.md, run from the Markdown: ``InOrder``."""
     return _documented_code(BACKEND_DOC, RECEIVER_HEADING)
+
+
+@functools.cache
+def documented_schema_loader() -> SimpleNamespace:
+    """The contract's schema loader of docs/backend.md, run from the Markdown:
+    ``schema_files``, ``schema_registry``, ``validator``."""
+    return _documented_code(BACKEND_DOC, SCHEMAS_HEADING)
 
 
 class WebhookBackend:

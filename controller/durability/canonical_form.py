@@ -55,7 +55,9 @@ def same_json(a: Any, b: Any) -> bool:
     event journaled by an older table holds ``15.0``; a JavaScript backend hands back ``15``),
     ``1`` and ``true`` are not. Values with no RFC 8785 form are compared as the journal
     writes them."""
+    if canonical_json(a) == canonical_json(b):  # the common case, ten times cheaper
+        return True
     try:
         return jcs_bytes(a) == jcs_bytes(b)
     except CanonicalFormError:
-        return canonical_json(a) == canonical_json(b)
+        return False

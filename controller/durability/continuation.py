@@ -29,7 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.durability.canonical_form import event_digest
+from controller.durability.canonical_form import (
+    CanonicalFormError,
+    event_digest,
+    legacy_event_digest,
+)
 from controller.durability.delivery.held import Held, fork_problem
 from controller.durability.disk import fsync_directory
 from controller.durability.journal import (
@@ -53,10 +57,15 @@ class ContinueRefused(Exception):
 @dataclass(frozen=True)
 class BackendEvent:
     """The backend's last event of this table, read and checked from what the supervisor
-    brought: its seq, shoe and digest."""
+    brought: its seq, shoe and digest (RFC 8785), and its digest in the older documented form
+    that a backend written before RFC 8785 holds (held.py)."""
     seq: int
     shoe: int
     sha256: str
+    older_sha256: str | None = None
+
+    def held_by(self, held: Held) -> bool:
+        return held.sha256 in (self.sha256, self.older_sha256)
 
 
 def read_backend_event(text: str, table_id: str, where: str) -> BackendEvent:
@@ -79,7 +88,11 @@ def read_backend_event(text: str, table_id: str, where: str) -> BackendEvent:
                               f"{event.get('id')!r}), not of this table {table_id!r}")
     if shoe is not None and (isinstance(shoe, bool) or not isinstance(shoe, int) or shoe < 0):
         raise ContinueRefused(f"{where}: the event's shoe is not a shoe number")
-    return BackendEvent(seq, shoe or 0, event_digest(event))
+    try:
+        digest = event_digest(event)
+    except CanonicalFormError as exc:
+        raise ContinueRefused(f"{where}: the event cannot be the table's: {exc}") from None
+    return BackendEvent(seq, shoe or 0, digest, legacy_event_digest(event))
 
 
 def agreeing_position(event: BackendEvent, answers: dict[str, Held]) -> None:
@@ -90,7 +103,7 @@ def agreeing_position(event: BackendEvent, answers: dict[str, Held]) -> None:
             raise ContinueRefused(
                 f"backend {name} holds this table's events up to seq {held.seq}, the event "
                 f"given is seq {event.seq}: bring the backend's last event (seq {held.seq})")
-        if held.sha256 != event.sha256:
+        if not event.held_by(held):
             raise ContinueRefused(
                 f"backend {name} holds another event seq {held.seq} than the one given (its "
                 f"sha256 {(held.sha256 or '')[:12]}…): bring the event exactly as it stored it")

@@ -82,6 +82,7 @@ def event_id(table_id: str, seq: int) -> str:
 
 
 _EXACT_FLOAT_INTEGER = 2**53
+_MAY_HOLD_FLOATS = frozenset({float, dict, list, tuple})
 
 
 def whole_numbers_as_integers(value: Any) -> Any:
@@ -90,14 +91,21 @@ def whole_numbers_as_integers(value: Any) -> Any:
     library writes, so a backend in any language re-encodes an event to the bytes the table
     hashes (RFC 8785; docs/backend.md). A config's ``betting_seconds: 15.0``, a clock's
     ``max_error_s`` of 16.0 and a countdown left at 12.0 s are the table's whole numbers."""
-    if isinstance(value, float):
+    kind = type(value)
+    if kind is float:
         # past 2^53 a float is no exact integer (and JSON readers hold no larger integer)
         return int(value) if value.is_integer() and abs(value) <= _EXACT_FLOAT_INTEGER \
             else value
-    if isinstance(value, dict):
-        return {key: whole_numbers_as_integers(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [whole_numbers_as_integers(item) for item in value]
+    if kind is dict:
+        for item in value.values():
+            if type(item) in _MAY_HOLD_FLOATS:
+                return {key: whole_numbers_as_integers(item) for key, item in value.items()}
+        return value  # most events hold no number that is not an int: no copy (card path)
+    if kind is list or kind is tuple:
+        for item in value:
+            if type(item) in _MAY_HOLD_FLOATS:
+                return [whole_numbers_as_integers(item) for item in value]
+        return value
     return value
 
 

@@ -14,8 +14,8 @@ import pytest
 from controller.durability import continuation
 from controller.durability.archives.archive import archive_closed_shoes, verify_with_archives
 from controller.durability.archives.archive_resend import ArchiveSource, archived_events
+from controller.durability.canonical_form import event_digest, legacy_event_digest
 from controller.durability.delivery.anchors import anchored_events_after
-from controller.durability.delivery.held import event_digest
 from controller.durability.journal import (
     Journal,
     JournalError,
@@ -143,6 +143,20 @@ def test_the_backends_event_must_be_this_tables_and_agree(tmp_path: Path) -> Non
     with pytest.raises(continuation.ContinueRefused, match="another event seq 50"):
         continuation.agreeing_position(given, {"http": Held(50, "a" * 64, "http")})
     continuation.agreeing_position(given, {"http": Held(50, given.sha256, "http")})
+
+
+def test_a_backend_holding_the_older_digest_form_agrees_with_its_event() -> None:
+    """A backend written before RFC 8785 holds the older form's digest of its last event (an
+    older table's ``15.0`` in it): the event it brings is the one it holds."""
+    from controller.durability.delivery.held import Held
+    event = {"v": 1, "id": "T7:50", "table": "T7", "seq": 50, "shoe": 2, "round": 3,
+             "type": "round_opened", "data": {"betting_seconds": 15.0}}
+    given = continuation.read_backend_event(json.dumps(event), "T7", "e.json")
+    assert given.sha256 == event_digest(event) != legacy_event_digest(event)
+    for digest in (event_digest(event), legacy_event_digest(event)):
+        continuation.agreeing_position(given, {"mqtt": Held(50, digest, "mqtt")})
+    with pytest.raises(continuation.ContinueRefused, match="another event seq 50"):
+        continuation.agreeing_position(given, {"mqtt": Held(50, "b" * 64, "mqtt")})
 
 
 def test_a_tampered_continuation_does_not_hold(tmp_path: Path) -> None:

@@ -5,9 +5,7 @@ process, must give the table's own digest."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -20,25 +18,13 @@ from support.canonical_journals import (
     worked_example,
     write_journal,
 )
-
-NODE_DIR = Path(__file__).resolve().parents[1] / "node"
+from support.node_packages import NODE_DIR
+from support.node_packages import node as node_executable
 
 
 @pytest.fixture(scope="module")
 def node() -> str:
-    """node with tests/node's packages (``npm ci`` there from its lock file when missing)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed (Debian: apt-get install nodejs npm)")
-    if not (NODE_DIR / "node_modules" / "canonicalize").is_dir():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: tests/node's packages cannot be installed")
-        done = subprocess.run([npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"],
-                              cwd=NODE_DIR, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            pytest.skip(f"npm ci in {NODE_DIR} failed (no registry?): {done.stderr[-500:]}")
-    return node
+    return node_executable()
 
 
 def node_digests(node: str, events: list[dict]) -> dict[int, str]:

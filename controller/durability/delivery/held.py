@@ -32,9 +32,11 @@ from typing import Any
 from controller.durability.canonical_form import (
     CANONICAL_FORM,
     CanonicalFormError,
-    event_digest,
     legacy_event_digest,
 )
+
+# held's digest, where callers have always imported it from (canonical_form.py defines it)
+from controller.durability.canonical_form import event_digest as event_digest
 from controller.durability.delivery.anchors import BETTING_ENDS, anchored_events_after
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
