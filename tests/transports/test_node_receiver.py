@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.canonical_form import event_digest
+from support import node_packages
 from support.waiting import wait_until
 from testkit.backends import free_port
 
@@ -33,18 +33,7 @@ pytestmark = [pytest.mark.mosquitto, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def node() -> str:
     """node with the receiver's packages (``npm ci`` from its lock file when missing)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed (Debian: apt-get install nodejs npm)")
-    if not (RECEIVER_DIR / "node_modules" / "mqtt").is_dir():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: the receiver's packages cannot be installed")
-        done = subprocess.run([npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"],
-                              cwd=RECEIVER_DIR, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            pytest.skip(f"npm ci in {RECEIVER_DIR} failed (no registry?): {done.stderr[-500:]}")
-    return node
+    return node_packages.node(RECEIVER_DIR, ("ajv", "canonicalize", "mqtt"))
 
 
 class Receiver:
