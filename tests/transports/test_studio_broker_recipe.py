@@ -36,6 +36,8 @@ def _missing() -> str | None:
         return "no mosquitto user (Debian's mosquitto package makes it)"
     if not DEBIAN_MAIN.exists() or shutil.which("mosquitto_passwd") is None:
         return f"no {DEBIAN_MAIN} or mosquitto_passwd: not Debian's mosquitto package"
+    if shutil.which("mosquitto_pub") is None:
+        return "no mosquitto_pub (Debian: apt-get install mosquitto-clients)"
     return None
 
 
