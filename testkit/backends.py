@@ -102,6 +102,7 @@ class WebhookBackend:
         self.stall_s = 0.0
         self.clock_offset_s = 0.0                     # how far this backend's clock is ahead
         self.reply_extra: dict[str, Any] = {}         # added once to the next 200 reply's body
+        self.replies_extra: list[dict[str, Any]] = []  # then one each to the next 200 replies
         self.last_request: tuple[dict[str, str], bytes] | None = None  # headers, body
         self.received = threading.Condition(self.lock)
         self._server: ThreadingHTTPServer | None = None
@@ -213,6 +214,8 @@ class WebhookBackend:
             self.conflicts += conflicts
             self.received.notify_all()
             extra, self.reply_extra = self.reply_extra, {}
+            if not extra and self.replies_extra:
+                extra = self.replies_extra.pop(0)
             table = handler.headers.get("X-Pokdeng-Table", "")
             held = held_of([e for e in self.stored if e.get("table") == table])
         self._reply(handler, 200, json.dumps({"ok": True, "held": held, **extra}).encode())

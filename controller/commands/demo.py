@@ -36,6 +36,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "free, else any free port; 0: any free port)")
     parser.add_argument("--no-display", action="store_true",
                         help="do not serve the dealer display")
+    sandbox = parser.add_argument_group(
+        "sandbox", "point the demo table at your own game backend (docs/backend.md, "
+                   "\"A sandbox\")")
+    sandbox.add_argument("--config", metavar="FILE",
+                         help="a YAML file with `transports:` (http and/or mqtt, as in "
+                              "config/example.yaml) and optionally `table: {id: T01}`: the "
+                              "table's events also go there")
+    sandbox.add_argument("--faults", metavar="LIST",
+                         help="comma-separated, made one round in --fault-every: misread, "
+                              "pause, cancel, restart, outage")
+    sandbox.add_argument("--fault-every", type=int, default=3, metavar="N",
+                         help="every N-th round gets the next fault of --faults (default 3)")
+    sandbox.add_argument("--outage-seconds", type=float, default=10.0, metavar="S",
+                         help="how long the table stays off in an `outage` (default 10)")
     parser.add_argument("--stay", action="store_true",
                         help="after the last round keep the table and its display up until "
                              "Ctrl-C (to look at the page at leisure)")
@@ -44,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 @creates_private_files
 def run_demo(args: argparse.Namespace) -> int:
+    from controller.commands.demo_sandbox import FaultPlan, SandboxError, parse_faults, read_sandbox
     from controller.commands.demo_table import DemoOptions, main
 
     if args.rounds is not None and args.rounds < 1:
@@ -52,7 +67,17 @@ def run_demo(args: argparse.Namespace) -> int:
         raise SystemExit("pokdeng-table demo: --speed must be > 0")
     if args.display_port is not None and not 0 <= args.display_port <= 65535:
         raise SystemExit("pokdeng-table demo: --display-port must be 0..65535")
+    if args.fault_every < 1:
+        raise SystemExit("pokdeng-table demo: --fault-every must be at least 1")
+    if args.outage_seconds < 0:
+        raise SystemExit("pokdeng-table demo: --outage-seconds must be >= 0")
+    try:
+        sandbox = read_sandbox(args.config) if args.config else None
+        faults = FaultPlan(parse_faults(args.faults), args.fault_every, args.outage_seconds)
+    except SandboxError as exc:
+        raise SystemExit(f"pokdeng-table demo: {exc}") from None
     return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
                             state_dir=args.state_dir, events=args.events, quiet=args.quiet,
                             display=not args.no_display, display_port=args.display_port,
-                            metrics=args.metrics, stay=args.stay))
+                            metrics=args.metrics, stay=args.stay, sandbox=sandbox,
+                            sandbox_source=args.config, faults=faults))

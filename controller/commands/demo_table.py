@@ -26,6 +26,7 @@ import json
 import os
 import queue
 import random
+import signal
 import socket
 import sys
 import tempfile
@@ -35,6 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from controller.commands.demo_sandbox import (
+    FAULT_AT_CARD,
+    SUPERVISOR_SECONDS,
+    FaultPlan,
+    Sandbox,
+)
 from controller.rules.cards import Card, parse_card
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.settings import Config, parse_config
@@ -42,6 +49,7 @@ from controller.service.control.access import own_group
 from controller.service.daemon import Daemon
 from controller.service.telemetry.notify import Notifier
 from controller.service.trust.journal_key import KEY_FILE_BESIDE
+from controller.table.inputs import Actor, Supervisor
 from drivers.base import Driver
 
 if TYPE_CHECKING:
@@ -104,6 +112,9 @@ class DemoOptions:
     display_port: int | None = None  # None: DISPLAY_PORT if free, else any free port
     metrics: str | None = None
     stay: bool = False  # after the last round, keep the table and its page up until Ctrl-C
+    sandbox: Sandbox | None = None  # --config: the integrator's table id and transports
+    sandbox_source: str | None = None  # the sandbox file, named in config errors
+    faults: FaultPlan | None = None  # --faults: what the dealer does to the table, and when
 
 
 class DemoError(Exception):
@@ -159,9 +170,11 @@ def display_port(wanted: int | None) -> int:
 
 
 def demo_config(state_dir: Path, shoe_link: Path, events: Path,
-                display: int | None = None, metrics: Path | None = None) -> Config:
+                display: int | None = None, metrics: Path | None = None,
+                sandbox: Sandbox | None = None, source: str | None = None) -> Config:
     """The demo table's config; ``display``: the display's port (None: no display);
-    ``metrics``: the Prometheus textfile to write (None: none)."""
+    ``metrics``: the Prometheus textfile to write (None: none); ``sandbox``: the table id and
+    transports of an integrator's sandbox file ``source`` (its errors name that file)."""
     import yaml
 
     socket = state_dir / "control.sock"
@@ -180,7 +193,11 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path,
     data = yaml.safe_load(text)
     if metrics is not None:
         data["metrics"] = {"textfile": str(metrics)}
-    return parse_config(data, "demo config")
+    if sandbox is not None:
+        if sandbox.table is not None:
+            data["table"]["id"] = sandbox.table
+        data["transports"].update(sandbox.transports)
+    return parse_config(data, source or "demo config")
 
 
 # --- the view ----------------------------------------------------------------------------------
@@ -342,7 +359,7 @@ class DemoDealer:
     """Plays the table from the daemon's sealed status, as a dealer would."""
 
     def __init__(self, daemon: Daemon, shoe_sim: ShoeSimulator, seed: int, decks: int,
-                 rounds: int | None, view: DemoView):
+                 rounds: int | None, view: DemoView, faults: FaultPlan | None = None):
         self.daemon = daemon
         self.shoe_sim = shoe_sim
         self.seed = seed
@@ -357,8 +374,20 @@ class DemoDealer:
         self._thread = threading.Thread(target=self._main, name="demo-dealer", daemon=True)
         self._stop = threading.Event()
         self.stay = False  # keep the table up once the rounds are played (--stay)
+        self.faults = faults or FaultPlan()
+        self.rounds_started = 0  # rounds this demo saw open (across the sandbox's restarts)
+        self._round: tuple[Any, Any] | None = None  # (shoe, round) of the round seen open
+        self._round_first_drawn = 0  # the shoe's cards drawn when that round opened
+        self._fault_done: tuple[Any, Any] | None = None  # the round whose fault was made
+        self._results_at_start: int | None = None
+        #: set when the dealer stopped the daemon for a restart: real seconds to stay off
+        self.restart_after: float | None = None
 
     def start(self) -> None:
+        if self._thread.ident is not None:  # a new daemon after a restart: a new turn
+            self._thread = threading.Thread(target=self._main, name="demo-dealer",
+                                            daemon=True)
+            self._stop = threading.Event()
         self._thread.start()
 
     def stop(self) -> None:
@@ -389,6 +418,8 @@ class DemoDealer:
     def _main(self) -> None:
         try:
             self._play()
+            if self.restart_after is not None:
+                return  # the daemon is stopping for the sandbox's restart; main starts it again
             if self.stay and not self.daemon.stopping:
                 self.view.say("the table and its page stay up: Ctrl-C ends the demo")
                 return
@@ -420,7 +451,9 @@ class DemoDealer:
 
     def _play(self) -> None:
         status = self._wait_devices()
-        results_at_start = self.view.results
+        if self._results_at_start is None:
+            self._results_at_start = self.view.results
+        results_at_start = self._results_at_start
         version, last_progress = -1, time.monotonic()
         last_key: Any = None
         # The dealer plays for as long as the table runs: only the daemon stopping ends it,
@@ -441,7 +474,10 @@ class DemoDealer:
             if key != last_key:
                 last_key, last_progress = key, now
                 self._waiting_on = None
+                self._note_round(status)
                 self._act(status)
+                if self.restart_after is not None:
+                    return
             elif self._did_not_take(status, now):
                 # the table is where it was before the press: look again, and press again
                 assert self._waiting_on is not None
@@ -495,10 +531,77 @@ class DemoDealer:
         now = self.daemon.snapshot()  # a supervisor may have paused while the dealer reached
         if now.get("paused") or now.get("cards_drawn") != drawn:
             return
+        fault = self._fault_due(status, drawn)
+        if fault is not None:
+            self._make_fault(fault, shoe, drawn, cards[drawn])
+            return
         if drawn >= cut_at and not status.get("last_round"):
             self.shoe_sim.send_cut_card()
         self.shoe_sim.send_card(cards[drawn])
         self._sent = (shoe, drawn)
+
+    # --- the sandbox's faults (demo_sandbox.py) ------------------------------------------------
+
+    def _note_round(self, status: dict[str, Any]) -> None:
+        """Count the rounds seen open: the fault plan goes by them."""
+        if status.get("state") not in ("betting", "dealing", "revealing"):
+            return
+        current = (status.get("shoe"), status.get("round"))
+        if current != self._round:
+            self._round = current
+            self._round_first_drawn = int(status.get("cards_drawn") or 0)
+            self.rounds_started += 1
+
+    def _fault_due(self, status: dict[str, Any], drawn: int) -> str | None:
+        """The fault to make instead of dealing card ``drawn``, once per planned round."""
+        if self._round is None or self._fault_done == self._round:
+            return None
+        if drawn - self._round_first_drawn != FAULT_AT_CARD:
+            return None
+        fault = self.faults.for_round(self.rounds_started)
+        if fault is not None:
+            self._fault_done = self._round
+        return fault
+
+    def _supervisor(self, action: str, card: Card | None = None) -> None:
+        """A supervisor action, as `pokdeng-table supervisor` takes it, answered."""
+        by = Actor("sandbox", os.getuid())
+        answer = self.daemon.submit(Supervisor(0.0, action, card, by)).result(30)
+        if not answer.get("ok", True):
+            self.view.say(f"sandbox: supervisor {action} refused: {answer.get('error')}")
+
+    def _wait_paused(self) -> None:
+        version, deadline = -1, time.monotonic() + 30
+        while time.monotonic() < deadline and not self.daemon.stopping:
+            version, status = self.daemon.wait_for_change(version, 0.2)
+            if status.get("paused"):
+                return
+        raise DemoError("sandbox: the table did not pause on the misread")
+
+    def _make_fault(self, fault: str, shoe: int, drawn: int, card: Card) -> None:
+        round_no = self._round[1] if self._round else "?"
+        if fault == "misread":
+            self.view.say(f"sandbox: round {round_no}: the shoe misreads a card; the "
+                          "supervisor enters it")
+            self.shoe_sim.send_misread()
+            self._sent = (shoe, drawn)  # the card is out of the shoe, unread
+            self._wait_paused()
+            self._sleep_table(SUPERVISOR_SECONDS)
+            self._supervisor("enter_card", card)
+        elif fault == "pause":
+            self.view.say(f"sandbox: round {round_no}: the supervisor pauses the table")
+            self._supervisor("pause")
+            self._sleep_table(SUPERVISOR_SECONDS)
+            self._supervisor("resume")
+        elif fault == "cancel":
+            self.view.say(f"sandbox: round {round_no}: the supervisor cancels the round")
+            self._supervisor("cancel_round")
+        else:  # restart, outage: the daemon stops mid-round; main starts it again
+            off = self.faults.outage_seconds if fault == "outage" else 0.0
+            self.view.say(f"sandbox: round {round_no}: the table stops mid-round"
+                          + (f" and stays off for {off:g} s" if off else "; it restarts"))
+            self.restart_after = off
+            self.daemon.request_stop()
 
 
 # --- putting it together -----------------------------------------------------------------------
@@ -521,7 +624,7 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     metrics = Path(options.metrics).resolve() if options.metrics else None
     config = demo_config(state_dir, shoe_link, events,
                          display_port(options.display_port) if options.display else None,
-                         metrics)
+                         metrics, options.sandbox, options.sandbox_source)
     # The daemon's structured log goes to a file: the terminal gets the demo's own words
     # (a clock that is not synchronised, a pause: the event lines say them).
     log_path = state_dir / "demo.log"
@@ -529,7 +632,7 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     setup_logging(config.logging.level, config.logging.format, stream=log_file)
 
     resumed = (state_dir / "journal.sqlite").exists()
-    out.write(f"pokdeng-table demo: table {DEMO_TABLE}, seed {state['seed']}, "
+    out.write(f"pokdeng-table demo: table {config.table.table_id}, seed {state['seed']}, "
               f"speed x{options.speed:g}{', resuming' if resumed else ''}\n"
               f"  state: {state_dir}  (rerun with --state-dir {state_dir} to carry on)\n"
               f"  events: {events}\n"
@@ -542,18 +645,27 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     shoe_sim = ShoeSimulator(shoe_link, "beetek", decks=state["decks"], seed=state["seed"])
     shoe_sim.start()
     view = DemoView(out, options.quiet, options.speed)
-    daemon = Daemon(config, notifier=Notifier({}), clock=TableClock(options.speed))
-    daemon.add_event_listener(view.on_events)
     view.start()
-    dealer = DemoDealer(daemon, shoe_sim, state["seed"], state["decks"], options.rounds, view)
-    dealer.stay = options.stay
-    # The daemon's loop owns this (main) thread, for the signals; the dealer plays beside it
-    # once the daemon is ready (its drivers exist).
-    threading.Thread(target=_start_when_ready, args=(daemon, dealer, view),
-                     daemon=True).start()
+    dealer: DemoDealer | None = None
     started = time.monotonic()
-    status = daemon.run()
-    dealer.stop()
+    while True:
+        daemon = Daemon(config, notifier=Notifier({}), clock=TableClock(options.speed))
+        daemon.add_event_listener(view.on_events)
+        if dealer is None:
+            dealer = DemoDealer(daemon, shoe_sim, state["seed"], state["decks"], options.rounds,
+                                view, options.faults)
+            dealer.stay = options.stay
+        else:
+            dealer.daemon = daemon  # the same dealer and shoe: the round carries on
+        # The daemon's loop owns this (main) thread, for the signals; the dealer plays beside
+        # it once the daemon is ready (its drivers exist).
+        threading.Thread(target=_start_when_ready, args=(daemon, dealer, view),
+                         daemon=True).start()
+        status = daemon.run()
+        dealer.stop()
+        off, dealer.restart_after = dealer.restart_after, None
+        if status != 0 or off is None or not _stay_off(off, view):
+            break
     shoe_sim.close(drain_timeout=0.5)
     view.close()
     elapsed = time.monotonic() - started
@@ -572,6 +684,24 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
                   "page up after the last round (Ctrl-C ends it), `--speed 2` plays at a pace "
                   "to follow by eye\n")
     return 0
+
+
+def _stay_off(seconds: float, view: DemoView) -> bool:
+    """The sandbox's restart: the table stays off ``seconds``; False when Ctrl-C or SIGTERM
+    came meanwhile (the demo ends)."""
+    ended = threading.Event()
+    previous = {signum: signal.signal(signum, lambda *_: ended.set())
+                for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if seconds:
+            view.say(f"sandbox: the table is off for {seconds:g} s")
+        ended.wait(seconds)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if not ended.is_set():
+        view.say("sandbox: the table starts again from its journal")
+    return not ended.is_set()
 
 
 def _start_when_ready(daemon: Daemon, dealer: DemoDealer, view: DemoView) -> None:

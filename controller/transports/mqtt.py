@@ -111,6 +111,11 @@ class MqttTransportSettings:
     # connections need two logins, or each would throw the other off
     health_username: str | None = None
     keepalive: int = option(30, minval=5, maxval=3600)
+    # how long the broker keeps the table's session (its QoS 1 subscription to the resend
+    # topic, and the requests queued in it) while the table is away: a resend asked while the
+    # table is off waits for it (MQTT 5 Session Expiry Interval; on 3.1.1 the broker's
+    # persistent_client_expiration decides)
+    session_expiry_s: int = option(7 * 86400, minval=0, maxval=0xFFFFFFFE)
     protocol: str = option("3.1.1", choices=("3.1.1", "5"))
     publish_timeout_s: float = option(10.0, above=0, maxval=300)  # the PUBACKs of one batch
     # batches published before the oldest one's PUBACKs are in (each counted delivered only
@@ -151,15 +156,17 @@ def health_login(settings: MqttTransportSettings) -> str | None:
 
 
 def new_client(settings: MqttTransportSettings, client_id: str, logger: str,
-               username: str | None = None) -> mqtt.Client:
+               username: str | None = None, persistent: bool = False) -> mqtt.Client:
     """A paho client for the table's broker account: protocol, password and TLS from
-    ``settings``; the login is ``username``, or the settings' (the events' connection)."""
+    ``settings``; the login is ``username``, or the settings' (the events' connection).
+    ``persistent``: MQTT 3.1.1 ``clean_session`` false (MQTT 5 says it when connecting:
+    ``start_connecting``)."""
     protocol = mqtt.MQTTv5 if settings.protocol == "5" else mqtt.MQTTv311
     if protocol == mqtt.MQTTv5:
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
     else:
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
-                             clean_session=True)
+                             clean_session=not persistent)
     client.enable_logger(logging.getLogger(logger))
     if settings.username:
         password = None
@@ -181,14 +188,32 @@ def new_client(settings: MqttTransportSettings, client_id: str, logger: str,
     return client
 
 
-def start_connecting(client: mqtt.Client, settings: MqttTransportSettings) -> None:
-    """Connect in paho's network thread, which also reconnects for ever."""
+def start_connecting(client: mqtt.Client, settings: MqttTransportSettings,
+                     persistent: bool = False) -> None:
+    """Connect in paho's network thread, which also reconnects for ever. ``persistent``: on
+    MQTT 5, resume the client's session and ask the broker to keep it ``session_expiry_s``
+    after a disconnect (3.1.1: ``new_client``'s clean_session)."""
+    extra: dict[str, Any] = {}
+    if persistent and settings.protocol == "5":
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = settings.session_expiry_s
+        extra = {"clean_start": False, "properties": properties}
     try:
-        client.connect_async(settings.host, settings.port, keepalive=settings.keepalive)
+        client.connect_async(settings.host, settings.port, keepalive=settings.keepalive,
+                             **extra)
     except (OSError, ValueError) as exc:
         raise TransportConfigError(
             f"mqtt transport: {settings.host}:{settings.port}: {exc}") from exc
     client.loop_start()
+
+
+def stop_client(client: mqtt.Client) -> None:
+    """Disconnect and end paho's network thread, on an orderly stop. paho 2.x's network loop
+    may take one more turn after the DISCONNECT closed its socket and log an ERROR "Client is
+    not connected": on a stop nothing is wrong, so its logger is off from here."""
+    client.disable_logger()
+    client.disconnect()
+    client.loop_stop()
 
 
 def _now_iso() -> str:
@@ -241,7 +266,10 @@ class MqttTransport(Transport):
         self._publishing = threading.Lock()  # a batch's publishes, or the connection's loss
         self._since = _now_iso()
 
-        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.paho")
+        # A persistent session: the broker keeps the resend subscription while the table is
+        # away, and queues the requests made meanwhile for its next connection.
+        client = new_client(settings, self.client_id, "pokdeng.transports.mqtt.paho",
+                            persistent=True)
         self._secret: bytes | None = None
         if settings.secret_file or settings.secret_credential:
             self._secret = read_secret("mqtt transport: secret_file", settings.secret_file,
@@ -259,7 +287,7 @@ class MqttTransport(Transport):
         # batches on the way go out (the broker's own receive maximum still applies).
         client.max_inflight_messages_set(settings.batch_max * settings.in_flight_batches)
         self._client = client
-        start_connecting(client, settings)
+        start_connecting(client, settings, persistent=True)
 
     def network_thread(self) -> threading.Thread | None:
         # paho's network loop (loop_start) sends every PUBLISH and reads every PUBACK; paho
@@ -482,5 +510,4 @@ class MqttTransport(Transport):
                 info.wait_for_publish(2.0)
             except (RuntimeError, ValueError):
                 pass
-        self._client.disconnect()
-        self._client.loop_stop()
+        stop_client(self._client)

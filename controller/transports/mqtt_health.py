@@ -29,6 +29,7 @@ from controller.transports.mqtt import (
     health_login,
     new_client,
     start_connecting,
+    stop_client,
 )
 
 log = logging.getLogger("pokdeng.transports.mqtt.health")
@@ -96,5 +97,4 @@ class MqttHealthPublisher:
                 info.wait_for_publish(CLOSE_WAIT_S)
             except (RuntimeError, ValueError):
                 log.warning("mqtt health: the offline message may not have reached the broker")
-        self._client.disconnect()
-        self._client.loop_stop()
+        stop_client(self._client)
