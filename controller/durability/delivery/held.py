@@ -21,6 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from controller.durability.bounds import external_count
 from controller.durability.delivery.anchors import anchored_events_after
 from controller.durability.journal import canonical_json
 
@@ -47,9 +48,7 @@ def parse_held(value: Any, source: str) -> Held:
     """A backend's ``held`` object; ValueError saying what is wrong (it came off the network)."""
     if not isinstance(value, dict) or not set(value) <= {"seq", "sha256"} or "seq" not in value:
         raise ValueError(f'expected {{"seq": N, "sha256": "<hex>"}}, got {value!r:.120}')
-    seq = value["seq"]
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise ValueError(f"seq must be a whole number >= 0, got {seq!r:.40}")
+    seq = external_count(value["seq"], "seq")
     digest = value.get("sha256")
     if seq == 0:
         if digest is not None:
@@ -73,6 +72,14 @@ def held_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     while seq + 1 in by_seq:
         seq += 1
     return {"seq": 0} if seq == 0 else {"seq": seq, "sha256": event_digest(by_seq[seq])}
+
+
+def held_at(event: dict[str, Any] | None) -> dict[str, Any]:
+    """What a backend whose last event of this table is ``event`` says (None: it holds none).
+    For a backend that keeps the events in seq order, every one after the last it had: the
+    file sink, whose appends never skip a seq."""
+    return {"seq": 0} if event is None else {"seq": event["seq"],
+                                             "sha256": event_digest(event)}
 
 
 def fork_problem(conn: sqlite3.Connection, last_seq: int, held: Held) -> str | None:
