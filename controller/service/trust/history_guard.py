@@ -199,7 +199,7 @@ class HistoryGuard:
                     self.fork = problem
                     self._on_fork(problem)
                     return
-                if problem is None and name in self._checked:
+                if problem is None and self._checked.get(name) == held:
                     self._clear([name])  # compared, and it holds: its events may go
             time.sleep(RECHECK_S)  # a burst of answers is one comparison a second
 
