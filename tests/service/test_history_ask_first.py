@@ -21,6 +21,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
+import yaml
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -97,6 +98,11 @@ def test_restored_during_an_http_outage_nothing_reaches_the_backend_before_the_c
     config = config_for(state, {"http": {"url": f"http://127.0.0.1:{port}/events",
                                          "allow_insecure": True, "backoff_initial_s": 0.05,
                                          "backoff_max_s": 0.3}}, confirm_s=0.5)
+    metrics = tmp_path / "table.prom"
+    settings = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**settings, "metrics": {"textfile": str(metrics),
+                                                              "interval_s": 1}}))
+    awaited = f'pokdeng_table_backend_word_awaited{{table="{TABLE}",transport="http"}} 1.0'
     proc, notify, log = start(config, tmp_path)
     backend = None
     try:
@@ -105,6 +111,8 @@ def test_restored_during_an_http_outage_nothing_reaches_the_backend_before_the_c
         wait_until(lambda: status(state)["backend"]["http"]["backlog"] > 0, 20, "a backlog")
         http = status(state)["backend"]["http"]
         assert http["state"] == WAITING and http["delivered_seq"] == 0, http
+        wait_until(lambda: metrics.exists() and awaited in metrics.read_text(), 20,
+                   "the metric of a transport waiting for its backend's word")
         assert journal_last_seq(state) > mine  # dealt on: ids the backend holds, new bodies
         backend = holding(held, port=port, path="/events")
         wait_until(lambda: proc.poll() is not None, 30, "the table to stop on the fork")
