@@ -453,7 +453,21 @@ class Daemon:
         bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         for inp, events in entries:
             self._after_input(inp, events)
+        self._mark_head(entries)
         self.publish(status)
+
+    def _mark_head(self, entries: list[tuple[Input, list[dict[str, Any]]]]) -> None:
+        """Move the head file (start-up refuses a journal cut behind it) when the group ends
+        with a round's or a shoe's end. Only then: the mark is the journal's end, and a
+        group's end after a round end may lie in the next round's open betting window, whose
+        record hashes must not leave the journal (the head file is quoted at start)."""
+        if self.journal is None or not entries or not any(
+                event["type"] in HEAD_MARKED_AT for event in entries[-1][1]):
+            return
+        if self.head_marks is not None:
+            self.head_marks.mark(self.journal)  # written off this thread
+        else:
+            mark_head(self.journal)
 
     def _after_input(self, inp: Input, events: list[dict[str, Any]]) -> None:
         assert self.machine is not None
@@ -472,13 +486,6 @@ class Daemon:
         if any(event["type"] == "shoe_ended" for event in events):
             # A group ends with its shoe's end: the machine is as this input left it.
             save_checkpoint(self.journal, self.machine)  # the next start replays from here
-        if self.journal is not None and any(event["type"] in HEAD_MARKED_AT
-                                            for event in events):
-            # start-up refuses a journal cut behind this mark; written off this thread
-            if self.head_marks is not None:
-                self.head_marks.mark(self.journal)
-            else:
-                mark_head(self.journal)
         # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:
