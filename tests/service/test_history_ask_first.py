@@ -235,16 +235,15 @@ def test_a_kill_mid_shoe_and_a_wal_cut_to_half_is_refused(tmp_path) -> None:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     events = state / "events.jsonl"
     try:
-        def two_rounds_and_the_head() -> bool:
-            if not events.exists() or not head_path(state / "journal.sqlite").exists():
-                return False
-            results = [e for e in received(state) if e["type"] == "round_result"]
-            return len(results) >= 2
-        wait_until(two_rounds_and_the_head, 120, "two rounds dealt and a head file")
+        def two_rounds() -> bool:
+            return events.exists() and len(
+                [e for e in received(state) if e["type"] == "round_result"]) >= 2
+        wait_until(two_rounds, 120, "two rounds dealt")
         time.sleep(0.3)  # mid-round: cards on their way
     finally:
         demo.send_signal(signal.SIGKILL)
         demo.wait(30)
+    marked = head_path(state / "journal.sqlite").exists()  # written at the rounds' ends
     wal = state / "journal.sqlite-wal"
     size = wal.stat().st_size
     assert size > 0, "the WAL was checkpointed away: nothing to cut"
@@ -265,6 +264,7 @@ def test_a_kill_mid_shoe_and_a_wal_cut_to_half_is_refused(tmp_path) -> None:
     assert "journal is behind its head file" in text or f"up to seq {file_last}" in text, \
         text[-3000:]
     assert events.read_bytes() == before
+    assert marked
 
 
 @pytest.mark.parametrize("transport", ["http", "mqtt"])
