@@ -243,7 +243,9 @@ class _Worker:
             if problem is not None and self.failing_since is None:
                 self.failing_since, self.failing_since_wall = now, time.time()
             with self.outbox._lock:
-                self.state, self.last_error = WAITING_FOR_WORD, problem or why
+                # the state says it waits; the error, why it has not answered (if known)
+                self.state = WAITING_FOR_WORD
+                self.last_error = problem or (None if why == WAITING_FOR_WORD else why)
                 if problem is not None:
                     self.last_error_at = time.time()
                 self.outbox._changed.notify_all()
