@@ -100,7 +100,9 @@ CLOCK_WORDS = {"synchronised": "health.synced", "not_synchronised": "health.not_
 #: a transport's state as the devices box says it (docs/backend.md)
 BACKEND_STATES = {"retrying": "health.retrying", "refused": "health.refused",
                   "no subscriber": "health.no_subscriber", "no_subscriber": "health.no_subscriber",
-                  "disconnected": "health.disconnected"}
+                  "disconnected": "health.disconnected",
+                  # its events wait until the backend has said where it stands: not started
+                  "waiting for the backend to say where it stands": "health.starting"}
 #: backlog from which a transport that still delivers is shown as falling behind
 BACKLOG_WARNING = 50
 

@@ -74,6 +74,7 @@ from controller.service.telemetry.health_reporter import HealthReporter
 from controller.service.telemetry.logging_setup import bind_table_context
 from controller.service.telemetry.metrics_writer import MetricsWriter
 from controller.service.telemetry.notify import Notifier
+from controller.service.trust.head_marks import HeadMarks
 from controller.service.trust.history_guard import HistoryGuard
 from controller.service.trust.journal_check import JournalCheck
 from controller.service.trust.journal_trust import mark_head
@@ -86,6 +87,10 @@ from controller.table.inputs import (
 )
 from controller.table.machine import MachineSettings, TableMachine
 from drivers.base import Driver
+
+#: the events after which the head file moves (durability/head_file.py): every round's end
+#: and every shoe's end, so a lost journal tail is seen at start within a round
+HEAD_MARKED_AT = frozenset({"round_result", "round_cancelled", "shoe_ended"})
 
 log = structlog.get_logger("pokdeng.daemon")
 
@@ -143,6 +148,7 @@ class Daemon:
         self.metrics: MetricsWriter | None = None  # the node_exporter textfile
         self.checkpointer: WalCheckpointer | None = None
         self.journal_check: JournalCheck | None = None
+        self.head_marks: HeadMarks | None = None  # the head file, written off this thread
         self.identity: dict[str, str] | None = None  # the software, journaled by start-up
         self.board: StatusBoard = StatusBoard(self.clock, self.notifier)
         self.clock_watch: ClockWatch = ClockWatch(self.clock, time_sync)
@@ -447,7 +453,21 @@ class Daemon:
         bind_table_context(self.config.table.table_id, status.get("shoe"), status.get("round"))
         for inp, events in entries:
             self._after_input(inp, events)
+        self._mark_head(entries)
         self.publish(status)
+
+    def _mark_head(self, entries: list[tuple[Input, list[dict[str, Any]]]]) -> None:
+        """Move the head file (start-up refuses a journal cut behind it) when the group ends
+        with a round's or a shoe's end. Only then: the mark is the journal's end, and a
+        group's end after a round end may lie in the next round's open betting window, whose
+        record hashes must not leave the journal (the head file is quoted at start)."""
+        if self.journal is None or not entries or not any(
+                event["type"] in HEAD_MARKED_AT for event in entries[-1][1]):
+            return
+        if self.head_marks is not None:
+            self.head_marks.mark(self.journal)  # written off this thread
+        else:
+            mark_head(self.journal)
 
     def _after_input(self, inp: Input, events: list[dict[str, Any]]) -> None:
         assert self.machine is not None
@@ -466,8 +486,6 @@ class Daemon:
         if any(event["type"] == "shoe_ended" for event in events):
             # A group ends with its shoe's end: the machine is as this input left it.
             save_checkpoint(self.journal, self.machine)  # the next start replays from here
-            if self.journal is not None:
-                mark_head(self.journal)  # start-up refuses a journal cut behind this mark
         # Listeners first: whoever sees the new status may count on them having seen its events.
         for listener in self._event_listeners:
             try:

@@ -84,6 +84,15 @@ class PermanentError(TransportError):
     state = "refused"
 
 
+@dataclasses.dataclass(frozen=True)
+class LastEvent:
+    """Where a backend that keeps the events themselves stands (the file sink): its copy of
+    its last event of this table, None when it has none. Handed to ``report_held``; the
+    daemon makes the position (seq and digest, docs/backend.md) from it."""
+
+    event: dict[str, Any] | None
+
+
 def _settled() -> None:
     """Nothing left to wait for: ``Transport.submit`` delivered already."""
 

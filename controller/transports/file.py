@@ -5,6 +5,14 @@ readers de-duplicate by ``id`` like any backend. A process killed in the middle 
 leave a last line without its end (the kernel stops a long write at a fatal signal); that
 batch was never counted delivered, so the sink cuts the torn line off when it opens the file
 again, and every line stays whole JSON.
+
+The file is a backend's copy like any other, so it says where it stands (docs/backend.md):
+its last event of this table (``LastEvent``). Batches are appended in seq order and each one
+starts at or before the seq after the file's last (a repeat after a restart), never past it,
+so every event up to the file's highest seq is in it. The file is read from its end, a chunk
+at a time, until a chunk holds one of this table's events: a start costs the same on a month
+of events as on one shoe. The highest seq in that chunk is taken (a repeat cut short by a
+kill can leave a lower seq last), with its last copy.
 """
 
 from __future__ import annotations
@@ -16,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.transports import TransientError, Transport, TransportConfigError, option
+from controller.transports import (
+    LastEvent,
+    TransientError,
+    Transport,
+    TransportConfigError,
+    option,
+)
 
 log = logging.getLogger("pokdeng.transports.file")
 
@@ -69,6 +83,60 @@ class FileSink(Transport):
                     pass
             self._drop_fd()
             raise TransientError(f"cannot write {self.path}: {exc.strerror}") from exc
+
+    tells_held = True  # its own file: the last event of this table in it
+
+    def ask_held(self) -> None:
+        """Where this file stands: its last event of this table (read from the end)."""
+        try:
+            with open(self.path, "rb") as file:
+                event = self._last_event(file.fileno())
+        except FileNotFoundError:
+            event = None  # nothing written yet: it holds none
+        except OSError as exc:
+            raise TransientError(f"cannot read {self.path}: {exc.strerror}") from exc
+        self.report_held(LastEvent(event))
+
+    def _last_event(self, fd: int) -> dict[str, Any] | None:
+        """The highest seq of this table in the last chunk of the file that has any (its last
+        copy), reading back from the end a chunk at a time; None when the file has none."""
+        end = os.fstat(fd).st_size
+        carry: bytes | None = None  # the end of a line that starts in the next chunk back
+        while end > 0:
+            start = max(0, end - _TAIL_CHUNK)
+            pieces = (os.pread(fd, end - start, start) + (carry or b"")).split(b"\n")
+            if carry is None:
+                # after the file's last newline: nothing, or a torn write (the sink cuts it)
+                pieces.pop()
+            carry = pieces.pop(0) if start > 0 else None  # its start is further back
+            best: dict[str, Any] | None = None
+            for line in pieces:
+                event = self._event_of(line, start)
+                if event is not None and (best is None or event["seq"] >= best["seq"]):
+                    best = event  # a later copy of the same seq wins, as for any backend
+            if best is not None:
+                return best
+            end = start
+        return None
+
+    def _event_of(self, line: bytes, near: int) -> dict[str, Any] | None:
+        """``line`` as one of this table's events, or None (another table's, or not one)."""
+        try:
+            event = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            if line.strip():
+                log.warning("%s: a line near byte %d is not JSON; not read as an event",
+                            self.path, near)
+            return None
+        if not isinstance(event, dict) or event.get("table") != self.table:
+            return None
+        seq = event.get("seq")
+        if isinstance(seq, bool) or not isinstance(seq, int) or \
+                event.get("id") != f"{self.table}:{seq}":
+            log.warning("%s: a line near byte %d names this table but is not one of its "
+                        "events (id and seq disagree); not read as an event", self.path, near)
+            return None
+        return event
 
     def _cut_torn_line(self, fd: int) -> None:
         """Truncate after the file's last newline: a line without one is a write that was

@@ -145,6 +145,16 @@ def test_health_says_why_a_backend_or_the_journal_is_in_trouble() -> None:
     assert by_name["key"] == (True, "RUN")
 
 
+def test_a_backend_whose_word_is_awaited_is_starting_not_disconnected() -> None:
+    """Its events wait until it has said where it stands (docs/backend.md)."""
+    from controller.durability.delivery.outbox import WAITING_FOR_WORD
+
+    status = dict(TableMachine(MachineSettings()).status(), journal="ok")
+    rows = Screen().view(status, {"http": {"backlog": 5, "state": WAITING_FOR_WORD}})["health"]
+    by_name = {row["name"]: (row["ok"], row["text"]) for row in rows}
+    assert by_name["http"] == (False, "starting · 5 waiting")
+
+
 def test_the_roadmap_message_carries_the_beads_the_pages_draw() -> None:
     """The pages draw the bead plates themselves (their language, their room): the message
     carries every bead as the roadmap has it, and roadmap_svg's colours."""

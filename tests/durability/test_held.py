@@ -125,3 +125,11 @@ def test_a_position_round_trips() -> None:
     digest = event_digest(event(3))
     assert parse_held({"seq": 3, "sha256": digest}, "mqtt") == Held(3, digest, "mqtt")
     assert parse_held({"seq": 0}, "mqtt") == Held(0, None, "mqtt")
+
+
+@pytest.mark.parametrize("seq", [2**53, 2**63 - 1, 2**64])
+def test_a_position_out_of_range_is_refused_naming_the_value(seq: int) -> None:
+    """A number past 2^53-1 (bounds.py) never reaches the journal's queries."""
+    with pytest.raises(ValueError, match=f"seq must be between 0 and {2**53 - 1}, got {seq}"):
+        parse_held({"seq": seq, "sha256": "0" * 64}, "http")
+    assert parse_held({"seq": 2**53 - 1, "sha256": "0" * 64}, "http").seq == 2**53 - 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability.delivery.anchors import strip_anchor
-from controller.durability.delivery.outbox import Outbox, backoff_delay
+from controller.durability.delivery.outbox import WAITING_FOR_WORD, Outbox, backoff_delay
 from controller.durability.journal import Journal
 from controller.table.inputs import Tick
 from controller.transports import TransientError, Transport
@@ -327,3 +327,65 @@ def test_a_backend_reply_asks_for_a_resend_bounded_by_what_was_delivered(journal
     assert "resend_from must be a whole number >= 1, got 'x'" in caplog.text
     assert f"resending seq 3-{asked_at} as the backend asked" in caplog.text
     assert webhook.unique_ids() == [e["id"] for e in written + more + last]
+
+
+def test_a_transport_held_back_sends_nothing_and_asks_until_its_word_holds(
+        journal, webhook, webhook_secret) -> None:
+    """Ask before you deliver: while the hold names a reason, no event leaves (resends
+    neither), the backend is asked where it stands again and again, and the status says the
+    events wait; once the hold lifts, everything goes in order."""
+    released: list[bool] = []
+
+    def hold(name: str) -> str | None:
+        return None if released else WAITING_FOR_WORD
+
+    with Outbox(journal.path, [http(webhook, webhook_secret)], hold=hold,
+                held_ask_every_s=0.05) as outbox:
+        written = fill(journal, 3)
+        outbox.notify()
+        webhook.reply_extra = {"resend_from": 1}  # asked for: not served while held back
+        wait_until(lambda: webhook.requests >= 3, 10, "the backend asked again and again")
+        figures = outbox.status()["backend"]
+        assert webhook.events == []
+        assert figures["state"] == WAITING_FOR_WORD and figures["backlog"] == len(
+            [e for e in written if e])  # every journaled event waits
+        released.append(True)
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+    assert webhook.unique_ids() == [e["id"] for e in written]
+    assert webhook.conflicts == []
+
+
+def test_a_backend_that_cannot_be_asked_is_reported_unreachable(journal, webhook_secret):
+    """Held back and its backend refusing connections: after unreachable_after_s the table
+    is told, as for a delivery failing that long."""
+    changes: list[tuple[str, bool, str]] = []
+    down = HttpTransport(HttpTransportSettings(
+        url="http://127.0.0.1:9/events", secret_file=str(webhook_secret), allow_insecure=True,
+        unreachable_after_s=0.3), table=TABLE, name="backend")
+    with Outbox(journal.path, [down], hold=lambda name: WAITING_FOR_WORD,
+                held_ask_every_s=0.05,
+                on_backend_change=lambda *change: changes.append(change)) as outbox:
+        fill(journal, 1)
+        outbox.notify()
+        wait_until(lambda: changes, 10, "the backend reported unreachable")
+        figures = outbox.status()["backend"]
+    assert changes[0][:2] == ("backend", False)
+    assert figures["state"] == WAITING_FOR_WORD and "where do you stand" in figures["last_error"]
+
+
+def test_a_resend_request_out_of_range_is_refused_naming_the_backend(
+        journal, webhook, webhook_secret, caplog) -> None:
+    with caplog.at_level(logging.INFO), \
+            Outbox(journal.path, [http(webhook, webhook_secret)],
+                   resend_interval_s=0.05) as outbox:
+        fill(journal, 2)
+        outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        webhook.reply_extra = {"resend_from": 2**63 - 1}
+        assert fill(journal, 2)  # events: a batch whose answer asks
+        outbox.notify()
+        assert outbox.wait_delivered(journal.last_event_seq(), 10)
+        wait_until(lambda: "resend request is refused" in caplog.text, 10, "the refusal")
+        assert outbox.status()["backend"]["state"] == "ok"
+    assert ("outbox backend: the backend's resend request is refused: the resend request's "
+            f"from_seq must be between 1 and {2**53 - 1}, got {2**63 - 1}") in caplog.text

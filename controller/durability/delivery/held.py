@@ -29,6 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from controller.durability.bounds import external_count
 from controller.durability.canonical_form import (
     CANONICAL_FORM,
     CanonicalFormError,
@@ -66,9 +67,7 @@ def parse_held(value: Any, source: str) -> Held:
     """A backend's ``held`` object; ValueError saying what is wrong (it came off the network)."""
     if not isinstance(value, dict) or not set(value) <= {"seq", "sha256"} or "seq" not in value:
         raise ValueError(f'expected {{"seq": N, "sha256": "<hex>"}}, got {value!r:.120}')
-    seq = value["seq"]
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise ValueError(f"seq must be a whole number >= 0, got {seq!r:.40}")
+    seq = external_count(value["seq"], "seq")
     digest = value.get("sha256")
     if seq == 0:
         if digest is not None:
@@ -96,6 +95,14 @@ def digests_of(event: dict[str, Any]) -> tuple[str, ...]:
         return event_digest(event), legacy_event_digest(event)
     except CanonicalFormError:  # not from this table's writer: the older form only
         return (legacy_event_digest(event),)
+
+
+def held_at(event: dict[str, Any] | None) -> dict[str, Any]:
+    """What a backend whose last event of this table is ``event`` says (None: it holds none).
+    For a backend that keeps the events in seq order, every one after the last it had: the
+    file sink, whose appends never skip a seq."""
+    return {"seq": 0} if event is None else {"seq": event["seq"],
+                                             "sha256": event_digest(event)}
 
 
 def fork_problem(conn: sqlite3.Connection, last_seq: int, held: Held) -> str | None:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.durability.archives.archive_resend import ArchiveSource, ResendReader
+from controller.durability.bounds import external_count
 from controller.durability.delivery.anchors import (
     EventSealing,
     anchored_events_after,
@@ -71,8 +72,15 @@ RESEND_MAX_EVENTS = 10_000
 #: longest error text handed to ``on_backend_change`` (it becomes a table event)
 REASON_MAX_CHARS = 300
 
+#: while a transport waits for its backend's word, it asks again this often
+HELD_ASK_EVERY_S = 1.0
+#: the state of a transport whose events wait until its backend has said where it stands
+WAITING_FOR_WORD = "waiting for the backend to say where it stands"
+
 #: ``(transport name, reachable, reason)``; called on a delivery thread, must not block
 BackendListener = Callable[[str, bool, str], None]
+#: ``(transport name)`` -> why its events must wait (``WAITING_FOR_WORD`` …), or None
+DeliveryHold = Callable[[str], str | None]
 
 
 class OutboxError(Exception):
@@ -124,6 +132,8 @@ class _Worker:
         self.resend_next: int | None = None      # resending seq resend_next..resend_until
         self.resend_until = 0
         self.resends = ResendReader(outbox.archives, self.name)
+        self.next_ask_at = 0.0                   # waiting for the word: when to ask again
+        self.word_came = outbox.hold is None     # sends from the start: nobody to ask
         self.thread = threading.Thread(target=self._main, name=f"outbox-{self.name}",
                                        daemon=True)
 
@@ -174,6 +184,8 @@ class _Worker:
         go one at a time), else settle the oldest batch on the way, else wait for work. With
         a window of 1, ``submit`` delivers and the settle is nothing: one batch at a time.
         Returns the time of the last warning logged."""
+        if not self.word_came and not self._word_came():
+            return last_warning
         window = self.transport.window
         if len(self.in_flight) < window and (self.resend_next is None or not self.in_flight):
             events = self._next_batch(conn)
@@ -205,6 +217,43 @@ class _Worker:
         self._sent(conn, events[-1]["seq"], resend)
         self._record_position(conn, due_only=True)  # a busy table's positions too
         return last_warning
+
+    def _word_came(self) -> bool:
+        """Ask before you deliver: True once the backend's word on where it stands has passed
+        the history check. Until then nothing is sent, resends included; the backend is asked
+        again every HELD_ASK_EVERY_S (HTTP: an empty batch; MQTT's comes on connect), and a
+        backend that cannot be asked for its unreachable_after_s is reported unreachable as
+        a failing delivery would be."""
+        assert self.outbox.hold is not None
+        why = self.outbox.hold(self.name)
+        if why is None:
+            self.word_came = True
+            log.info("outbox %s: the backend's word on where it stands holds; delivering "
+                     "after seq %d", self.name, self.delivered_seq)
+            return True
+        now = time.monotonic()
+        if now >= self.next_ask_at:
+            self.next_ask_at = now + self.outbox.held_ask_every_s
+            try:
+                self.transport.ask_held()
+                problem = self.transport.problem()
+            except Exception as exc:  # asked again in a second: the status says why meanwhile
+                problem = str(exc) if isinstance(exc, TransportError) else \
+                    f"{type(exc).__name__}: {exc}"
+            if problem is not None and self.failing_since is None:
+                self.failing_since, self.failing_since_wall = now, time.time()
+            with self.outbox._lock:
+                # the state says it waits; the error, why it has not answered (if known)
+                self.state = WAITING_FOR_WORD
+                self.last_error = problem or (None if why == WAITING_FOR_WORD else why)
+                if problem is not None:
+                    self.last_error_at = time.time()
+                self.outbox._changed.notify_all()
+            if problem is not None and not self.unreachable and \
+                    now - (self.failing_since or now) >= self.transport.unreachable_after_s:
+                self._report(False)
+        self.wake.wait(max(0.0, self.next_ask_at - time.monotonic()))
+        return False
 
     def _batch_failed(self, events: list[dict[str, Any]], exc: Exception,
                       last_warning: float) -> float:
@@ -368,6 +417,13 @@ class _Worker:
         """Start the resend a backend asked for, bounded and at most one per interval."""
         asked = self.transport.take_resend_request()
         if asked is not None:
+            try:  # a number from outside: bounded before it meets SQLite or the arithmetic
+                asked = external_count(asked, "the resend request's from_seq", minimum=1)
+            except ValueError as exc:
+                log.warning("outbox %s: the backend's resend request is refused: %s", self.name,
+                            exc)
+                asked = None
+        if asked is not None:
             self.pending_resend = asked if self.pending_resend is None else \
                 min(asked, self.pending_resend)
         now = time.monotonic()
@@ -405,11 +461,14 @@ class Outbox:
                  resend_interval_s: float = RESEND_MIN_INTERVAL_S,
                  resend_max_events: int = RESEND_MAX_EVENTS,
                  archives: ArchiveSource | None = None,
-                 position_record_s: float = POSITION_RECORD_S):
+                 position_record_s: float = POSITION_RECORD_S,
+                 hold: DeliveryHold | None = None,
+                 held_ask_every_s: float = HELD_ASK_EVERY_S):
         """``known_unreachable``: transports the table last recorded as unreachable (before a
         restart); their next delivery is reported to ``on_backend_change`` as a recovery.
         ``archives``: where resends find archived shoes (default: beside the journal, plain
-        chain; a keyed journal's needs its key)."""
+        chain; a keyed journal's needs its key). ``hold``: why a transport must not send yet
+        (the history guard's ``waiting_for``): none of its events leave until it says None."""
         self.path = Path(journal_path)
         #: taken with the journal's other writers in this process (write_lock.py)
         self.writer_lock = writer_lock(self.path)
@@ -419,6 +478,8 @@ class Outbox:
         self.resend_interval_s = resend_interval_s
         self.resend_max_events = resend_max_events
         self.position_record_s = position_record_s
+        self.hold = hold
+        self.held_ask_every_s = held_ask_every_s
         self._rand = rand
         # publish(): the owner loop decides the anchors of the events it hands over
         self._sealing = EventSealing(False, None)
@@ -550,11 +611,12 @@ class Outbox:
         out = {}
         for name, (delivered, state, error, delivered_at, error_at, failing_since,
                    unreachable, resend_next, resend_until) in snapshot.items():
-            if state == "ok":
+            if state in ("ok", WAITING_FOR_WORD):
                 # The connection may be known down before the next delivery tries it.
                 problem = self._workers[name].transport.problem()
                 if problem:
-                    state, error = "disconnected", problem
+                    state = "disconnected" if state == "ok" else state
+                    error = problem
             written = oldest.get(delivered)
             out[name] = {
                 "delivered_seq": delivered,

@@ -29,6 +29,7 @@ from controller.service.storage_fault import StorageFault
 from controller.service.telemetry.health_reporter import HealthReporter
 from controller.service.telemetry.metrics_writer import MetricsWriter
 from controller.service.telemetry.notify import Notifier
+from controller.service.trust.head_marks import HeadMarks
 from controller.service.trust.history_guard import HistoryGuard
 from controller.service.trust.journal_check import JournalCheck
 from controller.table.inputs import Input
@@ -70,6 +71,7 @@ class TableDaemon(Protocol):
     display: DisplayServer | None
     health: HealthReporter | None
     journal_check: JournalCheck | None
+    head_marks: HeadMarks | None
 
     # any thread
     def post(self, inp: Input) -> None: ...

@@ -16,7 +16,7 @@ from controller import transports as transport_module
 from controller.display.server import DisplayServer
 from controller.durability.archives.archive_resend import ArchiveSource
 from controller.durability.archives.retention import JournalRetention
-from controller.durability.delivery.outbox import Outbox
+from controller.durability.delivery.outbox import DeliveryHold, Outbox
 from controller.durability.journal import Journal
 from controller.durability.shoe_tags import open_shoe_tags
 from controller.service.clock.table_clock import TableClock
@@ -46,8 +46,10 @@ def build_transports(config: Config) -> list[Any]:
 
 
 def start_outbox(config: Config, transports: list[Any], machine: TableMachine,
-                 journal: Journal, post: Callable[[Input], None]) -> Outbox:
-    """The outbox on the journal, started; a backend's reachability comes back as an input."""
+                 journal: Journal, post: Callable[[Input], None],
+                 hold: DeliveryHold | None = None) -> Outbox:
+    """The outbox on the journal, started; a backend's reachability comes back as an input.
+    ``hold``: why a transport's events must wait (its backend has not said where it stands)."""
     recorded_down = dict(machine.backends_unreachable)
     # Resends reach archived shoes through the archives retention writes, checked with
     # the journal's own key.
@@ -60,7 +62,7 @@ def start_outbox(config: Config, transports: list[Any], machine: TableMachine,
 
     outbox = Outbox(config.journal_path, transports,
                     on_backend_change=backend_changed,
-                    known_unreachable=recorded_down, archives=archives)
+                    known_unreachable=recorded_down, archives=archives, hold=hold)
     for name in sorted(set(recorded_down) - {t.name for t in transports}):
         # recorded unreachable, now gone from the config: nothing will report it back
         post(BackendStatus(0.0, name, True, "no longer configured"))

@@ -43,6 +43,7 @@ from controller.service.startup.parts import (
 from controller.service.status_board import status_line
 from controller.service.telemetry.health_reporter import health_reporter_for
 from controller.service.telemetry.metrics_writer import metrics_writer_for
+from controller.service.trust.head_marks import HeadMarks
 from controller.service.trust.history_guard import HistoryGuard
 from controller.service.trust.journal_check import JournalCheck
 from controller.service.trust.journal_trust import JournalUntrusted, open_trusted_journal
@@ -64,6 +65,7 @@ def start(daemon: TableDaemon) -> None:
     os.makedirs(config.state_dir, exist_ok=True)
     journal, machine = recover(daemon)
     hold_history_to_the_backends(daemon)  # before this start journals anything
+    daemon.head_marks = HeadMarks(journal).start()
     daemon.resume(journal, machine)
     journal_software(daemon, machine)
     # A betting deadline that passed while we were down closes betting now.
@@ -79,8 +81,9 @@ def start(daemon: TableDaemon) -> None:
     journal.leave_checkpoints_to_background(daemon.checkpointer.wal_bytes)
     journal.retry_busy_in_short_steps()
     try:
-        daemon.outbox = start_outbox(config, daemon.transports, daemon.machine, journal,
-                                     daemon.post)
+        daemon.outbox = start_outbox(
+            config, daemon.transports, daemon.machine, journal, daemon.post,
+            hold=daemon.history.waiting_for if daemon.history is not None else None)
         # before the drivers: every input from the devices is counted
         daemon.metrics = metrics_writer_for(config, daemon.board, daemon.outbox, journal,
                                             daemon.software())

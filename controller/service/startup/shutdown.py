@@ -57,6 +57,8 @@ def shut_down(daemon: TableDaemon) -> None:
         daemon.metrics.stop()  # the last figures, deliveries on the way down included
     if daemon.checkpointer is not None:
         daemon.checkpointer.stop()
+    if daemon.head_marks is not None:
+        daemon.head_marks.stop()  # the last round's mark first: the clean stop's comes after
     if daemon.journal is not None:
         if daemon.machine is not None and not storage.reason and not daemon.forked:
             mark_head(daemon.journal)  # where a clean stop left the journal

@@ -25,6 +25,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from controller.durability.delivery.outbox import WAITING_FOR_WORD
+
 # The ``_created`` series (a counter's start time) would double the file for nothing a
 # dashboard of tables uses; the daemon has no other metrics registry.
 disable_created_metrics()
@@ -65,6 +67,10 @@ class TableMetrics:
         self.oldest = Gauge("pokdeng_table_oldest_undelivered_age_seconds", "Age of the "
                             "oldest event a transport has not delivered (0 when none)",
                             ["table", "transport"], registry=r)
+        self.waiting = Gauge("pokdeng_table_backend_word_awaited", "1 while a transport's "
+                             "events wait for its backend to say where it stands (nothing "
+                             "is delivered before the table has compared it with its "
+                             "journal)", ["table", "transport"], registry=r)
         self.latency = Histogram("pokdeng_table_delivery_latency_seconds", "From an event "
                                  "journaled to every transport having it", ["table"],
                                  buckets=LATENCY_BUCKETS, registry=r)
@@ -125,6 +131,8 @@ class TableMetrics:
             self.backlog.labels(table=table, transport=name).set(figures.get("backlog") or 0)
             self.oldest.labels(table=table, transport=name).set(
                 figures.get("oldest_age_s") or 0)
+            self.waiting.labels(table=table, transport=name).set(
+                1 if figures.get("state") == WAITING_FOR_WORD else 0)
         self.journal_bytes.labels(table=table).set(journal_bytes)
         self.journal_records.labels(table=table).set(journal_records)
 

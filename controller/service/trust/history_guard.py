@@ -2,13 +2,18 @@
 
 Each transport that can (``tells_held``) hands over what its backend says about where it
 stands (docs/backend.md, "Where the backend stands"): an HTTP backend in its answers (asked at
-start with a batch of no events), an MQTT backend as a retained message on every connect.
-``durability/delivery/held.py`` compares that with the journal. The daemon waits for the first
-answers before it journals anything at start (``wait_first``): a fork then stops the start
-(exit 65) before a single id is issued again. Answers that come later are compared on this
-guard's own thread, off the transports' and the owner's way; a fork found then stops the table
-the same way (``on_fork``). No answer within the wait: the table deals on (an outage must not
-stop the floor) and compares when one comes.
+start with a batch of no events), an MQTT backend as a retained message on every connect, the
+file sink from its own file's last event. ``durability/delivery/held.py`` compares that with
+the journal. The daemon waits for the first answers before it journals anything at start
+(``wait_first``): a fork then stops the start (exit 65) before a single id is issued again.
+Answers that come later are compared on this guard's own thread, off the transports' and the
+owner's way; a fork found then stops the table the same way (``on_fork``).
+
+Ask before you deliver: no event leaves for a backend until what it said has been compared
+(``waiting_for``, the outbox's hold on each transport). A backend that says nothing by the
+end of the wait does not stop the floor: the table deals on into its journal and those events
+wait there, visibly, until the backend answers and the comparison passes. A backend that
+answers without saying where it stands (it keeps no such position) is delivered to as before.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller.durability.delivery.held import Held, fork_problem, parse_held
+from controller.durability.delivery.held import Held, fork_problem, held_at, parse_held
+from controller.durability.delivery.outbox import WAITING_FOR_WORD
 from controller.durability.journal import last_seq_of, open_read_only
 from controller.rate_limited_log import RateLimitedLog
+from controller.transports import LastEvent
 
 if TYPE_CHECKING:
     from controller.transports import Transport
@@ -32,6 +39,7 @@ log = structlog.get_logger("pokdeng.history")
 
 #: a position that is not checked again sooner than this after the last check of it
 RECHECK_S = 1.0
+
 
 
 class HistoryGuard:
@@ -43,6 +51,12 @@ class HistoryGuard:
         self._answered: set[str] = set()
         self._pending: dict[str, Held] = {}
         self._checked: dict[str, Held] = {}
+        # Ask before you deliver: the transports whose backend's word has passed the check
+        # (or who answered without a position), and why the others' events still wait.
+        self._transports: dict[str, Transport] = {}
+        self._cleared: set[str] = set()
+        self._told_nothing: set[str] = set()
+        self._refused: dict[str, str] = {}
         self.fork: str | None = None
         self._stop = False
         self._problems = RateLimitedLog(logging.getLogger("pokdeng.history"))
@@ -53,22 +67,55 @@ class HistoryGuard:
         for transport in transports:
             if transport.tells_held:
                 self._expected.add(transport.name)
+                self._transports[transport.name] = transport
                 transport.held_listener = self._report
 
     def _report(self, transport: Transport, value: Any) -> None:
         name = transport.name
-        held = None
-        if value is not None:
-            try:
+        held = refused = None
+        try:
+            if isinstance(value, LastEvent):  # the file sink: its copy of its last event
+                value = held_at(value.event)
+            if value is not None:
                 held = parse_held(value, name)
-            except ValueError as exc:
-                self._problems.warning(name, "backend %s: where it stands is unreadable (%s); "
-                                       "ignored", name, exc)
+        except (ValueError, KeyError, TypeError) as exc:
+            refused = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
+                else str(exc)
+            self._problems.warning(name, "backend %s: what it says of where it stands is "
+                                   "refused (%s); its events wait until it says it readably",
+                                   name, refused)
         with self._changed:
             self._answered.add(name)
             if held is not None:
                 self._pending[name] = held
+            elif refused is not None:
+                self._refused[name] = refused
+            else:
+                self._told_nothing.add(name)
             self._changed.notify_all()
+
+    def waiting_for(self, name: str) -> str | None:
+        """Why transport ``name`` must not send yet (the outbox asks before each batch), or
+        None once its backend's word has passed the check (or it cannot tell at all)."""
+        with self._changed:
+            if name not in self._expected or name in self._cleared:
+                return None
+            refused = self._refused.get(name)
+        if refused is not None:
+            return f"{WAITING_FOR_WORD}: its last answer was refused ({refused})"
+        return WAITING_FOR_WORD
+
+    def _clear(self, names: Iterable[str]) -> None:
+        """These backends' word passed the check: their events may go (their outbox wakes)."""
+        with self._changed:
+            fresh = [name for name in names if name not in self._cleared]
+            self._cleared.update(fresh)
+            for name in fresh:
+                self._refused.pop(name, None)
+        for name in fresh:
+            wake = self._transports[name].wake_outbox
+            if wake is not None:
+                wake()
 
     # -- the daemon's side ----------------------------------------------------------------------
     def wait_first(self, transports: Iterable[Transport], timeout: float) -> str | None:
@@ -81,11 +128,13 @@ class HistoryGuard:
                 self.fork = problem
                 return problem
         if silent:
-            log.warning("no word from these backends on where they stand; dealing on: what "
-                        "they hold is compared with the journal when they answer",
-                        transports=silent, waited_s=timeout)
+            log.warning("no word from these backends on where they stand; dealing on: their "
+                        "events wait in the journal until they answer and what they hold is "
+                        "compared with it", transports=silent, waited_s=timeout)
         for name, held in pending.items():
             log.info("backend holds this table's history", transport=name, seq=held.seq)
+        self._clear(name for name, held in pending.items() if self._checked.get(name) == held)
+        self._clear_the_silent_ones()
         return None
 
     def hear(self, transports: Iterable[Transport],
@@ -125,22 +174,33 @@ class HistoryGuard:
             log.info("backend not asked where it stands", transport=transport.name,
                      reason=str(exc))
 
+    def _clear_the_silent_ones(self) -> None:
+        """Backends that answered without saying where they stand: nothing to compare, so
+        nothing to wait for."""
+        with self._changed:
+            told_nothing, self._told_nothing = self._told_nothing, set()
+        self._clear(told_nothing)
+
     def _main(self) -> None:
         while True:
             with self._changed:
-                while not self._pending and not self._stop:
+                while not self._pending and not self._told_nothing and not self._stop:
                     self._changed.wait()
                 if self._stop:
                     return
                 pending, self._pending = self._pending, {}
-            for held in pending.values():
+            self._clear_the_silent_ones()
+            for name, held in pending.items():
                 if self._checked.get(held.source) == held:
+                    self._clear([name])
                     continue  # the same answer again (every HTTP reply carries it)
                 problem = self._compare(held)
                 if problem and self.fork is None:
                     self.fork = problem
                     self._on_fork(problem)
                     return
+                if problem is None and self._checked.get(name) == held:
+                    self._clear([name])  # compared, and it holds: its events may go
             time.sleep(RECHECK_S)  # a burst of answers is one comparison a second
 
     def _compare(self, held: Held) -> str | None:
