@@ -5,9 +5,9 @@ A config can be well-formed and the daemon still unable to start: a secret file 
 or unreadable, a systemd credential not handed over, a group of the control section not
 created. ``run`` reads its config with ``load_checked_config``; ``config check`` runs the same
 checks (``secret_problems``, ``group_problems``) with the unit's credentials in place
-(controller/service/config/unit_credentials.py), so it never passes a config ``run`` refuses. Secrets are read with the transports' own
-``read_secret`` (as the user running the command) and dropped at once; nothing here connects
-anywhere or creates a file.
+(controller/service/config/unit_credentials.py), so it never passes a config ``run`` refuses.
+Secrets are read with the transports' own ``read_secret`` (as the user running the command)
+and dropped at once; nothing here connects anywhere or creates a file.
 """
 
 from __future__ import annotations
