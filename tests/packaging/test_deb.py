@@ -118,10 +118,11 @@ class Root:
     def __init__(self, path: Path):
         self.path = path
 
-    def sh(self, script: str, check: bool = True,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        wrapper = ('mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && '
-                   'exec chroot "$1" /bin/sh -ec "$2"')
+    def sh(self, script: str, check: bool = True, env: dict[str, str] | None = None,
+           proc: bool = True) -> subprocess.CompletedProcess:
+        """``proc``: with /proc mounted (False: a chroot as an image build has it, bare)."""
+        wrapper = (('mount -t proc proc "$1/proc" && ' if proc else '')
+                   + 'mount --rbind /dev "$1/dev" && exec chroot "$1" /bin/sh -ec "$2"')
         result = subprocess.run(
             ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", wrapper,
              "sh", str(self.path), script],
@@ -251,6 +252,50 @@ def test_install_puts_files_users_groups_and_modes_in_place_and_leaves_the_table
     assert completion.stdout.split() == ["supervisor"]
 
 
+def test_the_package_configures_in_a_chroot_without_proc(root: Root,
+                                                          debs: dict[str, Path]) -> None:
+    """An image being prepared: a bare chroot, no /proc, no systemd running. systemd-tmpfiles
+    refuses to run there; the package must still end configured, with its directories made."""
+    shutil.copy(debs[OLD], root.file("/tmp") / debs[OLD].name)
+    installed = root.sh(f"test ! -e /proc/self && dpkg -i /tmp/{debs[OLD].name}", proc=False)
+    assert "installed, not enabled" in installed.stdout
+    assert root.sh("dpkg-query -W -f='${db:Status-Abbrev}' pokdeng-table",
+                   proc=False).stdout.strip() == "ii"
+    assert root.sh("dpkg --audit", proc=False).stdout == ""
+    assert root.stat("/etc/pokdeng-table") == ("750", "root", "pokdeng")
+    assert root.stat("/etc/pokdeng-table/credentials") == ("700", "root", "root")
+    # and the upgrade the same way
+    shutil.copy(debs[NEW], root.file("/tmp") / debs[NEW].name)
+    root.sh(f"dpkg -i /tmp/{debs[NEW].name}", proc=False)
+    assert root.sh("dpkg --audit", proc=False).stdout == ""
+
+
+def test_the_packages_files_are_its_identity(root: Root, debs: dict[str, Path]) -> None:
+    """Two builds of one commit, two revisions of the package: two digests; every file the
+    package installs is verified, and an edited conffile is named but is no failure."""
+    root.install(debs[OLD])
+    old = json.loads(root.sh("pokdeng-table version --json").stdout)
+    listed = root.sh("cat /opt/pokdeng-table/venv/lib/python3.11/site-packages/"
+                     "pokdeng_table-*.dist-info/PACKAGE-FILES").stdout
+    assert listed.startswith(f"# pokdeng-table {OLD} ")
+    for path in ("/lib/systemd/system/pokdeng-table.service", "/lib/udev/rules.d/99-pokdeng.rules",
+                 "/usr/lib/tmpfiles.d/pokdeng-table.conf", "/etc/pokdeng-table/example.yaml",
+                 "/var/lib/dpkg/info/pokdeng-table.postinst"):
+        assert f"  {path}\n" in listed, path
+    root.sh("echo '# this studio' >> /etc/pokdeng-table/example.yaml")
+    verified = root.sh("pokdeng-table version --verify")
+    assert "and PACKAGE-FILES" in verified.stdout
+    assert "edited conffile (yours to keep): /etc/pokdeng-table/example.yaml" in verified.stdout
+    root.sh("echo '# edited' >> /lib/systemd/system/pokdeng-table.service")
+    changed = root.sh("pokdeng-table version --verify", check=False)
+    assert changed.returncode == 1
+    assert "changed: /lib/systemd/system/pokdeng-table.service" in changed.stderr
+    root.install(debs[NEW])
+    new = json.loads(root.sh("pokdeng-table version --json").stdout)
+    assert new["version"] == old["version"] and new["digest"] != old["digest"]
+    root.sh("pokdeng-table version --verify")
+
+
 def test_systemd_analyze_verifies_the_installed_units(root: Root,
                                                       debs: dict[str, Path]) -> None:
     root.install(debs[OLD])
@@ -332,8 +377,15 @@ def test_remove_keeps_the_journal_and_purge_says_what_it_keeps(
                         "/etc/pokdeng-table/credentials") == operator
     assert root.file("/etc/pokdeng-table/example.yaml").is_file()  # conffiles stay till purge
 
+    # the operator's own files: the udev rule's copy and a drop-in (docs/install.md §3, §5)
+    root.sh("mkdir -p /etc/udev/rules.d /etc/systemd/system/pokdeng-table.service.d\n"
+            "echo '# our shoe ids' > /etc/udev/rules.d/99-pokdeng.rules\n"
+            "echo '[Service]' > /etc/systemd/system/pokdeng-table.service.d/credentials.conf")
     purge = root.sh("dpkg -P pokdeng-table")
     assert "Kept, as the casino's record" in purge.stdout
+    yours = purge.stdout.split("Kept, yours", 1)[1].splitlines()[1:]
+    assert yours == ["  /etc/udev/rules.d/99-pokdeng.rules",
+                     "  /etc/systemd/system/pokdeng-table.service.d"]
     assert "  /var/lib/pokdeng-table" in purge.stdout.splitlines()
     assert "  /etc/pokdeng-table" in purge.stdout.splitlines()
     assert root.digests("/var/lib/pokdeng-table") == journal
@@ -601,6 +653,8 @@ def test_an_upgrade_and_a_removal_wait_for_the_open_round_under_systemd(
         types = [e["type"] for e in events(root)]
         assert types.count("round_result") == 1 and types.count("drain_started") == 1
         assert types.index("drain_started") < types.index("round_result")
+        # the same program in another revision of the package is another software
+        assert types.count("software_changed") == 1
         released = booted.sh("pokdeng-table supervisor resume")
         assert "drain_ended" in released.stdout
         panel.send(b"start_round\n")
