@@ -50,6 +50,7 @@ def version(args: argparse.Namespace) -> int:
         print(json.dumps({**describe(identity), "ok": result.ok, "checked": result.checked,
                           "differing": result.differing, "missing": result.missing,
                           "edited_conffiles": result.edited_conffiles,
+                          "unfinished": result.unfinished,
                           "cannot_verify": result.cannot}))
     else:
         print(f"pokdeng-table {identity.version}\n{identity.digest} "
@@ -61,12 +62,15 @@ def version(args: argparse.Namespace) -> int:
                   + (f" and {PACKAGE_FILES}" if identity.where.endswith(PACKAGE_FILES) else ""))
         else:
             bad = len(result.differing) + len(result.missing)
-            print(f"NOT VERIFIED: {bad} of {result.checked} installed files differ from RECORD:",
-                  file=sys.stderr)
+            if bad:
+                print(f"NOT VERIFIED: {bad} of {result.checked} installed files differ from "
+                      "RECORD:", file=sys.stderr)
             for name in result.differing:
                 print(f"  changed: {name}", file=sys.stderr)
             for name in result.missing:
                 print(f"  missing: {name}", file=sys.stderr)
+            if result.unfinished:
+                print(f"NOT VERIFIED: {result.unfinished}", file=sys.stderr)
         for name in result.edited_conffiles:
             print(f"  edited conffile (yours to keep): {name}")
     if result.cannot:

@@ -294,6 +294,13 @@ def test_the_packages_files_are_its_identity(root: Root, debs: dict[str, Path]) 
     new = json.loads(root.sh("pokdeng-table version --json").stdout)
     assert new["version"] == old["version"] and new["digest"] != old["digest"]
     root.sh("pokdeng-table version --verify")
+    # an upgrade cut short after the unpack (a power cut): verify says so, not only dpkg --audit
+    shutil.copy(debs[OLD], root.file("/tmp") / debs[OLD].name)
+    root.sh(f"dpkg --unpack /tmp/{debs[OLD].name}")
+    unfinished = root.sh("pokdeng-table version --verify", check=False)
+    assert unfinished.returncode == 1
+    assert "NOT VERIFIED: the Debian package is unpacked, not installed" in unfinished.stderr
+    root.sh("dpkg --configure -a && pokdeng-table version --verify")
 
 
 def test_systemd_analyze_verifies_the_installed_units(root: Root,

@@ -63,12 +63,15 @@ class Verification:
     missing: list[str] = field(default_factory=list)
     #: the package's conffiles that differ from what it shipped: the operator's edits
     edited_conffiles: list[str] = field(default_factory=list)
+    #: the Debian package is not fully installed (dpkg's word for it), else None
+    unfinished: str | None = None
     #: why nothing could be checked (no RECORD describes the running files), else None
     cannot: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.cannot is None and not self.differing and not self.missing
+        return (self.cannot is None and not self.differing and not self.missing
+                and self.unfinished is None)
 
 
 def _installed_distribution() -> importlib.metadata.Distribution | None:
@@ -206,7 +209,26 @@ def verify_installed() -> Verification:
         if not same:
             (result.edited_conffiles if name.startswith("/etc/") else
              result.differing).append(name)
+    if package_files is not None:
+        result.unfinished = _unfinished_package()
     return result
+
+
+def _unfinished_package() -> str | None:
+    """dpkg's status of the package when it is not "installed" (an upgrade cut short by a
+    power cut leaves it unpacked or half-configured: only ``dpkg --audit`` would say so)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("dpkg-query") is None:
+        return None
+    answer = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Status}", DISTRIBUTION],
+                            capture_output=True, text=True)
+    state = answer.stdout.strip()
+    if answer.returncode != 0 or state == "installed":
+        return None
+    return (f"the Debian package is {state or 'unknown to dpkg'}, not installed: an upgrade "
+            "did not finish; run `dpkg --configure -a` (`dpkg --audit` shows what is left)")
 
 
 def describe(identity: SoftwareIdentity) -> dict[str, Any]:
