@@ -53,9 +53,11 @@ def open_failure(url: str, exc: BaseException) -> str:
                 f"unplugged)")
     if code == errno.ENOENT or not os.path.lexists(path):
         return f"{path} does not exist (the device is unplugged, or no udev rule matches it)"
-    name = errno.errorcode.get(code, "error") if code else type(exc).__name__
-    way_out = _WAY_OUT.get(code or 0)
-    return (f"{path}{_node(path)} exists but cannot be opened: {name} ({reason})"
+    if not code:  # opened, then refused as a serial port (not a tty, settings it refuses)
+        return f"{path}{_node(path)} exists but cannot be used as a serial port: {reason}"
+    way_out = _WAY_OUT.get(code)
+    return (f"{path}{_node(path)} exists but cannot be opened: "
+            f"{errno.errorcode.get(code, 'error')} ({reason})"
             + (f": {way_out}" if way_out else ""))
 
 

@@ -49,3 +49,13 @@ def test_a_url_that_is_no_path_gives_the_reason_only() -> None:
     exc = serial.SerialException("Could not open port: connection refused")
     assert open_failure("socket://127.0.0.1:9", exc) == \
         "cannot open socket://127.0.0.1:9: Could not open port: connection refused"
+
+
+def test_a_node_that_opens_but_is_no_serial_port_says_so(tmp_path: Path) -> None:
+    node = tmp_path / "shoe"
+    node.write_text("")
+    exc = serial.SerialException("Could not configure port: (25, 'Inappropriate ioctl')")
+    text = open_failure(str(node), exc)
+    assert text.startswith(f"{node} (")
+    assert text.endswith("exists but cannot be used as a serial port: Could not configure "
+                         "port: (25, 'Inappropriate ioctl')")
