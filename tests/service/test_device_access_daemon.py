@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.service.control.client import ControlClient
+from controller.service.status_board import status_line
 from controller.service.telemetry.health import health_message
 from drivers.sim.shoe import ShoeSimulator
 from support.daemon_helpers import (
@@ -59,6 +60,7 @@ def test_a_shoe_node_the_daemon_may_not_open_is_named_with_eperm_and_opens_once_
             shown = cli("status", "--socket", str(short_dir / "control.sock"))
             assert shown.returncode == 0, shown.stderr
             assert f"shoe: {problem}" in shown.stdout.splitlines()
+            assert f"shoe: {problem}" in status_line(status)  # systemd's STATUS= line
             health = health_message(status, {}, {"bytes": 0, "records": 0})
             health_validator().validate(health)
             assert health["device_problems"] == {"shoe": problem}
