@@ -786,3 +786,54 @@ def test_a_shoe_node_that_appears_after_the_unit_started_opens_without_a_restart
         assert booted.main_pid() == pid  # no restart
     finally:
         booted.close()
+
+
+@pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
+def test_the_guides_drop_in_for_a_table_that_signs_nothing_starts_it_and_config_check_knows(
+        root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
+    """A table with a keyed journal and no backend to sign for (docs/install.md §5): with no
+    drop-in systemd refuses the unit for the missing backend-secret (243/CREDENTIALS), with a
+    drop-in that empties LoadCredential= the daemon has no journal key (exit 78), and with the
+    guide's drop-in it runs; `config check` says each of these before the start."""
+    assert _cannot_boot() is None, _cannot_boot()
+    root.install(debs[OLD])
+    configure(root)
+    root.sh("rm /etc/pokdeng-table/credentials/backend-secret")
+    config = {"table": {"id": "T01"},
+              "shoe": {"driver": "beetek", "url": "/dev/pokdeng/shoe"},
+              "control": {"socket": "/run/pokdeng-table/control.sock", "group": "pokdeng-control"},
+              "journal": {"key_credential": "journal-key"},
+              "transports": {"file": {"path": "/var/lib/pokdeng-table/events.jsonl"}}}
+    root.file("/etc/pokdeng-table/table.yaml").write_text(json.dumps(config))
+    dropin = root.file("/etc/systemd/system/pokdeng-table.service.d/credentials.conf")
+    check = "pokdeng-table config check /etc/pokdeng-table/table.yaml"
+    booted = Booted(root, tmp_path / "boot.log")
+    try:
+        def start(status: str) -> None:
+            booted.sh("systemctl daemon-reload && systemctl reset-failed pokdeng-table || true\n"
+                      "systemctl start --no-block pokdeng-table")
+            booted.wait(f"test \"$(systemctl show -P ExecMainStatus pokdeng-table)\" = {status}"
+                        + (" && systemctl is-active pokdeng-table" if status == "0" else ""),
+                        f"the unit to end with {status}")
+            booted.sh("systemctl stop pokdeng-table")
+
+        checked = booted.sh(check, check=False)
+        assert checked.returncode == 78
+        assert "credential 'backend-secret': /etc/pokdeng-table/credentials/backend-secret " \
+               "does not exist: the unit would fail to start (243/CREDENTIALS)" in checked.stderr
+        start("243")
+
+        dropin.parent.mkdir(parents=True)
+        dropin.write_text("[Service]\nLoadCredential=\n")
+        checked = booted.sh(check, check=False)
+        assert checked.returncode == 78
+        assert "journal.key_credential: credential 'journal-key' is not handed over by " \
+               "pokdeng-table.service" in checked.stderr
+        start("78")
+
+        dropin.write_text("[Service]\nLoadCredential=\n"
+                          "LoadCredential=journal-key:/etc/pokdeng-table/credentials/journal-key\n")
+        assert "hands over: journal-key" in booted.sh(check).stdout
+        start("0")
+    finally:
+        booted.close()
