@@ -739,7 +739,8 @@ def test_a_shoe_node_that_appears_after_the_unit_started_opens_without_a_restart
     """The boot where udev makes /dev/pokdeng/shoe after the unit started, under the real
     hardened unit: the status names what it finds at each step (no node; a ttyUSB node, major
     188, with no driver registered for it anywhere on this machine: ENXIO, not the sandbox's
-    EPERM), and the shoe opens as soon as the name leads to a device, with no restart.
+    EPERM; a device node the daemon's user may not open: EACCES), and the shoe opens as soon
+    as the name leads to a device it may open, with no restart.
 
     What this container cannot show: the device allow-list itself. Its systemd runs on the
     host's cgroup v1 hierarchy, read-only inside nspawn, so no unit's device policy is applied
@@ -774,12 +775,19 @@ def test_a_shoe_node_that_appears_after_the_unit_started_opens_without_a_restart
         assert problem("ENXIO").startswith(
             "/dev/pokdeng/shoe (-> /dev/ttyUSB0, char 188:0, root:pokdeng 0660) exists but "
             "cannot be opened: ENXIO (No such device or address)")
-        # the device udev names: a pty inside the container, as a USB-serial shoe's node
+        # a device behind the name: a pty inside the container, as a USB-serial shoe's node;
+        # first as a pts is made (root:tty 0620): the daemon's user may not open it
         booted.sh("python3 -c 'import os, pty, time\n"
                   "master, slave = pty.openpty()\n"
                   "os.symlink(os.ttyname(slave), \"/dev/pokdeng/shoe.new\")\n"
                   "os.rename(\"/dev/pokdeng/shoe.new\", \"/dev/pokdeng/shoe\")\n"
                   "time.sleep(300)' >/dev/null 2>&1 &")
+        assert re.match(r"/dev/pokdeng/shoe \(-> /dev/pts/\d+, char 136:\d+, root:tty 0620\) "
+                        r"exists but cannot be opened: EACCES \(Permission denied\): the "
+                        r"daemon's user may not open it", problem("EACCES"))
+        # then with the group and mode the udev rule gives a shoe
+        booted.sh('chgrp pokdeng "$(readlink /dev/pokdeng/shoe)"\n'
+                  'chmod 660 "$(readlink /dev/pokdeng/shoe)"')
         status = booted.wait_status(lambda s: s["devices"].get("shoe") is True,
                                     "the shoe to open")
         assert status["device_problems"] == {}
