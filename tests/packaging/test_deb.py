@@ -734,114 +734,106 @@ def test_an_upgrade_drains_and_restarts_each_table_of_the_template_unit(
 
 
 @pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
-def test_a_shoe_node_that_appears_after_the_unit_started_opens_without_a_restart(
+def test_a_first_boot_credentials_as_the_guide_says_and_a_shoe_node_made_after_the_start(
         root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
-    """The boot where udev makes /dev/pokdeng/shoe after the unit started, under the real
-    hardened unit: the status names what it finds at each step (no node; a ttyUSB node, major
-    188, with no driver registered for it anywhere on this machine: ENXIO, not the sandbox's
-    EPERM; a device node the daemon's user may not open: EACCES), and the shoe opens as soon
-    as the name leads to a device it may open, with no restart.
-
-    What this container cannot show: the device allow-list itself. Its systemd runs on the
-    host's cgroup v1 hierarchy, read-only inside nspawn, so no unit's device policy is applied
-    here (a node of a major the unit does not allow opens too); the allow-list is checked by
-    systemd-analyze and tests/service/test_systemd.py instead."""
+    """One boot (booting is the slow part) for two things a table's first boots meet, under
+    the real hardened unit: the credential drop-in of a table that signs nothing, and a shoe
+    whose node udev makes after the unit started."""
     assert _cannot_boot() is None, _cannot_boot()
     root.install(debs[OLD])
     configure(root)
+    root.sh("rm /etc/pokdeng-table/credentials/backend-secret")
     config = {"table": {"id": "T01"},
               "shoe": {"driver": "beetek", "url": "/dev/pokdeng/shoe", "reconnect_seconds": 0.2},
               "control": {"socket": "/run/pokdeng-table/control.sock", "group": "pokdeng-control"},
               "journal": {"key_credential": "journal-key"},
               "transports": {"file": {"path": "/var/lib/pokdeng-table/events.jsonl"}}}
     root.file("/etc/pokdeng-table/table.yaml").write_text(json.dumps(config))
-    root.sh("systemctl enable pokdeng-table")
     booted = Booted(root, tmp_path / "boot.log")
     try:
-        booted.wait("systemctl is-active pokdeng-table", "the table to start")
-        pid = booted.main_pid()
-
-        def problem(words: str) -> str:
-            status = booted.wait_status(
-                lambda s: words in (s.get("device_problems") or {}).get("shoe", ""),
-                f"the shoe's problem to say {words!r}")
-            assert status["devices"]["shoe"] is False
-            return status["device_problems"]["shoe"]
-
-        assert problem("does not exist").startswith("/dev/pokdeng/shoe does not exist")
-        booted.sh("mkdir -p /dev/pokdeng\n"
-                  "mknod -m 660 /dev/ttyUSB0 c 188 0 && chgrp pokdeng /dev/ttyUSB0\n"
-                  "ln -s ../ttyUSB0 /dev/pokdeng/shoe")
-        assert problem("ENXIO").startswith(
-            "/dev/pokdeng/shoe (-> /dev/ttyUSB0, char 188:0, root:pokdeng 0660) exists but "
-            "cannot be opened: ENXIO (No such device or address)")
-        # a device behind the name: a pty inside the container, as a USB-serial shoe's node;
-        # first as a pts is made (root:tty 0620): the daemon's user may not open it
-        booted.sh("python3 -c 'import os, pty, time\n"
-                  "master, slave = pty.openpty()\n"
-                  "os.symlink(os.ttyname(slave), \"/dev/pokdeng/shoe.new\")\n"
-                  "os.rename(\"/dev/pokdeng/shoe.new\", \"/dev/pokdeng/shoe\")\n"
-                  "time.sleep(300)' >/dev/null 2>&1 &")
-        assert re.match(r"/dev/pokdeng/shoe \(-> /dev/pts/\d+, char 136:\d+, root:tty 0620\) "
-                        r"exists but cannot be opened: EACCES \(Permission denied\): the "
-                        r"daemon's user may not open it", problem("EACCES"))
-        # then with the group and mode the udev rule gives a shoe
-        booted.sh('chgrp pokdeng "$(readlink /dev/pokdeng/shoe)"\n'
-                  'chmod 660 "$(readlink /dev/pokdeng/shoe)"')
-        status = booted.wait_status(lambda s: s["devices"].get("shoe") is True,
-                                    "the shoe to open")
-        assert status["device_problems"] == {}
-        assert booted.main_pid() == pid  # no restart
+        start_with_the_guides_drop_in(booted, root)
+        open_a_shoe_node_made_after_the_start(booted)
     finally:
         booted.close()
 
 
-@pytest.mark.skipif(_cannot_boot() is not None and not REQUIRED, reason=_cannot_boot() or "")
-def test_the_guides_drop_in_for_a_table_that_signs_nothing_starts_it_and_config_check_knows(
-        root: Root, debs: dict[str, Path], tmp_path: Path) -> None:
+def start_with_the_guides_drop_in(booted: Booted, root: Root) -> None:
     """A table with a keyed journal and no backend to sign for (docs/install.md §5): with no
     drop-in systemd refuses the unit for the missing backend-secret (243/CREDENTIALS), with a
     drop-in that empties LoadCredential= the daemon has no journal key (exit 78), and with the
-    guide's drop-in it runs; `config check` says each of these before the start."""
-    assert _cannot_boot() is None, _cannot_boot()
-    root.install(debs[OLD])
-    configure(root)
-    root.sh("rm /etc/pokdeng-table/credentials/backend-secret")
-    config = {"table": {"id": "T01"},
-              "shoe": {"driver": "beetek", "url": "/dev/pokdeng/shoe"},
-              "control": {"socket": "/run/pokdeng-table/control.sock", "group": "pokdeng-control"},
-              "journal": {"key_credential": "journal-key"},
-              "transports": {"file": {"path": "/var/lib/pokdeng-table/events.jsonl"}}}
-    root.file("/etc/pokdeng-table/table.yaml").write_text(json.dumps(config))
+    guide's drop-in it runs; `config check` says each of these before the start. The table is
+    left running."""
     dropin = root.file("/etc/systemd/system/pokdeng-table.service.d/credentials.conf")
     check = "pokdeng-table config check /etc/pokdeng-table/table.yaml"
-    booted = Booted(root, tmp_path / "boot.log")
-    try:
-        def start(status: str) -> None:
-            booted.sh("systemctl daemon-reload && systemctl reset-failed pokdeng-table || true\n"
-                      "systemctl start --no-block pokdeng-table")
-            booted.wait(f"test \"$(systemctl show -P ExecMainStatus pokdeng-table)\" = {status}"
-                        + (" && systemctl is-active pokdeng-table" if status == "0" else ""),
-                        f"the unit to end with {status}")
-            booted.sh("systemctl stop pokdeng-table")
 
-        checked = booted.sh(check, check=False)
-        assert checked.returncode == 78
-        assert "credential 'backend-secret': /etc/pokdeng-table/credentials/backend-secret " \
-               "does not exist: the unit would fail to start (243/CREDENTIALS)" in checked.stderr
-        start("243")
+    def start(status: str) -> None:
+        booted.sh("systemctl daemon-reload && systemctl reset-failed pokdeng-table || true\n"
+                  "systemctl start --no-block pokdeng-table")
+        booted.wait(f"test \"$(systemctl show -P ExecMainStatus pokdeng-table)\" = {status}"
+                    + (" && systemctl is-active pokdeng-table" if status == "0" else ""),
+                    f"the unit to end with {status}")
 
-        dropin.parent.mkdir(parents=True)
-        dropin.write_text("[Service]\nLoadCredential=\n")
-        checked = booted.sh(check, check=False)
-        assert checked.returncode == 78
-        assert "journal.key_credential: credential 'journal-key' is not handed over by " \
-               "pokdeng-table.service" in checked.stderr
-        start("78")
+    checked = booted.sh(check, check=False)
+    assert checked.returncode == 78
+    assert "credential 'backend-secret': /etc/pokdeng-table/credentials/backend-secret " \
+           "does not exist: the unit would fail to start (243/CREDENTIALS)" in checked.stderr
+    start("243")
+    booted.sh("systemctl stop pokdeng-table")
 
-        dropin.write_text("[Service]\nLoadCredential=\n"
-                          "LoadCredential=journal-key:/etc/pokdeng-table/credentials/journal-key\n")
-        assert "hands over: journal-key" in booted.sh(check).stdout
-        start("0")
-    finally:
-        booted.close()
+    dropin.parent.mkdir(parents=True)
+    dropin.write_text("[Service]\nLoadCredential=\n")
+    checked = booted.sh(check, check=False)
+    assert checked.returncode == 78
+    assert "journal.key_credential: credential 'journal-key' is not handed over by " \
+           "pokdeng-table.service" in checked.stderr
+    start("78")
+
+    dropin.write_text("[Service]\nLoadCredential=\n"
+                      "LoadCredential=journal-key:/etc/pokdeng-table/credentials/journal-key\n")
+    assert "hands over: journal-key" in booted.sh(check).stdout
+    start("0")
+
+
+def open_a_shoe_node_made_after_the_start(booted: Booted) -> None:
+    """The boot where udev makes /dev/pokdeng/shoe after the unit started: the status names
+    what it finds at each step (no node; a ttyUSB node, major 188, with no driver registered
+    for it anywhere on this machine: ENXIO, not the sandbox's EPERM; a device node the daemon's
+    user may not open: EACCES), and the shoe opens as soon as the name leads to a device it may
+    open, with no restart.
+
+    What this container cannot show: the device allow-list itself. Its systemd runs on the
+    host's cgroup v1 hierarchy, read-only inside nspawn, so no unit's device policy is applied
+    here (a node of a major the unit does not allow opens too); the allow-list is checked by
+    systemd-analyze and tests/service/test_systemd.py instead."""
+    pid = booted.main_pid()
+
+    def problem(words: str) -> str:
+        status = booted.wait_status(
+            lambda s: words in (s.get("device_problems") or {}).get("shoe", ""),
+            f"the shoe's problem to say {words!r}")
+        assert status["devices"]["shoe"] is False
+        return status["device_problems"]["shoe"]
+
+    assert problem("does not exist").startswith("/dev/pokdeng/shoe does not exist")
+    booted.sh("mkdir -p /dev/pokdeng\n"
+              "mknod -m 660 /dev/ttyUSB0 c 188 0 && chgrp pokdeng /dev/ttyUSB0\n"
+              "ln -s ../ttyUSB0 /dev/pokdeng/shoe")
+    assert problem("ENXIO").startswith(
+        "/dev/pokdeng/shoe (-> /dev/ttyUSB0, char 188:0, root:pokdeng 0660) exists but "
+        "cannot be opened: ENXIO (No such device or address)")
+    # a device behind the name: a pty inside the container, as a USB-serial shoe's node;
+    # first as a pts is made (root:tty 0620): the daemon's user may not open it
+    booted.sh("python3 -c 'import os, pty, time\n"
+              "master, slave = pty.openpty()\n"
+              "os.symlink(os.ttyname(slave), \"/dev/pokdeng/shoe.new\")\n"
+              "os.rename(\"/dev/pokdeng/shoe.new\", \"/dev/pokdeng/shoe\")\n"
+              "time.sleep(300)' >/dev/null 2>&1 &")
+    assert re.match(r"/dev/pokdeng/shoe \(-> /dev/pts/\d+, char 136:\d+, root:tty 0620\) "
+                    r"exists but cannot be opened: EACCES \(Permission denied\): the "
+                    r"daemon's user may not open it", problem("EACCES"))
+    # then with the group and mode the udev rule gives a shoe
+    booted.sh('chgrp pokdeng "$(readlink /dev/pokdeng/shoe)"\n'
+              'chmod 660 "$(readlink /dev/pokdeng/shoe)"')
+    status = booted.wait_status(lambda s: s["devices"].get("shoe") is True, "the shoe to open")
+    assert status["device_problems"] == {}
+    assert booted.main_pid() == pid  # no restart
