@@ -69,7 +69,8 @@ def check_config(args: argparse.Namespace) -> int:
     unit_name = args.unit if args.unit is not None else unit_for_config(args.file, args.root)
     unit = read_unit(unit_name, args.root) if unit_name and unit_name != "none" else None
     named = named_credentials(config)
-    unit_found = unit_problems(unit, named, args.root) if unit else {}
+    as_root = os.geteuid() == 0  # systemd reads the credential files as root
+    unit_found = unit_problems(unit, named, args.root, files=as_root) if unit else {}
     problems = list(unit_found.values())
     # a secret the unit cannot hand over is named once, by the unit's problem, not again as
     # a file the daemon could not read
@@ -78,7 +79,11 @@ def check_config(args: argparse.Namespace) -> int:
     if unit_name and unit_name != "none" and unit is None:
         notes.append(f"no unit {unit_name} is installed: the credentials it would load were not "
                      "checked")
-    if unit is not None and not unit.masked and not os.environ.get("CREDENTIALS_DIRECTORY"):
+    elif unit is not None and not as_root:
+        notes.append(f"not root: the credential files {unit.unit} loads were not checked (run "
+                     "config check as root for them)")
+    if (unit is not None and not unit.masked and as_root
+            and not os.environ.get("CREDENTIALS_DIRECTORY")):
         # the secrets as the daemon will find them: from where the unit loads them
         with CredentialsView(unit, args.root) as view:
             os.environ["CREDENTIALS_DIRECTORY"] = str(view.path)

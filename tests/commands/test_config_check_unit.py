@@ -157,3 +157,28 @@ def test_a_config_outside_the_units_place_or_with_no_unit_is_checked_as_before(
     unit_gone = check(tmp_path, moved, "--unit", "pokdeng-table.service")
     assert unit_gone.returncode == 0
     assert "no unit pokdeng-table.service is installed" in unit_gone.stderr
+
+
+def test_as_another_user_the_credential_files_are_not_judged_but_said_unchecked(
+        short_dir: Path) -> None:
+    """systemd reads the credentials as root; a check run as another user cannot see them
+    (credentials/ is root's alone) and must not call them missing."""
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        import pytest
+        pytest.skip("needs root and setpriv (util-linux) to run the check as nobody")
+    root = short_dir / "system"  # /tmp/pdt-…: a path another user can walk once opened up
+    config = system(root, UNSIGNED)
+    credential(root, "journal-key", KEY)
+    (root / "etc/pokdeng-table/credentials").chmod(0o700)
+    for path in (short_dir, root, root / "etc", root / "etc/pokdeng-table"):
+        path.chmod(0o755)
+    config.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if k != "CREDENTIALS_DIRECTORY"}
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+         "controller", "config", "check", str(config), "--root", str(root)],
+        capture_output=True, text=True, timeout=60, env={**env, "HOME": "/"},
+        cwd=str(REPO))
+    assert "not root: the credential files pokdeng-table.service loads were not checked" \
+        in result.stderr, result.stderr
+    assert "does not exist" not in result.stderr

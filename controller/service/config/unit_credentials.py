@@ -226,14 +226,15 @@ def _unescape(name: str) -> str:
 
 # -- what config check makes of it ----------------------------------------------------------------
 def unit_problems(unit: UnitCredentials, named: dict[str, list[str]],
-                  root: str = "/") -> dict[str, str]:
+                  root: str = "/", files: bool = True) -> dict[str, str]:
     """Credential id -> what is wrong: every credential the unit cannot load (named by its
-    line), and every credential the config reads that the unit does not hand over (named by the
-    config's key)."""
+    line; only with ``files``: systemd reads them as root, and so must the check), and every
+    credential the config reads that the unit does not hand over (named by the config's
+    key)."""
     if unit.masked:
         return {"": f"{unit.unit} is masked ({unit.files[0]}): it cannot start"}
     problems = {credential.name: problem for credential in unit.credentials.values()
-                if (problem := source_problem(credential, root)) is not None}
+                if files and (problem := source_problem(credential, root)) is not None}
     loaded = ", ".join(sorted(unit.credentials)) or "none"
     for name, keys in sorted(named.items()):
         if name not in unit.credentials:
