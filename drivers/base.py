@@ -1,7 +1,9 @@
 """The driver contract: a driver turns a device's bytes into table inputs posted to a sink.
 
 Drivers never touch the table machine. Each runs its own thread(s), owns its reconnects, and
-reports device trouble as ``DeviceStatus`` inputs and log lines, never by dying silently.
+reports device trouble as ``DeviceStatus`` inputs and log lines, never by dying silently; while
+its device cannot be opened, ``access_problem`` says why (not journaled: it is the status's, for
+the person at the table) and ``on_access_problem`` is called at each change.
 ``stop()`` is idempotent and safe from any thread; a driver is also a context manager.
 """
 
@@ -62,6 +64,16 @@ class Driver(ABC):
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._lock = threading.Lock()
+        self._access_problem: str | None = None
+        #: called from the driver's thread when ``access_problem`` changed (the daemon
+        #: publishes its status again)
+        self.on_access_problem: Callable[[], None] = lambda: None
+
+    @property
+    def access_problem(self) -> str | None:
+        """Why the device cannot be opened now (path, node, errno: drivers/device_access.py);
+        None while it is open or before the first try."""
+        return self._access_problem
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> list[tuple[str | None, str]]:
@@ -125,6 +137,11 @@ class Driver(ABC):
         """Light (True) or darken (False) the named buttons' LEDs, where the device has any."""
 
     # -- for subclasses -----------------------------------------------------------------------
+    def _set_access_problem(self, problem: str | None) -> None:
+        if problem != self._access_problem:
+            self._access_problem = problem
+            self.on_access_problem()
+
     def post(self, inp: Input) -> None:
         """Hand an input to the sink (the daemon's queue)."""
         self.sink(inp)

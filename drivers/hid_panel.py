@@ -430,6 +430,7 @@ class HidPanel(Driver):
                 levels = self._initial_levels(session)
             except (usb.core.USBError, usb.core.NoBackendError, DeviceUnavailable) as exc:
                 session.close(give_back=False)
+                self._set_access_problem(f"{self.config.describe()}: {_plain(exc)}")
                 if not reported_down:
                     self.post(DeviceStatus(self.clock(), self.device, False))
                     reported_down = True
@@ -437,6 +438,7 @@ class HidPanel(Driver):
                             _plain(exc), self.config.reconnect_seconds)
                 stop.wait(self.config.reconnect_seconds)
                 continue
+            self._set_access_problem(None)
             with self._session_lock:
                 self._session = session
             self._on_connected(levels)

@@ -198,6 +198,7 @@ class LinePanel(Driver):
             self.config.url, device=self.device, sink=self.post, clock=self.clock,
             on_bytes=self._on_bytes, on_open=self._on_open, on_lost=self._on_lost,
             on_idle=self._on_idle, baudrate=self.config.baudrate,
+            on_problem=lambda: self._set_access_problem(self._link.problem),
             read_timeout=READ_TIMEOUT_S, reconnect_seconds=self.config.reconnect_seconds, log=log)
         self.connected = threading.Event()
         self.counters = {"lines": 0, "bad_lines": 0, "too_long": 0, "presses": 0,

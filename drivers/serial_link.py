@@ -6,6 +6,9 @@ Used by every serial device driver (the shoe, the serial line panel). The port i
 be opened or goes away, the link reports ``connected: false`` once, logs one plain line per
 retry every ``reconnect_seconds``, and reports ``connected: true`` when it is back. The first
 report says how the device was found at start (either way), so the daemon never has to assume.
+While the port cannot be opened, ``problem`` says why (drivers/device_access.py: the path, the
+node and the errno, e.g. a node the service's sandbox refuses) and ``on_problem`` hears of each
+change, so the status can show it; it is None once the port is open.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import serial
 
 from controller.table.inputs import DeviceStatus
 from drivers.base import Clock, InputSink
+from drivers.device_access import open_failure
 
 #: extra keyword arguments of ``serial_for_url`` a config may set, with their types
 SERIAL_SETTINGS: dict[str, type | tuple[type, ...]] = {
@@ -49,6 +53,7 @@ class SerialLink:
                  on_lost: Callable[[], None] = lambda: None,
                  on_open: Callable[[serial.SerialBase], None] = lambda port: None,
                  on_idle: Callable[[], None] = lambda: None,
+                 on_problem: Callable[[], None] = lambda: None,
                  report_status: Callable[[bool], None] | None = None,
                  baudrate: int = 9600, read_timeout: float = 0.2,
                  reconnect_seconds: float = 2.0,
@@ -69,11 +74,14 @@ class SerialLink:
         self._on_lost = on_lost
         self._on_open = on_open
         self._on_idle = on_idle
+        self._on_problem = on_problem
         self._report_status = report_status or self._post_status
         self._port: serial.SerialBase | None = None
         self._write_lock = threading.Lock()
         #: True/False once known; None before the first open attempt
         self.connected: bool | None = None
+        #: why the port cannot be opened (open_failure's line); None while it is open
+        self.problem: str | None = None
 
     # -- thread body --------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -84,13 +92,15 @@ class SerialLink:
                                              timeout=self.read_timeout, **self.serial_settings)
             except _OPEN_ERRORS as exc:
                 attempt += 1
+                self._set_problem(open_failure(self.url, exc))
                 self._set_connected(False)
                 self.log.warning("%s: cannot open %s (%s); retrying in %g s (attempt %d)",
-                                 self.device, self.url, _reason(exc), self.reconnect_seconds,
+                                 self.device, self.url, self.problem, self.reconnect_seconds,
                                  attempt)
                 stop.wait(self.reconnect_seconds)
                 continue
             attempt = 0
+            self._set_problem(None)
             self._port = port
             self.log.info("%s: connected on %s", self.device, self.url)
             self._set_connected(True)
@@ -151,6 +161,11 @@ class SerialLink:
                 cancel()
             except Exception:  # the port may be closing under us; the read timeout still ends it
                 pass
+
+    def _set_problem(self, problem: str | None) -> None:
+        if problem != self.problem:
+            self.problem = problem
+            self._on_problem()
 
     def _set_connected(self, connected: bool) -> None:
         if self.connected is connected:

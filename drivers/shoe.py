@@ -170,6 +170,7 @@ class SerialShoe(Driver):
         self.link = SerialLink(
             url, device=self.device, on_bytes=self.receive, on_lost=self._on_lost,
             on_open=self._on_open, on_idle=self._on_idle, report_status=self._on_link_status,
+            on_problem=lambda: self._set_access_problem(self.link.problem),
             baudrate=baudrate,
             read_timeout=read_timeout, reconnect_seconds=reconnect_seconds,
             serial_settings=serial_settings, log=self.log)

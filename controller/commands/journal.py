@@ -1,5 +1,6 @@
 """``pokdeng-table journal verify|export|archive|compact FILE``: check, print, archive and
-compact a journal; ``journal continue``: continue a table's history after its backend's."""
+compact a journal; ``journal continue``: continue a table's history after its backend's;
+``journal new-key FILE``: a new chain key (no other tool needed on the table PC)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "refused while another process (the table) has the journal open.")
     compact.add_argument("file", metavar="FILE", help="journal SQLite file")
     compact.set_defaults(func=_compact)
+
+    new_key = actions.add_parser(
+        "new-key", help="write a new random journal chain key to FILE (mode 0600)",
+        description="Write a new random chain key (32 random bytes, as 64 hex digits) to FILE, "
+                    "readable by its owner only, for LoadCredential=journal-key:FILE "
+                    "(docs/install.md §5). Refused when FILE exists: a key keys the journal "
+                    "that was started with it. Exit 0: written; 1: refused or not written.")
+    new_key.add_argument("file", metavar="FILE", help="where the key goes, e.g. "
+                                                      "/etc/pokdeng-table/credentials/journal-key")
+    new_key.set_defaults(func=_new_key)
 
     resume = actions.add_parser(
         "continue", help="continue a table's history after the seq its backend holds (the "
@@ -364,6 +375,27 @@ def _compact(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal compact: {exc}", file=sys.stderr)
         return 1
     print(f"{args.file}: {before:,} -> {after:,} bytes; incremental auto-vacuum from now on")
+    return 0
+
+
+def _new_key(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from controller.service.trust.journal_key import make_key_file
+
+    path = Path(args.file)
+    if path.exists() or path.is_symlink():
+        print(f"pokdeng-table journal new-key: {path} exists; it may key a journal already, so "
+              "it is left as it is (move it away first if it keys none)", file=sys.stderr)
+        return 1
+    try:
+        make_key_file(path)
+    except OSError as exc:
+        print(f"pokdeng-table journal new-key: cannot write {path}: {exc.strerror}",
+              file=sys.stderr)
+        return 1
+    print(f"{path}: new journal key (mode 0600); keep a copy where the audit team keeps its "
+          "secrets")
     return 0
 
 

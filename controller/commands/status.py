@@ -63,6 +63,8 @@ def status_text(status: dict[str, Any]) -> list[str]:
         lines.append("devices: " + ", ".join(
             f"{name} {'connected' if up else 'NOT CONNECTED'}"
             for name, up in sorted(devices.items())))
+    for name, problem in sorted((status.get("device_problems") or {}).items()):
+        lines.append(f"{name}: {problem}")
     clock = clock_text(status)
     if clock:
         lines.append(clock)

@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def version(args: argparse.Namespace) -> int:
     from controller.service.trust.software_identity import (
+        PACKAGE_FILES,
         current_identity,
         describe,
         verify_installed,
@@ -41,34 +42,44 @@ def version(args: argparse.Namespace) -> int:
             print(json.dumps(describe(identity)))
         else:
             print(f"pokdeng-table {identity.version}\n{identity.digest} "
-                  f"({_digest_words(identity.digest_of)} {identity.where})")
+                  f"({_digest_words(identity.digest_of, identity.where)} {identity.where})")
         return 0
     result = verify_installed()
     identity = result.identity
     if args.json:
         print(json.dumps({**describe(identity), "ok": result.ok, "checked": result.checked,
                           "differing": result.differing, "missing": result.missing,
+                          "edited_conffiles": result.edited_conffiles,
+                          "unfinished": result.unfinished,
                           "cannot_verify": result.cannot}))
     else:
         print(f"pokdeng-table {identity.version}\n{identity.digest} "
-              f"({_digest_words(identity.digest_of)} {identity.where})")
+              f"({_digest_words(identity.digest_of, identity.where)} {identity.where})")
         if result.cannot:
             print(f"cannot verify: {result.cannot}", file=sys.stderr)
         elif result.ok:
-            print(f"verified: all {result.checked} installed files match RECORD")
+            print(f"verified: all {result.checked} installed files match RECORD"
+                  + (f" and {PACKAGE_FILES}" if identity.where.endswith(PACKAGE_FILES) else ""))
         else:
             bad = len(result.differing) + len(result.missing)
-            print(f"NOT VERIFIED: {bad} of {result.checked} installed files differ from RECORD:",
-                  file=sys.stderr)
+            if bad:
+                print(f"NOT VERIFIED: {bad} of {result.checked} installed files differ from "
+                      "RECORD:", file=sys.stderr)
             for name in result.differing:
                 print(f"  changed: {name}", file=sys.stderr)
             for name in result.missing:
                 print(f"  missing: {name}", file=sys.stderr)
+            if result.unfinished:
+                print(f"NOT VERIFIED: {result.unfinished}", file=sys.stderr)
+        for name in result.edited_conffiles:
+            print(f"  edited conffile (yours to keep): {name}")
     if result.cannot:
         return EX_CANNOT_VERIFY
     return 0 if result.ok else EX_DIFFER
 
 
-def _digest_words(digest_of: str) -> str:
+def _digest_words(digest_of: str, where: str = "") -> str:
+    if where.endswith("PACKAGE-FILES"):
+        return "over RECORD and every file the Debian package installs, listed in"
     return "over the installed files' RECORD" if digest_of == "record" else \
         "over the .py files of the sources in"

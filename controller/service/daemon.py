@@ -504,6 +504,10 @@ class Daemon:
         snapshot["held_inputs"] = len(self.storage.held)
         snapshot["dropped_inputs"] = self.storage.held.dropped
         snapshot["last_actions"] = self._last_actions.recent()
+        # a device that is NOT CONNECTED says why, when its driver knows (path, node, errno)
+        snapshot["device_problems"] = {
+            driver.device or driver.name: driver.access_problem
+            for driver in self.drivers if driver.access_problem is not None}
         if self.journal_check is not None:
             snapshot["journal_check"] = self.journal_check.status()
         self.board.publish(snapshot)

@@ -54,6 +54,8 @@ def status_line(status: dict[str, Any]) -> str:
     lost = [name for name, up in devices.items() if up is False]
     if lost:
         parts.append("lost: " + ", ".join(lost))
+    for name, problem in sorted((status.get("device_problems") or {}).items()):
+        parts.append(f"{name}: {problem}")  # systemctl status shows why, not only that
     check = status.get("journal_check")
     if isinstance(check, dict) and check.get("state") == "failed":
         parts.append(f"JOURNAL CHECK FAILED: {check.get('reason')}")

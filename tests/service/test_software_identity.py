@@ -5,6 +5,7 @@ replayed from the journal, not from the code that replays."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -108,7 +109,8 @@ def test_a_checkout_with_egg_info_has_nothing_to_verify_against(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Path) -> None:
+def install_target(tmp_path: Path) -> Path:
+    """A real non-editable install of this checkout (pip install --target), its directory."""
     build = tmp_path / "build"
     copy_sources(build)
     for name in ("pyproject.toml", "README.md"):
@@ -119,6 +121,11 @@ def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Pat
          "--no-build-isolation", "--target", str(target), str(build)],
         capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
+    return target
+
+
+def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Path) -> None:
+    target = install_target(tmp_path)
     good = run_cli("version", "--verify", "--json", pythonpath=target)
     assert good.returncode == 0, good.stdout + good.stderr
     report = json.loads(good.stdout)
@@ -137,6 +144,48 @@ def test_version_verify_rehashes_a_real_install_against_its_record(tmp_path: Pat
     assert "NOT VERIFIED: 2 of" in bad.stderr
     after = json.loads(run_cli("version", "--json", pythonpath=target).stdout)
     assert after["digest"] == report["digest"]
+
+
+def test_the_debian_packages_file_list_is_part_of_the_digest_and_verified(
+        tmp_path: Path) -> None:
+    """build-deb writes PACKAGE-FILES (every file the package installs, sha256sum lines) into
+    the .dist-info: a package that changes only a unit, a script or its revision is another
+    digest, and `version --verify` re-hashes those files too."""
+    target = install_target(tmp_path)
+    before = json.loads(run_cli("version", "--verify", "--json", pythonpath=target).stdout)
+    unit, script = tmp_path / "pokdeng-table.service", tmp_path / "pokdeng-table.postinst"
+    unit.write_text("[Service]\nDeviceAllow=char-188 rw\n")
+    script.write_text("#!/bin/sh\nexit 0\n")
+
+    def package(version: str) -> None:
+        lines = [f"# pokdeng-table {version} amd64"] + [
+            f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path}" for path in (unit, script)]
+        (next(target.glob("pokdeng_table-*.dist-info")) / "PACKAGE-FILES").write_text(
+            "\n".join(lines) + "\n")
+
+    package("0.1.0-1")
+    first = json.loads(run_cli("version", "--json", pythonpath=target).stdout)
+    assert first["digest"] != before["digest"] and first["digest_of"] == "record"
+    assert first["where"].endswith("PACKAGE-FILES")
+    verified = run_cli("version", "--verify", "--json", pythonpath=target)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["checked"] == before["checked"] + 2
+    assert "and PACKAGE-FILES" in run_cli("version", "--verify", pythonpath=target).stdout
+    # the same program, another revision of the package: another software
+    package("0.1.0-2")
+    revised = json.loads(run_cli("version", "--json", pythonpath=target).stdout)
+    assert revised["digest"] != first["digest"]
+    # a unit changed in the package: another software again
+    unit.write_text("[Service]\nDeviceAllow=char-188 rw\nDeviceAllow=char-166 rw\n")
+    package("0.1.0-2")
+    assert json.loads(run_cli("version", "--json", pythonpath=target).stdout)["digest"] \
+        not in (first["digest"], revised["digest"])
+    # a listed file changed or gone after the install: named, exit 1
+    unit.write_text("[Service]\n")
+    script.unlink()
+    bad = run_cli("version", "--verify", pythonpath=target)
+    assert bad.returncode == 1
+    assert f"changed: {unit}" in bad.stderr and f"missing: {script}" in bad.stderr
 
 
 @pytest.mark.slow

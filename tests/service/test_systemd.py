@@ -54,7 +54,8 @@ def test_unit_asks_for_what_the_daemon_does() -> None:
     assert d["LoadCredential"][0].startswith("backend-secret:")
     assert d["DevicePolicy"] == ["closed"]
     allowed = {value.split()[0] for value in d["DeviceAllow"]}
-    assert {"char-ttyUSB", "char-ttyACM", "char-usb_device"} <= allowed
+    assert {"char-188", "char-166", "char-189"} <= allowed  # ttyUSB, ttyACM, /dev/bus/usb
+    assert all(value.split()[1] == "rw" for value in d["DeviceAllow"])
     families = set(d["RestrictAddressFamilies"][0].split())
     assert families == {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}
     assert d["ProtectSystem"] == ["strict"] and d["NoNewPrivileges"] == ["yes"]
@@ -64,6 +65,17 @@ def test_unit_asks_for_what_the_daemon_does() -> None:
     assert int(d["LimitNOFILE"][0]) >= 1024
     # The housekeeping children may go back to nice 0 while they hold the journal's lock.
     assert d["LimitNICE"] == ["+0"]
+
+
+def test_device_access_does_not_depend_on_when_the_drivers_loaded() -> None:
+    """systemd resolves `char-NAME` from /proc/devices when the unit starts: a name whose driver
+    is a module (usbserial, cdc_acm: loaded by udev, maybe after the unit) is not there yet, and
+    the daemon would be refused its shoe until a restart. Only numbers, or the names of majors
+    the kernel registers before any unit starts (the tty core's ttyS), are allowed."""
+    registered_at_boot = {"char-ttyS"}
+    for value in unit_directives()["DeviceAllow"]:
+        entry = value.split()[0]
+        assert entry in registered_at_boot or re.fullmatch(r"char-\d+", entry), value
 
 
 def test_sysusers_creates_the_daemon_user() -> None:

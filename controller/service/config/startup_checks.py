@@ -3,10 +3,11 @@
 
 A config can be well-formed and the daemon still unable to start: a secret file missing, empty
 or unreadable, a systemd credential not handed over, a group of the control section not
-created. ``load_checked_config`` is the one way both commands read a config, so ``config
-check`` never passes a config that ``run`` refuses. Secrets are read with the transports' own
-``read_secret`` (as the user running the command) and dropped at once; nothing here connects
-anywhere or creates a file.
+created. ``run`` reads its config with ``load_checked_config``; ``config check`` runs the same
+checks (``secret_problems``, ``group_problems``) with the unit's credentials in place
+(controller/service/config/unit_credentials.py), so it never passes a config ``run`` refuses.
+Secrets are read with the transports' own ``read_secret`` (as the user running the command)
+and dropped at once; nothing here connects anywhere or creates a file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 from controller.service.config.errors import ConfigError
 from controller.service.config.settings import Config, load_config
 from controller.service.control.access import group_id, missing_group
-from controller.service.trust.journal_key import load_journal_key
+from controller.service.trust.journal_key import key_option, load_journal_key
 from controller.transports import TransportConfigError, read_secret
 
 
@@ -49,6 +50,19 @@ def secret_problems(config: Config) -> list[str]:
     except TransportConfigError as exc:
         problems.append(str(exc))
     return problems
+
+
+def named_credentials(config: Config) -> dict[str, list[str]]:
+    """The systemd credentials the config reads: id -> the keys that name it."""
+    named: dict[str, list[str]] = {}
+    for kind, settings in config.transports.items():
+        for stem in _secret_stems(type(settings)):
+            credential = getattr(settings, f"{stem}_credential")
+            if credential:
+                named.setdefault(credential, []).append(f"transports.{kind}.{stem}_credential")
+    if config.journal_key.credential:
+        named.setdefault(config.journal_key.credential, []).append(key_option(config))
+    return named
 
 
 def _secret_stems(settings_class: type) -> list[str]:

@@ -93,6 +93,8 @@ def start(daemon: TableDaemon) -> None:
         raise StartupError(f"configuration: {exc}", EX_CONFIG) from None
     restore_shoe_tags(journal, daemon.drivers)
     for driver in daemon.drivers:
+        # why a device will not open is the status's: published again at each change
+        driver.on_access_problem = daemon.republish_soon
         driver.start()
     daemon.relight_panel()
     daemon.retention = start_retention(

@@ -83,6 +83,9 @@ def health_message(status: dict[str, Any], delivery: dict[str, dict[str, Any]],
         "shoe": status.get("shoe"),
         "round": status.get("round"),
         "devices": {str(name): up for name, up in devices.items() if isinstance(up, bool)},
+        # why a device will not open (path, node, errno): a fleet view sees an EPERM at once
+        "device_problems": {str(name): str(problem) for name, problem
+                            in (status.get("device_problems") or {}).items()},
         "backlog": _backlog(delivery),
         "journal": {"bytes": int(journal.get("bytes", 0)),
                     "records": int(journal.get("records", 0)),

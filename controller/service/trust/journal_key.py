@@ -23,7 +23,7 @@ KEY_FILE_BESIDE = "journal.key"
 if TYPE_CHECKING:  # `journal verify --key-file` reads a key without the config reader
     from controller.service.config.settings import Config
 
-MIN_KEY_BYTES = 16   # shorter keys can be guessed; `openssl rand -hex 32` gives 64
+MIN_KEY_BYTES = 16   # shorter keys can be guessed; `journal new-key` writes 64
 
 
 def key_option(config: Config) -> str:
@@ -43,7 +43,7 @@ def load_journal_key(config: Config) -> bytes | None:
         where = source.file or f"credential {source.credential!r}"
         raise TransportConfigError(
             f"{option}: the key in {where} is {len(key)} bytes; use at least {MIN_KEY_BYTES} "
-            "random bytes (e.g. `openssl rand -hex 32`)")
+            "random bytes (`pokdeng-table journal new-key FILE` writes one)")
     return key
 
 

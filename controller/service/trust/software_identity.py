@@ -12,6 +12,15 @@ answers, and the digest says which it gave (``digest_of``):
   files, so the digest is over the packages' ``.py`` files as they are (path and SHA-256 of
   each), and there is nothing to verify them against.
 
+The Debian package installs more than the distribution: its venv, the systemd units, the udev
+rule, sysusers and tmpfiles entries, docs, and its maintainer scripts. packaging/build-deb lists
+every one of those files with its SHA-256 (``sha256sum`` format, the package's version in its
+first line) in ``PACKAGE-FILES`` in the distribution's ``.dist-info``. When that list is there
+the ``record`` digest covers it too, so a package that changes only a unit or a script (or only
+its Debian revision: its changelog) is another software (``software_changed``), and
+``verify_installed`` re-hashes its files as well; a conffile (under /etc) the operator edited
+is reported, not counted as a difference (dpkg keeps such edits on purpose).
+
 The daemon journals the result in a ``software`` input when it differs from the journal's last
 one (controller/table/software.py), so replay never asks the running code.
 """
@@ -31,6 +40,7 @@ import drivers
 from controller import __version__
 
 DISTRIBUTION = "pokdeng-table"
+PACKAGE_FILES = "PACKAGE-FILES"  # in the .dist-info: the Debian package's list (build-deb)
 PACKAGES = (controller, drivers)  # the top-level packages the distribution installs
 
 
@@ -51,12 +61,17 @@ class Verification:
     checked: int = 0
     differing: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    #: the package's conffiles that differ from what it shipped: the operator's edits
+    edited_conffiles: list[str] = field(default_factory=list)
+    #: the Debian package is not fully installed (dpkg's word for it), else None
+    unfinished: str | None = None
     #: why nothing could be checked (no RECORD describes the running files), else None
     cannot: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.cannot is None and not self.differing and not self.missing
+        return (self.cannot is None and not self.differing and not self.missing
+                and self.unfinished is None)
 
 
 def _installed_distribution() -> importlib.metadata.Distribution | None:
@@ -118,8 +133,11 @@ def current_identity() -> SoftwareIdentity:
             assert entry.hash is not None
             digest.update(f"{entry},{entry.hash.mode}={entry.hash.value}\n".encode())
         record = Path(str(dist.locate_file(f"{_dist_info(dist)}/RECORD")))
+        package_files = _package_files(dist)
+        if package_files is not None:
+            digest.update(b"\0" + PACKAGE_FILES.encode() + b"\n" + package_files.read_bytes())
         return SoftwareIdentity(__version__, f"sha256:{digest.hexdigest()}", "record",
-                                str(record))
+                                str(package_files or record))
     for name, path in _source_files():
         digest.update(f"{name}\0{_sha256_file(path)}\n".encode())
     where = str(Path(controller.__file__).resolve().parent.parent)
@@ -131,6 +149,22 @@ def _dist_info(dist: importlib.metadata.Distribution) -> str:
         if entry.name == "RECORD":
             return str(entry.parent)
     return "?.dist-info"
+
+
+def _package_files(dist: importlib.metadata.Distribution) -> Path | None:
+    """The Debian package's list of the files it installs, when this is that package."""
+    path = Path(str(dist.locate_file(f"{_dist_info(dist)}/{PACKAGE_FILES}")))
+    return path if path.is_file() else None
+
+
+def _listed_files(package_files: Path) -> list[tuple[str, str]]:
+    """``(sha256 hex, path)`` of each file PACKAGE-FILES lists (``sha256sum`` lines)."""
+    listed = []
+    for line in package_files.read_text().splitlines():
+        if line and not line.startswith("#"):
+            digest, _, path = line.partition("  ")
+            listed.append((digest, path))
+    return listed
 
 
 def _recorded_hash(path: Path, mode: str) -> str:
@@ -161,7 +195,40 @@ def verify_installed() -> Verification:
             result.missing.append(str(entry))
         except (OSError, ValueError) as exc:  # unreadable, or a hash mode we do not know
             result.differing.append(f"{entry} ({exc})")
+    package_files = _package_files(dist)
+    for digest, name in _listed_files(package_files) if package_files is not None else []:
+        result.checked += 1
+        try:
+            same = _sha256_file(Path(name)) == digest
+        except FileNotFoundError:
+            result.missing.append(name)
+            continue
+        except OSError as exc:
+            result.differing.append(f"{name} ({exc.strerror})")
+            continue
+        if not same:
+            (result.edited_conffiles if name.startswith("/etc/") else
+             result.differing).append(name)
+    if package_files is not None:
+        result.unfinished = _unfinished_package()
     return result
+
+
+def _unfinished_package() -> str | None:
+    """dpkg's status of the package when it is not "installed" (an upgrade cut short by a
+    power cut leaves it unpacked or half-configured: only ``dpkg --audit`` would say so)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("dpkg-query") is None:
+        return None
+    answer = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Status}", DISTRIBUTION],
+                            capture_output=True, text=True)
+    state = answer.stdout.strip()
+    if answer.returncode != 0 or state == "installed":
+        return None
+    return (f"the Debian package is {state or 'unknown to dpkg'}, not installed: an upgrade "
+            "did not finish; run `dpkg --configure -a` (`dpkg --audit` shows what is left)")
 
 
 def describe(identity: SoftwareIdentity) -> dict[str, Any]:
