@@ -24,7 +24,7 @@ from controller.service.trust.journal_key import read_key_file
 from support.sealing import Leaks
 
 ALLOWED_LABELS = {"table", "kind", "type", "code", "transport", "device", "version", "digest",
-                  "digest_of", "le"}
+                  "digest_of", "le", "state", "sync"}
 
 
 def samples(path: Path) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -115,6 +115,35 @@ def test_pauses_count_a_run_of_faults_once() -> None:
     assert text['pokdeng_table_faults_total{"code": "misread", "table": "T1"}'] == 1
     assert text['pokdeng_table_rejections_total{"code": "not_now", "table": "T1"}'] == 1
     assert text['pokdeng_table_inputs_total{"kind": "supervisor", "table": "T1"}'] == 2
+
+
+def test_paused_since_is_the_time_the_pause_was_first_seen_until_resumed() -> None:
+    metrics = TableMetrics("T1", {"version": "0.1.0"})
+
+    def gauges() -> dict[str, float]:
+        return {s.name + json.dumps(s.labels, sort_keys=True): s.value
+                for f in text_string_to_metric_families(
+                    __import__("prometheus_client").generate_latest(metrics.registry).decode())
+                for s in f.samples}
+
+    since = 'pokdeng_table_paused_since_timestamp_seconds{"table": "T1"}'
+    state = {"state": "betting", "paused": False, "clock_sync": "synchronised",
+             "journal_check": {"state": "not started"}}
+    metrics.refresh(state, {}, 0, 0, (10, 100), now=1000.0)
+    assert gauges()[since] == 0
+    metrics.refresh(dict(state, paused=True), {}, 0, 0, (10, 100), now=1010.0)
+    metrics.refresh(dict(state, paused=True), {}, 0, 0, (10, 100), now=1500.0)
+    found = gauges()
+    assert found[since] == 1010.0  # still the first moment seen paused
+    assert found['pokdeng_table_metrics_written_timestamp_seconds{"table": "T1"}'] == 1500.0
+    assert found['pokdeng_table_state{"state": "betting", "table": "T1"}'] == 1
+    assert found['pokdeng_table_state{"state": "ready", "table": "T1"}'] == 0
+    assert found['pokdeng_table_journal_check{"state": "not_started", "table": "T1"}'] == 1
+    assert found['pokdeng_table_clock_sync{"sync": "synchronised", "table": "T1"}'] == 1
+    assert found['pokdeng_table_journal_filesystem_avail_bytes{"table": "T1"}'] == 10
+    metrics.refresh(state, {}, 0, 0, None, running=False, now=1600.0)
+    found = gauges()
+    assert found[since] == 0 and found['pokdeng_table_running{"table": "T1"}'] == 0
 
 
 def minimal(tmp_path: Path, metrics: Any) -> dict[str, Any]:

@@ -53,6 +53,15 @@ def write_atomically(path: str, data: bytes, mode: int = FILE_MODE) -> None:
         raise
 
 
+def filesystem_space(journal_path: str) -> tuple[int, int] | None:
+    """(bytes free to an unprivileged writer, size) of the filesystem holding the journal."""
+    try:
+        fs = os.statvfs(os.path.dirname(os.path.abspath(journal_path)))
+    except OSError:
+        return None
+    return fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+
+
 class MetricsWriter:
     def __init__(self, metrics: TableMetrics, path: str, interval_s: float, board: StatusBoard,
                  outbox: Outbox | None, journal_path: str, records: Callable[[], int]):
@@ -78,18 +87,18 @@ class MetricsWriter:
         self._timer.start()
 
     def stop(self) -> None:
-        """Stop both threads and write the final figures."""
+        """Stop both threads and write the final figures, saying the daemon stopped."""
         self._stop.set()
         self._wake.set()
         for thread in (self._writer, self._timer):
             if thread.is_alive():
                 thread.join(5)
-        self.write()
+        self.write(running=False)
 
-    def write(self) -> None:
+    def write(self, running: bool = True) -> None:
         delivery = self._outbox.status() if self._outbox is not None else {}
         self.metrics.refresh(self._board.snapshot(), delivery, journal_bytes(self._journal_path),
-                             self._records())
+                             self._records(), filesystem_space(self._journal_path), running)
         try:
             write_atomically(self.path, generate_latest(self.metrics.registry))
         except OSError as exc:
