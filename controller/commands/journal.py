@@ -4,9 +4,12 @@ compact a journal; ``journal continue``: continue a table's history after its ba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.durability.as_owner import as_owner_of
 from controller.service.private_files import creates_private_files
 
 if TYPE_CHECKING:
@@ -119,7 +122,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 @creates_private_files
 def _verify(args: argparse.Namespace) -> int:
     _yield_to_the_table()
-    from controller.durability.archives.archive import verify_with_archives
     from controller.durability.journal import JournalError
     from controller.service.config.errors import ConfigError
     from controller.service.trust.journal_key import read_key_file
@@ -133,31 +135,39 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
         return 2
     try:
-        if _holds_no_record_yet(args.file):
-            print(f"{args.file}: no record yet: the journal was cut while its table was being "
-                  f"created; the daemon starts it afresh on its next start (nothing was lost: "
-                  f"nothing had been journaled)")
-            return 0
-        chain = _chain_description(args.file)
-        print(f"{args.file}: chain: {chain}")
-        if args.against:
-            return _verify_against(args, key, chain)
-        if key is None and chain.startswith("keyed"):
-            print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
-            return EX_MACS_UNCHECKED
-        result = verify_with_archives(args.file, args.archives, key)
-        for note in result.notes:
-            print(f"note: {note}", file=sys.stderr)
-        if not result.ok:
-            print(f"{args.file}: BROKEN at {result.describe()} "
-                  f"({result.records} records checked before it)", file=sys.stderr)
-            return 1
-        behind = _head_problem(args, key)
-        if behind:
-            print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
-            return 1
+        with as_owner_of(_directory_of(args.file)):
+            return _verify_journal(args, key)
     except JournalError as exc:
         print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+        return 1
+
+
+def _verify_journal(args: argparse.Namespace, key: bytes | None) -> int:
+    """``journal verify`` on the journal's files (run as the controller of their directory)."""
+    from controller.durability.archives.archive import verify_with_archives
+
+    if _holds_no_record_yet(args.file):
+        print(f"{args.file}: no record yet: the journal was cut while its table was being "
+              f"created; the daemon starts it afresh on its next start (nothing was lost: "
+              f"nothing had been journaled)")
+        return 0
+    chain = _chain_description(args.file)
+    print(f"{args.file}: chain: {chain}")
+    if args.against:
+        return _verify_against(args, key, chain)
+    if key is None and chain.startswith("keyed"):
+        print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
+        return EX_MACS_UNCHECKED
+    result = verify_with_archives(args.file, args.archives, key)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not result.ok:
+        print(f"{args.file}: BROKEN at {result.describe()} "
+              f"({result.records} records checked before it)", file=sys.stderr)
+        return 1
+    behind = _head_problem(args, key)
+    if behind:
+        print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
@@ -170,6 +180,12 @@ MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key
                   "journal); only its key proves no record was rewritten")
 
 
+def _directory_of(file: str) -> Path:
+    """The directory whose controller the command acts as (durability/as_owner.py): the
+    journal's; root never works in it through links its owner could have planted."""
+    return Path(os.path.abspath(file)).parent
+
+
 def _yield_to_the_table() -> None:
     """Walking a whole journal on the table PC: at idle priority, the table goes first."""
     from controller.durability.idle_child import lower_own_priority
@@ -179,9 +195,7 @@ def _yield_to_the_table() -> None:
 
 def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     """The journal to check and its key, from FILE or what --config / --state-dir name."""
-    from pathlib import Path
-
-    from controller.service.trust.journal_key import KEY_FILE_BESIDE, read_key_file
+    from controller.service.trust.journal_key import KEY_FILE_BESIDE, read_key_file_if_any
 
     if args.config:
         from controller.service.config.settings import load_config
@@ -192,11 +206,11 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     if args.state_dir:
         key_file = Path(args.state_dir) / KEY_FILE_BESIDE
         journal = args.file or str(Path(args.state_dir) / "journal.sqlite")
-        return journal, read_key_file(key_file) if key_file.is_file() else None
+        return journal, read_key_file_if_any(key_file)
     if not args.file:
         raise ValueError("which journal? give FILE, --config FILE or --state-dir DIR")
     beside = Path(args.file).with_name(KEY_FILE_BESIDE)  # the demo keeps its key there
-    return args.file, read_key_file(beside) if beside.is_file() else None
+    return args.file, read_key_file_if_any(beside)
 
 
 def _holds_no_record_yet(path: str) -> bool:
@@ -286,10 +300,11 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         out = sys.stdout
-        bodies = export_events(args.file) if args.archives is None else \
-            export_with_archives(args.file, args.archives or None)
-        for body in bodies:
-            out.write(body + "\n")
+        with as_owner_of(_directory_of(args.file)):
+            bodies = export_events(args.file) if args.archives is None else \
+                export_with_archives(args.file, args.archives or None)
+            for body in bodies:
+                out.write(body + "\n")
         out.flush()
     except JournalError as exc:
         print(f"pokdeng-table journal export: {exc}", file=sys.stderr)
@@ -330,8 +345,9 @@ def _archive(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 78
     try:
-        result = archive_closed_shoes(args.file, older_than, settings=settings,
-                                      archive_dir=args.archives, key=key)
+        with as_owner_of(_directory_of(args.file)):
+            result = archive_closed_shoes(args.file, older_than, settings=settings,
+                                          archive_dir=args.archives, key=key)
     except JournalError as exc:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 1
@@ -345,7 +361,8 @@ def _compact(args: argparse.Namespace) -> int:
     from controller.durability.vacuum import JournalInUse, compact
 
     try:
-        before, after = compact(args.file)
+        with as_owner_of(_directory_of(args.file)):
+            before, after = compact(args.file)
     except (JournalError, JournalInUse, OSError) as exc:
         print(f"pokdeng-table journal compact: {exc}", file=sys.stderr)
         return 1
@@ -355,8 +372,6 @@ def _compact(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _continue(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from controller.durability.continuation import (
         ContinueRefused,
         continue_history,
@@ -380,13 +395,15 @@ def _continue(args: argparse.Namespace) -> int:
         return 78
     settings = config.machine_settings()
     try:
-        text = Path(args.backend_event).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with as_owner_of(Path(args.backend_event).parent):
+            text = Path(args.backend_event).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, JournalError) as exc:
         say(f"--backend-event: {exc}")
         return 2
     try:
         event = read_backend_event(text, settings.table_id, args.backend_event)
-        refuse_unless_behind(config.journal_path, event)
+        with as_owner_of(_directory_of(config.journal_path)):
+            refuse_unless_behind(config.journal_path, event)
         source = _confirmed_by_backends(config, event, args.wait)
     except (ContinueRefused, JournalError) as exc:
         say(f"{exc}; nothing done")
@@ -399,7 +416,8 @@ def _continue(args: argparse.Namespace) -> int:
         print(f"would {plan}.\nNothing done yet: run again with --yes, the table stopped.")
         return 0
     try:
-        done = continue_history(config.journal_path, key, event, source, settings)
+        with as_owner_of(_directory_of(config.journal_path)):
+            done = continue_history(config.journal_path, key, event, source, settings)
     except ContinueRefused as exc:
         say(f"{exc}; nothing done")
         return 1
@@ -421,11 +439,12 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> 
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
 
-    transports = build_transports(config)
+    transports = build_transports(config)  # as root: it reads the backends' secrets
     guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)  # only hears
-    guard.watch(transports)
     try:
-        answers, _ = guard.hear(transports, wait)
+        with as_owner_of(_directory_of(config.journal_path)):  # it compares with the journal
+            guard.watch(transports)
+            answers, _ = guard.hear(transports, wait)
     finally:
         for transport in transports:
             transport.close()

@@ -126,26 +126,16 @@ def continue_history(journal_path: str | Path, key: bytes | None, event: Backend
                      source: str, settings: MachineSettings,
                      now: float | None = None) -> Continued:
     """Set the journal's files aside and start a new journal after ``event`` (the table
-    stopped). ContinueRefused when the journal is open in another process."""
+    stopped). ContinueRefused when the journal is open in another process. Run as the user
+    who controls the journal's directory (``as_owner.py``, as ``journal continue`` does): the
+    files made here are theirs, and none of their links is followed with root's rights."""
     path = Path(journal_path)
     at = datetime.fromtimestamp(now if now is not None else datetime.now(UTC).timestamp(), UTC)
     set_aside, moved = _set_aside(path, at)
     continuation = Continuation(event.seq, event.sha256, source,
                                 at.isoformat(timespec="seconds").replace("+00:00", "Z"))
     _start_journal(path, key, continuation, _checkpoint(settings, event))
-    _owned_like_its_directory(path, set_aside)
     return Continued(set_aside, moved, continuation)
-
-
-def _owned_like_its_directory(path: Path, set_aside: Path | None) -> None:
-    """Run as root on a table whose daemon runs as its own user: the files made here go to
-    the state directory's owner, or the table could not open its new journal."""
-    if os.geteuid() != 0:
-        return
-    owner = path.parent.stat()
-    for made in (path, set_aside):
-        if made is not None:
-            os.chown(made, owner.st_uid, owner.st_gid)
 
 
 def _checkpoint(settings: MachineSettings, event: BackendEvent) -> dict[str, Any]:

@@ -1,0 +1,113 @@
+"""Root works in a state directory only as the user who controls it.
+
+Operators run ``pokdeng-table journal continue|archive|compact|export|verify`` (and
+``roadmap``) as root on a state directory that the daemon's service user owns. That user can
+put a link at any name in it (``journal.sqlite``, its ``-wal`` and ``-shm``, the head file,
+``forked-*``, the archives, a temporary name): root following one would create, write, chown
+or read a file anywhere on the machine. So root, before it touches the directory, takes the
+identity of whoever controls the directory (effective uid and gid, and that one group), and
+the kernel refuses what that user could not do; the files it makes belong to that user, as
+the daemon's own do (SQLite's ``-wal``/``-shm``, the archives, ``forked-*``). What only root
+may read (the config, the chain key, the backend secret, files the operator names on the
+command line) is read before, as root. A directory that only root controls is worked on as
+root; a caller that is not root is left as it is (the kernel already holds it to its rights).
+
+Who controls a directory: the first owner other than root on its path, from ``/`` down (the
+path as given, then the path its links lead to): that user can replace everything below it.
+A directory on that path owned by root but writable by a group or by everyone (without the
+sticky bit) is refused: anyone in that group could plant links in it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.durability.journal import JournalError
+
+ROOT = 0
+#: the process's own groups, before any block changed them (a block run as root gets them back)
+_OWN_GROUPS = os.getgroups()
+
+
+class UnsafeStateDirectory(JournalError):
+    """Root would work in a directory that others than its owner can change; the message
+    names it."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    uid: int
+    gid: int
+    where: Path   # the directory (or link) that makes them its controller
+
+
+def controller_of(directory: str | Path) -> Owner | None:
+    """The user who controls ``directory`` (None: root alone). UnsafeStateDirectory when a
+    root-owned directory on its path is writable by a group or everyone."""
+    given = Path(os.path.abspath(directory))
+    for path in (given, Path(os.path.realpath(given))):
+        owner = _first_other_owner(path)
+        if owner is not None:
+            return owner
+    return None
+
+
+def _first_other_owner(path: Path) -> Owner | None:
+    for step in (*reversed(path.parents), path):
+        try:
+            info = os.lstat(step)
+        except FileNotFoundError:
+            return None  # nothing below it yet: the command says what is missing
+        if info.st_uid != ROOT:
+            return Owner(info.st_uid, info.st_gid, step)
+        if stat.S_ISDIR(info.st_mode) and _others_may_plant(info):
+            raise UnsafeStateDirectory(
+                f"{step}: owned by root but writable by group {info.st_gid} or by everyone: "
+                "whoever can write it could make root follow a link; a state directory is "
+                "owned by the table's user (or by root alone, mode 0755 or tighter)")
+    return None
+
+
+def _others_may_plant(info: os.stat_result) -> bool:
+    group_writes = info.st_mode & stat.S_IWGRP and info.st_gid != ROOT
+    others_write = info.st_mode & stat.S_IWOTH
+    return bool(group_writes or others_write) and not info.st_mode & stat.S_ISVTX
+
+
+@contextmanager
+def as_owner_of(directory: str | Path) -> Iterator[Owner | None]:
+    """Run the block as the user who controls ``directory`` when the process is root (or
+    is acting as another user in an outer block), and as before after it; yields that user,
+    or None when the block runs as root or the process cannot change who it is."""
+    if ROOT not in (os.getuid(), os.geteuid()):
+        yield None
+        return
+    before = os.geteuid(), os.getegid(), os.getgroups()
+    _become(ROOT, os.getgid(), _OWN_GROUPS)
+    try:
+        owner = controller_of(directory)
+    except BaseException:
+        _become(*before)
+        raise
+    if owner is not None:
+        _become(owner.uid, owner.gid, [owner.gid])
+    try:
+        yield owner
+    finally:
+        _become(*before)
+
+
+def _become(uid: int, gid: int, groups: list[int]) -> None:
+    """Effective ids only (the real and saved uid stay root, so the block can end); the
+    kernel checks every file access against them."""
+    if os.geteuid() != ROOT:
+        os.seteuid(ROOT)  # only root may set the groups
+    os.setgroups(groups)
+    os.setegid(gid)
+    if uid != ROOT:
+        os.seteuid(uid)
