@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.durability.as_owner import as_owner_of
+from controller.durability.as_owner import as_owner_of, refused
 from controller.service.private_files import creates_private_files
 
 if TYPE_CHECKING:
@@ -131,14 +132,14 @@ def _verify(args: argparse.Namespace) -> int:
         args.file, key = _journal_and_key(args)
         if args.key_file:
             key = read_key_file(args.key_file)
-    except (TransportConfigError, ConfigError, ValueError) as exc:
-        print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+    except (TransportConfigError, ConfigError, ValueError, OSError) as exc:
+        print(f"pokdeng-table journal verify: {refused(exc)}", file=sys.stderr)
         return 2
     try:
-        with as_owner_of(_directory_of(args.file)):
+        with _as_journal_owner(args.file):
             return _verify_journal(args, key)
-    except JournalError as exc:
-        print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal verify: {refused(exc)}", file=sys.stderr)
         return 1
 
 
@@ -180,10 +181,16 @@ MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key
                   "journal); only its key proves no record was rewritten")
 
 
-def _directory_of(file: str) -> Path:
-    """The directory whose controller the command acts as (durability/as_owner.py): the
-    journal's; root never works in it through links its owner could have planted."""
-    return Path(os.path.abspath(file)).parent
+#: what the journal commands run as the owner of the journal's directory (imported before)
+JOURNAL_WORK = ("controller.durability.archives.archive", "controller.durability.head_file",
+                "controller.durability.checkpoints", "controller.durability.vacuum",
+                "controller.durability.delivery.against", "controller.table.machine")
+
+
+def _as_journal_owner(file: str) -> AbstractContextManager[object]:
+    """Run as the user who controls the journal's directory (durability/as_owner.py): root
+    never works in it through links its owner could have planted."""
+    return as_owner_of(Path(os.path.abspath(file)).parent, needs=JOURNAL_WORK)
 
 
 def _yield_to_the_table() -> None:
@@ -300,14 +307,16 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         out = sys.stdout
-        with as_owner_of(_directory_of(args.file)):
+        with _as_journal_owner(args.file):
             bodies = export_events(args.file) if args.archives is None else \
                 export_with_archives(args.file, args.archives or None)
             for body in bodies:
                 out.write(body + "\n")
         out.flush()
-    except JournalError as exc:
-        print(f"pokdeng-table journal export: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the command line's own business
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal export: {refused(exc)}", file=sys.stderr)
         return 1
     return 0
 
@@ -345,11 +354,11 @@ def _archive(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 78
     try:
-        with as_owner_of(_directory_of(args.file)):
+        with _as_journal_owner(args.file):
             result = archive_closed_shoes(args.file, older_than, settings=settings,
                                           archive_dir=args.archives, key=key)
-    except JournalError as exc:
-        print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal archive: {refused(exc)}", file=sys.stderr)
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
@@ -361,10 +370,10 @@ def _compact(args: argparse.Namespace) -> int:
     from controller.durability.vacuum import JournalInUse, compact
 
     try:
-        with as_owner_of(_directory_of(args.file)):
+        with _as_journal_owner(args.file):
             before, after = compact(args.file)
     except (JournalError, JournalInUse, OSError) as exc:
-        print(f"pokdeng-table journal compact: {exc}", file=sys.stderr)
+        print(f"pokdeng-table journal compact: {refused(exc)}", file=sys.stderr)
         return 1
     print(f"{args.file}: {before:,} -> {after:,} bytes; incremental auto-vacuum from now on")
     return 0
@@ -402,11 +411,11 @@ def _continue(args: argparse.Namespace) -> int:
         return 2
     try:
         event = read_backend_event(text, settings.table_id, args.backend_event)
-        with as_owner_of(_directory_of(config.journal_path)):
+        with _as_journal_owner(config.journal_path):
             refuse_unless_behind(config.journal_path, event)
         source = _confirmed_by_backends(config, event, args.wait)
-    except (ContinueRefused, JournalError) as exc:
-        say(f"{exc}; nothing done")
+    except (ContinueRefused, JournalError, OSError) as exc:
+        say(f"{refused(exc)}; nothing done")
         return 1
     plan = (f"table {settings.table_id}: set {config.journal_path} (and its WAL, head file and "
             f"archives) aside in forked-<time>/ beside it, and start a new journal whose first "
@@ -416,13 +425,13 @@ def _continue(args: argparse.Namespace) -> int:
         print(f"would {plan}.\nNothing done yet: run again with --yes, the table stopped.")
         return 0
     try:
-        with as_owner_of(_directory_of(config.journal_path)):
+        with _as_journal_owner(config.journal_path):
             done = continue_history(config.journal_path, key, event, source, settings)
     except ContinueRefused as exc:
         say(f"{exc}; nothing done")
         return 1
     except (JournalError, OSError) as exc:
-        say(str(exc))
+        say(refused(exc))
         return 1
     if done.set_aside is not None:
         print(f"set aside in {done.set_aside}: {', '.join(done.moved)} (keep them for the "
@@ -442,7 +451,7 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> 
     transports = build_transports(config)  # as root: it reads the backends' secrets
     guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)  # only hears
     try:
-        with as_owner_of(_directory_of(config.journal_path)):  # it compares with the journal
+        with _as_journal_owner(config.journal_path):  # it compares with the journal
             guard.watch(transports)
             answers, _ = guard.hear(transports, wait)
     finally:

@@ -20,9 +20,10 @@ sticky bit) is refused: anyone in that group could plant links in it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,14 @@ _OWN_GROUPS = os.getgroups()
 class UnsafeStateDirectory(JournalError):
     """Root would work in a directory that others than its owner can change; the message
     names it."""
+
+
+def refused(exc: Exception) -> str:
+    """An error for the operator: a file the kernel refused (to the directory's owner, or to
+    root) is named with why (``<file>: Permission denied``); others as they say."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
 
 
 @dataclass(frozen=True)
@@ -80,10 +89,16 @@ def _others_may_plant(info: os.stat_result) -> bool:
 
 
 @contextmanager
-def as_owner_of(directory: str | Path) -> Iterator[Owner | None]:
+def as_owner_of(directory: str | Path, needs: Iterable[str] = ()) -> Iterator[Owner | None]:
     """Run the block as the user who controls ``directory`` when the process is root (or
     is acting as another user in an outer block), and as before after it; yields that user,
-    or None when the block runs as root or the process cannot change who it is."""
+    or None when the block runs as root or the process cannot change who it is.
+
+    ``needs``: the modules the block imports, imported first (as who the process is): the
+    owner may not be able to read Python's own files (an interpreter installed under /root),
+    and a module imported inside the block would then fail to load."""
+    for module in needs:
+        importlib.import_module(module)
     if ROOT not in (os.getuid(), os.geteuid()):
         yield None
         return
