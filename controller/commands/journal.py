@@ -10,7 +10,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.durability.as_owner import as_owner_of, refused
 from controller.service.private_files import creates_private_files
 
 if TYPE_CHECKING:
@@ -190,7 +189,15 @@ JOURNAL_WORK = ("controller.durability.archives.archive", "controller.durability
 def _as_journal_owner(file: str) -> AbstractContextManager[object]:
     """Run as the user who controls the journal's directory (durability/as_owner.py): root
     never works in it through links its owner could have planted."""
+    from controller.durability.as_owner import as_owner_of
+
     return as_owner_of(Path(os.path.abspath(file)).parent, needs=JOURNAL_WORK)
+
+
+def refused(exc: Exception) -> str:
+    from controller.durability import as_owner
+
+    return as_owner.refused(exc)
 
 
 def _yield_to_the_table() -> None:
@@ -381,6 +388,7 @@ def _compact(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _continue(args: argparse.Namespace) -> int:
+    from controller.durability.as_owner import as_owner_of
     from controller.durability.continuation import (
         ContinueRefused,
         continue_history,

@@ -28,14 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.durability.journal import JournalError
-
 ROOT = 0
 #: the process's own groups, before any block changed them (a block run as root gets them back)
 _OWN_GROUPS = os.getgroups()
 
 
-class UnsafeStateDirectory(JournalError):
+class UnsafeStateDirectory(PermissionError):
     """Root would work in a directory that others than its owner can change; the message
     names it."""
 
