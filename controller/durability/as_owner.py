@@ -20,6 +20,7 @@ sticky bit) is refused: anyone in that group could plant links in it.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import stat
@@ -34,8 +35,8 @@ _OWN_GROUPS = os.getgroups()
 
 
 class UnsafeStateDirectory(PermissionError):
-    """Root would work in a directory that others than its owner can change; the message
-    names it."""
+    """Root would work in a directory that others than its owner can change (``filename``:
+    that directory; ``strerror``: why)."""
 
 
 def refused(exc: Exception) -> str:
@@ -74,9 +75,10 @@ def _first_other_owner(path: Path) -> Owner | None:
             return Owner(info.st_uid, info.st_gid, step)
         if stat.S_ISDIR(info.st_mode) and _others_may_plant(info):
             raise UnsafeStateDirectory(
-                f"{step}: owned by root but writable by group {info.st_gid} or by everyone: "
-                "whoever can write it could make root follow a link; a state directory is "
-                "owned by the table's user (or by root alone, mode 0755 or tighter)")
+                errno.EACCES, f"owned by root but writable by group {info.st_gid} or by "
+                "everyone: whoever can write it could make root follow a link; a state "
+                "directory is owned by the table's user (or by root alone, mode 0755 or "
+                "tighter)", str(step))
     return None
 
 

@@ -113,6 +113,10 @@ class Site:
         return self.state / "journal.sqlite"
 
     @property
+    def received(self) -> Path:
+        return self.base / "received.jsonl"
+
+    @property
     def key_file(self) -> Path:
         return self.base / "credentials" / "journal-key"
 
@@ -207,6 +211,9 @@ def commands(site: Site, event: Path) -> dict[str, tuple[str, ...]]:
     journal = str(site.journal)
     return {"verify": ("journal", "verify", journal, "--key-file", str(site.key_file)),
             "verify --config": ("journal", "verify", "--config", str(site.config)),
+            # what the backend received, in a file only root may read: read as root
+            "verify --against": ("journal", "verify", journal, "--key-file",
+                                 str(site.key_file), "--against", str(site.received)),
             "export": ("journal", "export", journal, "--archives"),
             "roadmap": ("roadmap", journal, "--json"),
             "compact": ("journal", "compact", journal),
@@ -283,6 +290,8 @@ def test_a_journal_linked_to_one_only_root_reads_is_not_read(site: Site) -> None
 def test_on_a_clean_directory_the_commands_work_and_leave_the_owners_files(
         site: Site) -> None:
     event = backend_event(site)
+    site.received.write_text("".join(line + "\n" for line in export_events(site.journal)))
+    site.received.chmod(0o600)
     for command in commands(site, event).values():
         done = pokdeng(*command)
         assert done.returncode == 0, (command, done.stdout, done.stderr)
