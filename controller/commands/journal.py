@@ -456,12 +456,13 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float) -> 
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
 
-    transports = build_transports(config)  # as root: it reads the backends' secrets
-    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)  # only hears
+    transports = build_transports(config)
+    # only hears (its thread, which would compare with the journal, is never started): as
+    # root, who may read the backends' secrets and certificates
+    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)
+    guard.watch(transports)
     try:
-        with _as_journal_owner(config.journal_path):  # it compares with the journal
-            guard.watch(transports)
-            answers, _ = guard.hear(transports, wait)
+        answers, _ = guard.hear(transports, wait)
     finally:
         for transport in transports:
             transport.close()
