@@ -20,6 +20,7 @@ sticky bit) is refused: anyone in that group could plant links in it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import importlib
 import os
@@ -126,3 +127,35 @@ def _become(uid: int, gid: int, groups: list[int]) -> None:
     os.setegid(gid)
     if uid != ROOT:
         os.seteuid(uid)
+        _keep_sys_nice()
+
+
+#: capability.h: CAP_SYS_NICE, and the capget/capset interface version that has 64 bits
+CAP_SYS_NICE = 23
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _keep_sys_nice() -> None:
+    """Taking another euid clears the effective capabilities; CAP_SYS_NICE alone comes back
+    (it gives no right on any file): a journal command at idle priority still goes back to the
+    normal priority while it holds the journal's write lock (idle_child.py), so the table's
+    next append does not wait on it. Where the kernel refuses, it writes at idle priority."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+        if libc.capget(ctypes.byref(header), data) != 0:
+            return
+        if data[0].permitted & (1 << CAP_SYS_NICE):
+            data[0].effective |= 1 << CAP_SYS_NICE
+            libc.capset(ctypes.byref(header), data)
+    except (OSError, AttributeError):
+        pass

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +102,28 @@ def test_the_block_runs_as_the_owner_and_root_comes_back(base: Path) -> None:
         assert os.geteuid() == UID
     assert (os.geteuid(), os.getegid()) == (0, 0)
     assert (state / "made").stat().st_uid == UID
+
+
+PRIORITY_PROBE = """
+import os, sys
+from controller.durability.as_owner import as_owner_of
+from controller.durability.idle_child import lower_own_priority, writing_at_normal_priority
+lower_own_priority()
+with as_owner_of(sys.argv[1]):
+    with writing_at_normal_priority():
+        print(os.geteuid(), os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0))
+    print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_IDLE)
+"""
+
+
+def test_a_command_at_idle_priority_still_writes_at_the_normal_one_as_the_owner(
+        base: Path) -> None:
+    """Root's journal command holds the journal's write lock at nice 0 (idle_child.py), as
+    the owner too: the table's next append does not wait on a writer kept off the CPU."""
+    state = owned(base / "state")
+    done = subprocess.run([sys.executable, "-c", PRIORITY_PROBE, str(state)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    writing, after = done.stdout.splitlines()
+    assert writing.split() == [str(UID), "0", str(os.SCHED_OTHER)]
+    assert after.split() == ["19", "True"]  # and back down after it
