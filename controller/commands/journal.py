@@ -195,6 +195,7 @@ def _as_journal_owner(file: str) -> AbstractContextManager[object]:
 
 
 def refused(exc: Exception) -> str:
+    """The error's words for the operator; a file refused is named with why (as_owner.py)."""
     from controller.durability import as_owner
 
     return as_owner.refused(exc)
@@ -414,8 +415,8 @@ def _continue(args: argparse.Namespace) -> int:
     try:
         with as_owner_of(Path(args.backend_event).parent):
             text = Path(args.backend_event).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, JournalError) as exc:
-        say(f"--backend-event: {exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        say(f"--backend-event: {refused(exc)}")
         return 2
     try:
         event = read_backend_event(text, settings.table_id, args.backend_event)
