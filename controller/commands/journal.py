@@ -5,7 +5,10 @@ compact a journal; ``journal continue``: continue a table's history after its ba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from controller.service.private_files import creates_private_files
@@ -144,7 +147,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 @creates_private_files
 def _verify(args: argparse.Namespace) -> int:
     _yield_to_the_table()
-    from controller.durability.archives.archive import verify_with_archives
     from controller.durability.journal import JournalError
     from controller.service.config.errors import ConfigError
     from controller.service.trust.journal_key import read_key_file
@@ -154,35 +156,43 @@ def _verify(args: argparse.Namespace) -> int:
         args.file, key = _journal_and_key(args)
         if args.key_file:
             key = read_key_file(args.key_file)
-    except (TransportConfigError, ConfigError, ValueError) as exc:
-        print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+    except (TransportConfigError, ConfigError, ValueError, OSError) as exc:
+        print(f"pokdeng-table journal verify: {refused(exc)}", file=sys.stderr)
         return 2
     try:
-        if _holds_no_record_yet(args.file):
-            print(f"{args.file}: no record yet: the journal was cut while its table was being "
-                  f"created; the daemon starts it afresh on its next start (nothing was lost: "
-                  f"nothing had been journaled)")
-            return 0
-        chain = _chain_description(args.file)
-        print(f"{args.file}: chain: {chain}")
-        if args.against:
-            return _verify_against(args, key, chain)
-        if key is None and chain.startswith("keyed"):
-            print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
-            return EX_MACS_UNCHECKED
-        result = verify_with_archives(args.file, args.archives, key)
-        for note in result.notes:
-            print(f"note: {note}", file=sys.stderr)
-        if not result.ok:
-            print(f"{args.file}: BROKEN at {result.describe()} "
-                  f"({result.records} records checked before it)", file=sys.stderr)
-            return 1
-        behind = _head_problem(args, key)
-        if behind:
-            print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
-            return 1
-    except JournalError as exc:
-        print(f"pokdeng-table journal verify: {exc}", file=sys.stderr)
+        with _as_journal_owner(args.file):
+            return _verify_journal(args, key)
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal verify: {refused(exc)}", file=sys.stderr)
+        return 1
+
+
+def _verify_journal(args: argparse.Namespace, key: bytes | None) -> int:
+    """``journal verify`` on the journal's files (run as the controller of their directory)."""
+    from controller.durability.archives.archive import verify_with_archives
+
+    if _holds_no_record_yet(args.file):
+        print(f"{args.file}: no record yet: the journal was cut while its table was being "
+              f"created; the daemon starts it afresh on its next start (nothing was lost: "
+              f"nothing had been journaled)")
+        return 0
+    chain = _chain_description(args.file)
+    print(f"{args.file}: chain: {chain}")
+    if args.against:
+        return _verify_against(args, key, chain)
+    if key is None and chain.startswith("keyed"):
+        print(f"{args.file}: {MACS_UNCHECKED}", file=sys.stderr)
+        return EX_MACS_UNCHECKED
+    result = verify_with_archives(args.file, args.archives, key)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not result.ok:
+        print(f"{args.file}: BROKEN at {result.describe()} "
+              f"({result.records} records checked before it)", file=sys.stderr)
+        return 1
+    behind = _head_problem(args, key)
+    if behind:
+        print(f"{args.file}: BROKEN: {behind}", file=sys.stderr)
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
@@ -195,6 +205,27 @@ MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key
                   "journal); only its key proves no record was rewritten")
 
 
+#: what the journal commands run as the owner of the journal's directory (imported before)
+JOURNAL_WORK = ("controller.durability.archives.archive", "controller.durability.head_file",
+                "controller.durability.checkpoints", "controller.durability.vacuum",
+                "controller.durability.delivery.against", "controller.table.machine")
+
+
+def _as_journal_owner(file: str) -> AbstractContextManager[object]:
+    """Run as the user who controls the journal's directory (durability/as_owner.py): root
+    never works in it through links its owner could have planted."""
+    from controller.durability.as_owner import as_owner_of
+
+    return as_owner_of(Path(os.path.abspath(file)).parent, needs=JOURNAL_WORK)
+
+
+def refused(exc: Exception) -> str:
+    """The error's words for the operator; a file refused is named with why (as_owner.py)."""
+    from controller.durability import as_owner
+
+    return as_owner.refused(exc)
+
+
 def _yield_to_the_table() -> None:
     """Walking a whole journal on the table PC: at idle priority, the table goes first."""
     from controller.durability.idle_child import lower_own_priority
@@ -204,9 +235,7 @@ def _yield_to_the_table() -> None:
 
 def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     """The journal to check and its key, from FILE or what --config / --state-dir name."""
-    from pathlib import Path
-
-    from controller.service.trust.journal_key import KEY_FILE_BESIDE, read_key_file
+    from controller.service.trust.journal_key import KEY_FILE_BESIDE, read_key_file_if_any
 
     if args.config:
         from controller.service.config.settings import load_config
@@ -217,11 +246,11 @@ def _journal_and_key(args: argparse.Namespace) -> tuple[str, bytes | None]:
     if args.state_dir:
         key_file = Path(args.state_dir) / KEY_FILE_BESIDE
         journal = args.file or str(Path(args.state_dir) / "journal.sqlite")
-        return journal, read_key_file(key_file) if key_file.is_file() else None
+        return journal, read_key_file_if_any(key_file)
     if not args.file:
         raise ValueError("which journal? give FILE, --config FILE or --state-dir DIR")
     beside = Path(args.file).with_name(KEY_FILE_BESIDE)  # the demo keeps its key there
-    return args.file, read_key_file(beside) if beside.is_file() else None
+    return args.file, read_key_file_if_any(beside)
 
 
 def _holds_no_record_yet(path: str) -> bool:
@@ -311,13 +340,16 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         out = sys.stdout
-        bodies = export_events(args.file) if args.archives is None else \
-            export_with_archives(args.file, args.archives or None)
-        for body in bodies:
-            out.write(body + "\n")
+        with _as_journal_owner(args.file):
+            bodies = export_events(args.file) if args.archives is None else \
+                export_with_archives(args.file, args.archives or None)
+            for body in bodies:
+                out.write(body + "\n")
         out.flush()
-    except JournalError as exc:
-        print(f"pokdeng-table journal export: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the command line's own business
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal export: {refused(exc)}", file=sys.stderr)
         return 1
     return 0
 
@@ -355,10 +387,11 @@ def _archive(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
         return 78
     try:
-        result = archive_closed_shoes(args.file, older_than, settings=settings,
-                                      archive_dir=args.archives, key=key)
-    except JournalError as exc:
-        print(f"pokdeng-table journal archive: {exc}", file=sys.stderr)
+        with _as_journal_owner(args.file):
+            result = archive_closed_shoes(args.file, older_than, settings=settings,
+                                          archive_dir=args.archives, key=key)
+    except (JournalError, OSError) as exc:
+        print(f"pokdeng-table journal archive: {refused(exc)}", file=sys.stderr)
         return 1
     print(f"{args.file}: {result.describe()}")
     return 0
@@ -370,9 +403,10 @@ def _compact(args: argparse.Namespace) -> int:
     from controller.durability.vacuum import JournalInUse, compact
 
     try:
-        before, after = compact(args.file)
+        with _as_journal_owner(args.file):
+            before, after = compact(args.file)
     except (JournalError, JournalInUse, OSError) as exc:
-        print(f"pokdeng-table journal compact: {exc}", file=sys.stderr)
+        print(f"pokdeng-table journal compact: {refused(exc)}", file=sys.stderr)
         return 1
     print(f"{args.file}: {before:,} -> {after:,} bytes; incremental auto-vacuum from now on")
     return 0
@@ -401,8 +435,7 @@ def _new_key(args: argparse.Namespace) -> int:
 
 @creates_private_files
 def _continue(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from controller.durability.as_owner import as_owner_of
     from controller.durability.continuation import (
         BadBackendEvent,
         ContinueRefused,
@@ -434,22 +467,24 @@ def _continue(args: argparse.Namespace) -> int:
         return 78
     settings = config.machine_settings()
     try:
-        text = Path(args.backend_event).read_text(encoding="utf-8")
+        with as_owner_of(Path(args.backend_event).parent):
+            text = Path(args.backend_event).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        say(f"--backend-event: {exc}")
+        say(f"--backend-event: {refused(exc)}")
         return 2
     try:
         event = read_backend_event(text, settings.table_id, args.backend_event)
-        refuse_unless_behind(config.journal_path, event)
-        refuse_if_proven_past(config.journal_path, key, event)
-        shoes = shoe_rule(config.journal_path, event)
+        with _as_journal_owner(config.journal_path):
+            refuse_unless_behind(config.journal_path, event)
+            refuse_if_proven_past(config.journal_path, key, event)
+            shoes = shoe_rule(config.journal_path, event)
         source, silent = _confirmed_by_backends(config, event, args.wait, args.unconfirmed)
     except BadBackendEvent as exc:
         say(f"--backend-event: {exc}; nothing done: bring the backend's last event of this "
             "table exactly as it stored it")
         return 2
-    except (ContinueRefused, JournalError) as exc:
-        say(f"{exc}; nothing done")
+    except (ContinueRefused, JournalError, OSError) as exc:
+        say(f"{refused(exc)}; nothing done")
         return 1
     unconfirmed = {"by": invoking_user(), "reason": reason} if silent is not None else None
     confirmed = (f"confirmed by {source}" if unconfirmed is None else
@@ -463,13 +498,14 @@ def _continue(args: argparse.Namespace) -> int:
         print(f"would {plan}.\nNothing done yet: run again with --yes, the table stopped.")
         return 0
     try:
-        done = continue_history(config.journal_path, key, event, source, settings,
-                                unconfirmed=unconfirmed)
+        with _as_journal_owner(config.journal_path):
+            done = continue_history(config.journal_path, key, event, source, settings,
+                                    unconfirmed=unconfirmed)
     except ContinueRefused as exc:
         say(f"{exc}; nothing done")
         return 1
     except (JournalError, OSError) as exc:
-        say(str(exc))
+        say(refused(exc))
         return 1
     if done.set_aside is not None:
         print(f"set aside in {done.set_aside}: {', '.join(done.moved)} (keep them for the "
@@ -504,7 +540,9 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
     from controller.service.trust.history_guard import HistoryGuard
 
     transports = build_transports(config)
-    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)  # only hears
+    # only hears (its thread, which would compare with the journal, is never started): as
+    # root, who may read the backends' secrets and certificates
+    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)
     guard.watch(transports)
     try:
         answers, _ = guard.hear(transports, wait)

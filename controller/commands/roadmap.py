@@ -50,19 +50,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.durability.as_owner import as_owner_of, refused
+    from controller.durability.journal import JournalError
+
     try:
-        roadmap = read_roadmap(args.journal, args.shoe, args.archives)
+        # root reads a journal, and writes a picture, as who controls their directory
+        with as_owner_of(Path(args.journal).absolute().parent, needs=(
+                "controller.table.roadmap", "controller.durability.archives.archive")):
+            roadmap = read_roadmap(args.journal, args.shoe, args.archives)
         if args.svg is not None:
             from controller.display.roadmap_svg import render_svg
-            write_output(args.svg, render_svg(roadmap))
+            with as_owner_of(Path(args.svg).absolute().parent, needs=("tempfile",)):
+                write_output(args.svg, render_svg(roadmap))
         elif args.json:
             print(json.dumps(roadmap.to_json(), ensure_ascii=False, indent=2))
         else:
             from controller.display.roadmap_text import render_text
             sys.stdout.write(render_text(roadmap, colour=wants_colour(sys.stdout)))
             sys.stdout.flush()
-    except RoadmapCommandError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the command line's own business
+    except (RoadmapCommandError, JournalError, OSError) as exc:
+        print(f"{PROG}: {refused(exc)}", file=sys.stderr)
         return 1
     return 0
 

@@ -308,7 +308,10 @@ def continue_history(journal_path: str | Path, key: bytes | None, event: Backend
     """Set the journal's files aside and start a new journal after ``event`` (the table
     stopped), its next shoe past every shoe the backend or the journal set aside names.
     ``unconfirmed`` (who, why): no backend confirmed the event, recorded in the new journal.
-    ContinueRefused when the journal is open in another process, or no shoe can be told."""
+    ContinueRefused when the journal is open in another process, or no shoe can be told.
+    Run as the user who controls the journal's directory (``as_owner.py``, as ``journal
+    continue`` does): the files made here are theirs, and none of their links is followed with
+    root's rights."""
     path = Path(journal_path)
     shoes = shoe_rule(path, event)  # read before the journal is set aside
     at = datetime.fromtimestamp(now if now is not None else datetime.now(UTC).timestamp(), UTC)
@@ -317,19 +320,7 @@ def continue_history(journal_path: str | Path, key: bytes | None, event: Backend
                                 at.isoformat(timespec="seconds").replace("+00:00", "Z"),
                                 unconfirmed)
     _start_journal(path, key, continuation, _checkpoint(settings, event.seq, shoes.last))
-    _owned_like_its_directory(path, set_aside)
     return Continued(set_aside, moved, continuation, shoes)
-
-
-def _owned_like_its_directory(path: Path, set_aside: Path | None) -> None:
-    """Run as root on a table whose daemon runs as its own user: the files made here go to
-    the state directory's owner, or the table could not open its new journal."""
-    if os.geteuid() != 0:
-        return
-    owner = path.parent.stat()
-    for made in (path, set_aside):
-        if made is not None:
-            os.chown(made, owner.st_uid, owner.st_gid)
 
 
 def _checkpoint(settings: MachineSettings, seq: int, last_shoe: int) -> dict[str, Any]:

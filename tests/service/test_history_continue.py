@@ -19,11 +19,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.delivery.held import event_digest, held_of
@@ -141,6 +143,41 @@ def test_continuing_is_refused_unless_the_backend_confirms_it(histories, tmp_pat
     finally:
         backend.down()
     assert same.returncode == 1 and "not behind the backend" in same.stderr
+
+
+def stopped_cleanly(journal: Path) -> None:
+    """The journal as a stopped table leaves it: no -wal or -shm beside it (the last
+    connection's close folds the WAL in and removes both)."""
+    conn = sqlite3.connect(journal)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    assert not journal.with_name(journal.name + "-wal").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the state directory away")
+def test_root_continues_a_table_whose_state_directory_is_its_users(histories) -> None:
+    """As on a packaged table: root runs `journal continue` on a state directory the daemon's
+    user owns. The backend is asked as root; the journal's files are worked on as that user
+    (durability/as_owner.py), so all it leaves there (the new journal, forked-<time>/ and what
+    it holds, SQLite's -wal and -shm) is the user's, and the daemon can open it."""
+    uid = 47201  # no account has it here
+    held = received(histories["table"])
+    base = Path(tempfile.mkdtemp(prefix="pokdeng-continue-"))  # root's, 0711, as /var/lib
+    base.chmod(0o711)
+    backend = holding(held)
+    try:
+        state = state_copy(histories, "early", base)
+        stopped_cleanly(state / "journal.sqlite")
+        config = config_for(state, http(backend))
+        for path in (state, *state.rglob("*")):
+            os.chown(path, uid, uid, follow_symlinks=False)
+        done = continue_(config, event_file(base, held[-1]), "--yes")
+        assert done.returncode == 0, done.stderr
+        assert next(state.glob("forked-*/journal.sqlite")).is_file()
+        assert [str(path) for path in state.rglob("*") if path.lstat().st_uid != uid] == []
+    finally:
+        backend.down()
+        shutil.rmtree(base)
 
 
 def test_another_tables_copy_continues_after_the_backend_over_mqtt(

@@ -27,6 +27,7 @@ from controller.durability.archives.archive import (
     archived_event_records,
     verify_with_archives,
 )
+from controller.durability.as_owner import as_owner_of
 from controller.durability.canonical_form import same_json
 from controller.durability.delivery.anchors import strip_anchor
 from controller.durability.journal import (
@@ -69,8 +70,9 @@ def read_received(path: str | Path) -> tuple[dict[int, Received], str | None]:
     path = Path(path)
     received: dict[int, Received] = {}
     conflict: str | None = None
-    try:
-        handle = path.open(encoding="utf-8")
+    try:  # a file the operator names: as the user who controls its directory (as_owner.py)
+        with as_owner_of(path.absolute().parent):
+            handle = path.open(encoding="utf-8")
     except OSError as exc:
         raise ReceivedFileError(f"{path}: cannot read: {exc.strerror}") from None
     with handle:

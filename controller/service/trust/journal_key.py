@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.durability.as_owner import as_owner_of
 from controller.durability.disk import fsync_directory
 from controller.transports import TransportConfigError, read_secret
 
@@ -38,7 +39,11 @@ def load_journal_key(config: Config) -> bytes | None:
     if not source.given:
         return None
     option = key_option(config)
-    key = read_secret(option, source.file, source.credential)
+    if source.file:  # a key file in a directory another user controls is read as them
+        with as_owner_of(Path(source.file).absolute().parent):
+            key = read_secret(option, source.file, None)
+    else:
+        key = read_secret(option, None, source.credential)
     if len(key) < MIN_KEY_BYTES:
         where = source.file or f"credential {source.credential!r}"
         raise TransportConfigError(
@@ -48,25 +53,35 @@ def load_journal_key(config: Config) -> bytes | None:
 
 
 def read_key_file(path: str | Path) -> bytes:
-    """A key file named on the command line (``journal verify --key-file``)."""
-    key = read_secret("--key-file", str(path), None)
+    """A key file named on the command line (``journal verify --key-file``), or the one beside
+    a journal; read as the user who controls its directory (``as_owner.py``)."""
+    with as_owner_of(Path(path).absolute().parent):
+        key = read_secret("--key-file", str(path), None)
     if len(key) < MIN_KEY_BYTES:
         raise TransportConfigError(f"--key-file: the key in {path} is {len(key)} bytes, "
                                    f"shorter than any journal key ({MIN_KEY_BYTES})")
     return key
 
 
+def read_key_file_if_any(path: Path) -> bytes | None:
+    """The key file at ``path`` (the one beside a journal), None when there is none."""
+    with as_owner_of(path.absolute().parent):
+        return read_key_file(path) if path.is_file() else None
+
+
 def make_key_file(path: Path) -> None:
     """Create a new random key file readable by its owner only (the demo's own key);
-    an existing one is kept: it keys the journal beside it."""
-    if path.exists():
-        return
-    tmp = path.with_name(path.name + ".tmp")  # whole or absent, even if killed mid-write
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        os.fchmod(out.fileno(), 0o600)  # a stale temporary file keeps its old mode
-        out.write(secrets.token_hex(32) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    an existing one is kept: it keys the journal beside it. Made as the user who controls
+    its directory, under a new temporary name (no link there is followed), then renamed."""
+    with as_owner_of(path.absolute().parent):
+        if path.exists():
+            return
+        tmp = path.with_name(path.name + ".tmp")  # whole or absent, even if killed mid-write
+        tmp.unlink(missing_ok=True)  # a stale one, from a kill mid-write
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        fsync_directory(path.parent)
