@@ -96,7 +96,8 @@ class DisplayFeed:
         #: the table's language (``display.language``); a page may ask for another (``?lang=``)
         self.language = "en"
         self._screen = Screen()
-        self._inbox: deque[list[dict[str, Any]]] = deque()
+        #: event batches; None: start a new screen (``restart``) before the batches after it
+        self._inbox: deque[list[dict[str, Any]] | None] = deque()
         self._resync = False
         self._wake = threading.Event()
         self._status_dirty = True
@@ -127,6 +128,18 @@ class DisplayFeed:
     def status_changed(self) -> None:
         self._status_dirty = True
         self._wake.set()
+
+    def restart(self, events: list[dict[str, Any]]) -> None:
+        """Forget the screen and rebuild it from ``events`` (the shoe so far), in order with
+        the batches offered before and after: the screen process's catch-up, sent by the
+        daemon (a feed without its own ``history``)."""
+        self._inbox.append(None)
+        self._inbox.append(events)
+        self._wake.set()
+
+    def backlog(self) -> int:
+        """Event batches not yet taken by the feed thread."""
+        return len(self._inbox)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -210,7 +223,12 @@ class DisplayFeed:
     def _take_events(self) -> set[str]:
         changed: set[str] = set()
         while self._inbox:
-            for event in self._inbox.popleft():
+            batch = self._inbox.popleft()
+            if batch is None:
+                self._screen = Screen()
+                changed |= {"results", "roadmap"}
+                continue
+            for event in batch:
                 changed |= self._screen.apply(event)
         for problem in self._screen.problems:
             log.warning("display: roadmap refused an event", problem=problem)
