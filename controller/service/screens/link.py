@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import select
 import shutil
@@ -68,6 +69,18 @@ STOP_WAIT_S = 2.0           # how long a stop waits for the process to end by it
 History = Callable[[], list[dict[str, Any]]]
 #: each transport's backlog and state (``display_link.backend_backlog``)
 Backends = Callable[[], dict[str, Any]]
+
+
+def log_stream_fd() -> int | None:
+    """The descriptor the daemon's log handler writes to, or None (the screen process then
+    writes to the daemon's stdout and stderr)."""
+    for handler in logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        try:
+            return int(stream.fileno()) if stream is not None else None
+        except (AttributeError, OSError, ValueError):
+            continue
+    return None
 
 
 class ScreenStartError(Exception):
@@ -122,14 +135,14 @@ class ScreenLink:
     """The screens of one daemon; ``start()`` then ``close()``."""
 
     def __init__(self, settings: DisplaySettings, board: StatusBoard, clock: TableClock,
-                 history: History, backends: Backends | None, logging: LoggingConfig,
+                 history: History, backends: Backends | None, log_config: LoggingConfig,
                  table: str, wrapper: list[str] | None = None):
         self.settings = settings
         self._board = board
         self._clock = clock
         self._history = history
         self._backends_source = backends
-        self._logging = logging
+        self._logging = log_config
         self._table = table
         #: a command the screen process is started through (a test's recorder of its feed)
         self._wrapper = list(wrapper or [])
@@ -137,6 +150,7 @@ class ScreenLink:
         self._filter = SealedFilter()
         self._inbox: deque[list[dict[str, Any]]] = deque()
         self._catch_up = True
+        self._overflowed = False  # the owner found the inbox full: a catch-up instead
         self._status_dirty = True
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -149,16 +163,18 @@ class ScreenLink:
         self._last_backends_poll = 0.0
         self._restart_delay = RESTART_FIRST_S
         self._restart_at = 0.0
-        #: figures for the status and the tests: processes started, catch-ups sent
+        #: figures for the log and the tests: processes started, catch-ups sent, times the
+        #: feed's buffer was dropped for a catch-up
         self.starts = 0
         self.catch_ups = 0
+        self.drops = 0
 
     # -- the owner thread's side: never waits -------------------------------------------------
     def offer_events(self, events: list[dict[str, Any]]) -> None:
         if not events:
             return
         if len(self._inbox) >= MAX_PENDING_BATCHES:
-            self._catch_up = True  # far behind: the journal holds them all
+            self._overflowed = True  # far behind: the journal holds them all
         else:
             self._inbox.append(events)
         self._wake.set()
@@ -294,13 +310,17 @@ class ScreenLink:
         assert self._listening is not None
         read_end, write_end = os.pipe()
         argv = self.command()
+        # its log goes where the daemon's goes (the journal, the demo's log file)
+        log_fd = log_stream_fd()
+        logs = [] if log_fd is None else [(os.POSIX_SPAWN_DUP2, log_fd, 1),
+                                          (os.POSIX_SPAWN_DUP2, log_fd, 2)]
         try:
             # SCHED_OTHER from the start: this thread may be real-time (realtime.py), and a
             # process it starts would otherwise inherit that
             pid = os.posix_spawn(
                 shutil.which(argv[0]) or argv[0], argv, dict(os.environ),
                 file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0),
-                              (os.POSIX_SPAWN_DUP2, self._listening.fileno(), 3)],
+                              (os.POSIX_SPAWN_DUP2, self._listening.fileno(), 3), *logs],
                 scheduler=(os.SCHED_OTHER, os.sched_param(0)))
         except OSError as exc:
             os.close(read_end)
@@ -323,13 +343,11 @@ class ScreenLink:
     # -- what is sent -------------------------------------------------------------------------
     def _compose(self) -> None:
         """Turn what was offered into messages; over the bound, drop them for a catch-up."""
-        if self._pending_bytes > MAX_PENDING_BYTES:
-            self._catch_up = True
-            self._clear_pending(keep_started=True)
-            return  # the catch-up waits until the process reads again
+        if self._overflowed or self._pending_bytes > MAX_PENDING_BYTES:
+            self._drop_for_catch_up()
+        if self._catch_up and self._pending:
+            return  # the catch-up waits until the process took what it had begun to read
         if self._catch_up:
-            if self._pending:  # a half-written message goes first, whole
-                return
             self._send_catch_up()
         batches = []
         while self._inbox:
@@ -349,10 +367,24 @@ class ScreenLink:
                 self._backends = backends
                 self._queue(message("backends", backends=backends))
 
+    def _drop_for_catch_up(self) -> None:
+        """The screen process is far behind: drop what waits for it (but the rest of a
+        message it has begun to read) and send it the shoe from the journal instead."""
+        if not self._catch_up:
+            log.warning("screens: the screen process is behind; it will catch up from the "
+                        "journal", pid=self.pid, waiting_bytes=self._pending_bytes,
+                        waiting_batches=len(self._inbox))
+        self.drops += 1
+        self._catch_up = True
+        self._overflowed = False
+        self._inbox.clear()
+        self._clear_pending(keep_started=True)
+
     def _send_catch_up(self) -> None:
         """The shoe so far from the journal (events offered meanwhile are in it, or come
         after it: the screen skips what it has by seq), the status, the backends."""
         self._catch_up = False
+        self._overflowed = False
         self._inbox.clear()
         self._filter = SealedFilter()
         try:
