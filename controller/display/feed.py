@@ -86,8 +86,13 @@ class DisplayFeed:
 
     def __init__(self, snapshot: SnapshotSource, *, max_streams: int, rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
-                 backends: Callable[[], Mapping[str, Any]] | None = None):
+                 backends: Callable[[], Mapping[str, Any]] | None = None,
+                 live: Callable[[], bool] | None = None):
         self.max_streams = max_streams
+        #: whether the table is heard from (a screen process asks its daemon's feed): while
+        #: not, no heartbeat is sent and no page is taken, so a page sees a frozen table as a
+        #: lost link, as it would if the table served it itself
+        self.live: Callable[[], bool] = live or (lambda: True)
         self._snapshot_source = snapshot
         self._rate = rate  # real seconds per table second (the demo runs faster)
         self._history = history
@@ -215,7 +220,7 @@ class DisplayFeed:
             self._broadcast(self._render_results())
         if "roadmap" in changed:
             self._broadcast(self._render_roadmap())
-        if self._status_dirty or now - last_status >= HEARTBEAT_S:
+        if self._status_dirty or (now - last_status >= HEARTBEAT_S and self.live()):
             last_status = now
             self._broadcast(self._render_status())
         return last_status, last_health

@@ -73,10 +73,11 @@ class DisplayServer:
                  rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
                  backends: Callable[[], Mapping[str, Any]] | None = None,
-                 listening: socket.socket | None = None):
+                 listening: socket.socket | None = None,
+                 live: Callable[[], bool] | None = None):
         self.settings = settings
         self.feed = DisplayFeed(snapshot, max_streams=settings.max_clients, rate=rate,
-                                history=history, backends=backends)
+                                history=history, backends=backends, live=live)
         #: a socket already listening at ``settings.listen`` (the daemon's, handed to the
         #: screen process), served instead of binding one
         self._listening = listening
@@ -399,6 +400,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _stream(self, feed: DisplayFeed) -> None:
+        if not feed.live():
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "the table is not answering")
+            return
         victims = self.server.admission.open_stream(self.connection)
         for victim in victims or ():
             self.server.end(victim)

@@ -35,6 +35,9 @@ NICE = 10              # below the table (Nice=-10 in the unit) and the PC's oth
 #: event batches the display may be behind before this process stops reading its feed: the
 #: pipe fills and the daemon drops to a catch-up (its side never waits)
 MAX_BACKLOG = 1000
+#: the daemon is taken for frozen when its feed says nothing for this long (it sends at least
+#: every ``link.KEEPALIVE_S``): the pages then see a lost link
+TABLE_SILENT_S = 6.0
 
 
 def lower_priority() -> None:
@@ -59,6 +62,16 @@ class FeedState:
         self._status: dict[str, Any] = {"state": "starting"}
         self._clock: tuple[float, float, float] | None = None  # now, mono, speed
         self._backends: dict[str, Any] = {}
+        self._heard = time.monotonic()
+        self._heard_once = False
+
+    def heard(self) -> None:
+        """A message came from the daemon."""
+        self._heard, self._heard_once = time.monotonic(), True
+
+    def live(self) -> bool:
+        """Whether the daemon was heard from lately (never yet: not live)."""
+        return self._heard_once and time.monotonic() - self._heard < TABLE_SILENT_S
 
     def set_status(self, status: dict[str, Any], now: float, mono: float,
                    speed: float) -> None:
@@ -94,7 +107,10 @@ def follow(lines: Iterable[bytes], display: DisplayServer, state: FeedState) -> 
         try:
             message = json.loads(line)
             kind = message["kind"]
-            if kind == "reset":
+            state.heard()
+            if kind == "alive":
+                pass
+            elif kind == "reset":
                 display.feed.restart(list(message["events"]))
             elif kind == "events":
                 display.offer_events(list(message["events"]))
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                                language=str(fields["language"]))
     state = FeedState()
     display = DisplayServer(settings, state.snapshot, rate=args.rate, backends=state.backends,
-                            listening=socket.socket(fileno=LISTEN_FD))
+                            listening=socket.socket(fileno=LISTEN_FD), live=state.live)
     display.feed.language = settings.language
     display.start()
     try:

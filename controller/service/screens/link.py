@@ -46,7 +46,7 @@ from controller.display.server import listening_socket
 from controller.display.settings import DisplaySettings
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.settings import LoggingConfig
-from controller.service.screens.wire import SealedFilter, message
+from controller.service.screens.wire import KEEPALIVE_S, SealedFilter, message
 from controller.service.status_board import MOMENT_FIELDS, StatusBoard
 
 log = structlog.get_logger("pokdeng.screens")
@@ -161,6 +161,7 @@ class ScreenLink:
         self._written = 0                       # of the first pending message
         self._backends: dict[str, Any] | None = None
         self._last_backends_poll = 0.0
+        self._last_queued = 0.0
         self._restart_delay = RESTART_FIRST_S
         self._restart_at = 0.0
         #: figures for the log and the tests: processes started, catch-ups sent, times the
@@ -256,7 +257,7 @@ class ScreenLink:
         wait = BACKENDS_POLL_S
         if self._child is None:
             wait = min(wait, max(0.0, self._restart_at - time.monotonic()))
-        return max(wait, 0.01) if self._child is None else min(wait, 1.0)
+        return max(wait, 0.01) if self._child is None else min(wait, KEEPALIVE_S / 2)
 
     def _current_child(self) -> ScreenChild | None:
         """The running screen process: a dead one is noticed, a stuck one killed, a new
@@ -321,7 +322,10 @@ class ScreenLink:
                 shutil.which(argv[0]) or argv[0], argv, dict(os.environ),
                 file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0),
                               (os.POSIX_SPAWN_DUP2, self._listening.fileno(), 3), *logs],
-                scheduler=(os.SCHED_OTHER, os.sched_param(0)))
+                scheduler=(os.SCHED_OTHER, os.sched_param(0)),
+                # a group of its own: a terminal's Ctrl-C is for the table, which ends the
+                # screens itself by closing their feed
+                setpgroup=0)
         except OSError as exc:
             os.close(read_end)
             os.close(write_end)
@@ -366,6 +370,8 @@ class ScreenLink:
             if backends != self._backends:
                 self._backends = backends
                 self._queue(message("backends", backends=backends))
+        if not self._pending and now - self._last_queued >= KEEPALIVE_S:
+            self._queue(message("alive"))
 
     def _drop_for_catch_up(self) -> None:
         """The screen process is far behind: drop what waits for it (but the rest of a
@@ -416,6 +422,8 @@ class ScreenLink:
     def _queue(self, data: bytes) -> None:
         self._pending.append(data)
         self._pending_bytes += len(data)
+        self._last_queued = time.monotonic()
+
 
     def _clear_pending(self, keep_started: bool = False) -> None:
         """Drop what waits; ``keep_started``: the message the pipe took part of stays."""

@@ -15,7 +15,8 @@ Messages (``kind`` and its fields):
 * ``status``: ``status`` (the published status), ``now`` (the table clock) and ``mono`` (the
   monotonic clock, shared by both processes, when ``now`` was read), ``speed`` (table
   seconds per real second): the screen process reads the table clock on from them;
-* ``backends``: ``backends`` — each transport's backlog and state.
+* ``backends``: ``backends`` — each transport's backlog and state;
+* ``alive``: nothing — the daemon is there (after ``KEEPALIVE_S`` with nothing else to say).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ log = structlog.get_logger("pokdeng.screens")
 
 #: the events the screens are built from (controller/display/screen.py ``Screen.apply``)
 SCREEN_EVENTS = frozenset({"shoe_started", "round_opened", "round_result"})
+#: the daemon says something at least this often: a screen process that hears nothing for a
+#: few of these takes the table for frozen (child.py ``TABLE_SILENT_S``)
+KEEPALIVE_S = 1.0
 #: the events that end a round's betting window
 WINDOW_CLOSED = frozenset({"betting_closed", "round_cancelled"})
 
