@@ -24,9 +24,8 @@ control connection that starts later runs at 1 too (the journal check's thread,
 which the owner loop starts after READY, begins at the normal priority: it only waits for its
 child); the housekeeping children (the journal check, retention) lower themselves to idle
 priority before they run (``durability/idle_child.py``). The lock bounds the daemon's Python
-work to one core whatever its priority, and the display and control socket admit clients as
-before: the pages and callers they take are served at 1, a flood beyond their limits is
-refused.
+work to one core whatever its priority, and the control socket admits callers as before:
+those it takes are served at 1, a flood beyond its limits is refused.
 
 An unprivileged daemon needs the unit's permission, ``LimitRTPRIO=`` (systemd/
 pokdeng-table.service). The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % by
