@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from controller.display.settings import DisplaySettings
 from controller.service.clock.table_clock import TableClock
@@ -112,3 +113,31 @@ def test_the_filter_lets_no_result_of_an_open_round_through() -> None:
     assert seal.events([closed, drawn, dict(result, seq=5)]) == [dict(result, seq=5)]
     assert "hands" not in seal.status({"betting_open": True, "hands": {"P1": {}}})
     assert seal.status({"betting_open": False, "hands": {"P1": {}}})["hands"] == {"P1": {}}
+
+
+def test_the_screen_process_refuses_a_bad_feed_line_by_its_number_and_keeps_the_rest(
+        ) -> None:
+    """A line that is not a feed message costs that line (logged with its number), not the
+    messages around it."""
+    from controller.display.server import DisplayServer
+    from controller.service.screens.child import FeedState, follow
+    from controller.service.screens.wire import message
+
+    state = FeedState()
+    display = DisplayServer(DisplaySettings(port=0), state.snapshot, backends=state.backends)
+    display.start()
+    try:
+        lines = [message("status", status={"state": "ready", "round": 7}, now=1.0, mono=0.0,
+                         speed=1.0),
+                 b"{not json\n",
+                 message("what", x=1),
+                 message("status", status={"state": "betting", "round": 8}, now=2.0, mono=0.0,
+                         speed=1.0)]
+        with capture_logs() as logs:
+            assert follow(lines, display, state) == 2
+        assert state.snapshot()[1]["round"] == 8 and state.live()
+        refused = [r for r in logs if r["event"] == "screens: a feed message refused"]
+        assert [(r["log_level"], r["line"]) for r in refused] == [("error", 2), ("error", 3)]
+        assert refused[1]["problem"] == "unknown kind 'what'"
+    finally:
+        display.close()
