@@ -87,8 +87,11 @@ class DisplayFeed:
     def __init__(self, snapshot: SnapshotSource, *, max_streams: int, rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
                  backends: Callable[[], Mapping[str, Any]] | None = None,
-                 live: Callable[[], bool] | None = None):
+                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S):
         self.max_streams = max_streams
+        #: how long after a change it renders (a screen process, whose daemon already waited
+        #: ``SETTLE_S`` before it sent the change, waits only for the rest of that write)
+        self.settle_s = settle_s
         #: whether the table is heard from (a screen process asks its daemon's feed): while
         #: not, no heartbeat is sent and no page is taken, so a page sees a frozen table as a
         #: lost link, as it would if the table served it itself
@@ -183,7 +186,7 @@ class DisplayFeed:
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
             if self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S)):
-                self._closed.wait(SETTLE_S)
+                self._closed.wait(self.settle_s)
             self._wake.clear()
             if self._closed.is_set():
                 return

@@ -43,7 +43,7 @@ from typing import Any, cast
 import structlog
 
 from controller.display.admission import Admission, Connection
-from controller.display.feed import DisplayFeed, SnapshotSource
+from controller.display.feed import SETTLE_S, DisplayFeed, SnapshotSource
 from controller.display.settings import DisplaySettings
 from controller.rate_limited_log import RateLimitedLog
 
@@ -74,10 +74,11 @@ class DisplayServer:
                  history: Callable[[], list[dict[str, Any]]] | None = None,
                  backends: Callable[[], Mapping[str, Any]] | None = None,
                  listening: socket.socket | None = None,
-                 live: Callable[[], bool] | None = None):
+                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S):
         self.settings = settings
         self.feed = DisplayFeed(snapshot, max_streams=settings.max_clients, rate=rate,
-                                history=history, backends=backends, live=live)
+                                history=history, backends=backends, live=live,
+                                settle_s=settle_s)
         #: a socket already listening at ``settings.listen`` (the daemon's, handed to the
         #: screen process), served instead of binding one
         self._listening = listening

@@ -38,6 +38,9 @@ MAX_BACKLOG = 1000
 #: the daemon is taken for frozen when its feed says nothing for this long (it sends at least
 #: every ``link.KEEPALIVE_S``): the pages then see a lost link
 TABLE_SILENT_S = 6.0
+#: the daemon waited before it sent a change (link.SETTLE_S): this process renders as soon as
+#: the rest of that write is in
+SETTLE_S = 0.002
 
 
 def lower_priority() -> None:
@@ -152,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                                language=str(fields["language"]))
     state = FeedState()
     display = DisplayServer(settings, state.snapshot, rate=args.rate, backends=state.backends,
-                            listening=socket.socket(fileno=LISTEN_FD), live=state.live)
+                            listening=socket.socket(fileno=LISTEN_FD), live=state.live,
+                            settle_s=SETTLE_S)
     display.feed.language = settings.language
     display.start()
     try:
