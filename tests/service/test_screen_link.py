@@ -141,3 +141,34 @@ def test_the_screen_process_refuses_a_bad_feed_line_by_its_number_and_keeps_the_
         assert refused[1]["problem"] == "unknown kind 'what'"
     finally:
         display.close()
+
+
+@pytest.mark.slow
+def test_a_screen_process_that_takes_nothing_is_killed_and_started_again(
+        linked: tuple[ScreenLink, StatusBoard], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped for longer than ``STUCK_S`` (1 s here, 30 s in the table) with its feed full:
+    the link kills it and starts another, which a page reaches at the same address."""
+    link, board = linked
+    monkeypatch.setattr(link_module, "STUCK_S", 1.0)
+    wait_until(lambda: link.pid is not None, 10, "the screen process")
+    stuck = link.pid
+    assert stuck is not None
+    os.kill(stuck, signal.SIGSTOP)
+    n = 0
+
+    def replaced() -> bool:
+        nonlocal n
+        n += 1  # statuses of ~2 KB keep coming: the pipe fills, the feed waits
+        board.publish({"state": "ready", "table": "DEMO-1", "shoe": 1, "round": ROUNDS,
+                       "rounds_played": ROUNDS, "seq": n, "betting_open": False,
+                       "prompt": "x" * 2000})
+        return link.pid not in (None, stuck)
+
+    wait_until(replaced, 30, "a new screen process", interval=0.01)
+    with pytest.raises(ChildProcessError):  # killed and reaped by the link
+        os.waitpid(stuck, os.WNOHANG)
+    board.publish({"state": "ready", "table": "DEMO-1", "shoe": 1, "round": ROUNDS,
+                   "rounds_played": 42, "betting_open": False})
+    with contextlib.closing(SseReader(link.port)) as page:
+        page.wait_status(lambda v: v["rounds_played"] == 42)
+        wait_until(lambda: results_rounds(page) == [3, 2, 1], 10, "the shoe from the journal")
