@@ -86,8 +86,16 @@ class DisplayFeed:
 
     def __init__(self, snapshot: SnapshotSource, *, max_streams: int, rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
-                 backends: Callable[[], Mapping[str, Any]] | None = None):
+                 backends: Callable[[], Mapping[str, Any]] | None = None,
+                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S):
         self.max_streams = max_streams
+        #: how long after a change it renders (a screen process, whose daemon already waited
+        #: ``SETTLE_S`` before it sent the change, waits only for the rest of that write)
+        self.settle_s = settle_s
+        #: whether the table is heard from (a screen process asks its daemon's feed): while
+        #: not, no heartbeat is sent and no page is taken, so a page sees a frozen table as a
+        #: lost link, as it would if the table served it itself
+        self.live: Callable[[], bool] = live or (lambda: True)
         self._snapshot_source = snapshot
         self._rate = rate  # real seconds per table second (the demo runs faster)
         self._history = history
@@ -96,7 +104,8 @@ class DisplayFeed:
         #: the table's language (``display.language``); a page may ask for another (``?lang=``)
         self.language = "en"
         self._screen = Screen()
-        self._inbox: deque[list[dict[str, Any]]] = deque()
+        #: event batches; None: start a new screen (``restart``) before the batches after it
+        self._inbox: deque[list[dict[str, Any]] | None] = deque()
         self._resync = False
         self._wake = threading.Event()
         self._status_dirty = True
@@ -127,6 +136,18 @@ class DisplayFeed:
     def status_changed(self) -> None:
         self._status_dirty = True
         self._wake.set()
+
+    def restart(self, events: list[dict[str, Any]]) -> None:
+        """Forget the screen and rebuild it from ``events`` (the shoe so far), in order with
+        the batches offered before and after: the screen process's catch-up, sent by the
+        daemon (a feed without its own ``history``)."""
+        self._inbox.append(None)
+        self._inbox.append(events)
+        self._wake.set()
+
+    def backlog(self) -> int:
+        """Event batches not yet taken by the feed thread."""
+        return len(self._inbox)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -165,7 +186,7 @@ class DisplayFeed:
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
             if self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S)):
-                self._closed.wait(SETTLE_S)
+                self._closed.wait(self.settle_s)
             self._wake.clear()
             if self._closed.is_set():
                 return
@@ -202,7 +223,7 @@ class DisplayFeed:
             self._broadcast(self._render_results())
         if "roadmap" in changed:
             self._broadcast(self._render_roadmap())
-        if self._status_dirty or now - last_status >= HEARTBEAT_S:
+        if self._status_dirty or (now - last_status >= HEARTBEAT_S and self.live()):
             last_status = now
             self._broadcast(self._render_status())
         return last_status, last_health
@@ -210,7 +231,12 @@ class DisplayFeed:
     def _take_events(self) -> set[str]:
         changed: set[str] = set()
         while self._inbox:
-            for event in self._inbox.popleft():
+            batch = self._inbox.popleft()
+            if batch is None:
+                self._screen = Screen()
+                changed |= {"results", "roadmap"}
+                continue
+            for event in batch:
                 changed |= self._screen.apply(event)
         for problem in self._screen.problems:
             log.warning("display: roadmap refused an event", problem=problem)

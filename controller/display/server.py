@@ -43,7 +43,7 @@ from typing import Any, cast
 import structlog
 
 from controller.display.admission import Admission, Connection
-from controller.display.feed import DisplayFeed, SnapshotSource
+from controller.display.feed import SETTLE_S, DisplayFeed, SnapshotSource
 from controller.display.settings import DisplaySettings
 from controller.rate_limited_log import RateLimitedLog
 
@@ -72,10 +72,16 @@ class DisplayServer:
     def __init__(self, settings: DisplaySettings, snapshot: SnapshotSource, *,
                  rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
-                 backends: Callable[[], Mapping[str, Any]] | None = None):
+                 backends: Callable[[], Mapping[str, Any]] | None = None,
+                 listening: socket.socket | None = None,
+                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S):
         self.settings = settings
         self.feed = DisplayFeed(snapshot, max_streams=settings.max_clients, rate=rate,
-                                history=history, backends=backends)
+                                history=history, backends=backends, live=live,
+                                settle_s=settle_s)
+        #: a socket already listening at ``settings.listen`` (the daemon's, handed to the
+        #: screen process), served instead of binding one
+        self._listening = listening
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -100,7 +106,7 @@ class DisplayServer:
 
     def start(self) -> None:
         """Bind (raises OSError: the caller names the listen address), then serve."""
-        self._httpd = _HTTPServer(self.settings, self.feed)
+        self._httpd = _HTTPServer(self.settings, self.feed, self._listening)
         self.feed.start()
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.5,),
                                         name="display-http", daemon=True)
@@ -117,6 +123,23 @@ class DisplayServer:
         self.feed.close()
         if self._thread is not None:
             self._thread.join(2.0)
+
+
+def listening_socket(settings: DisplaySettings) -> socket.socket:
+    """A socket listening where ``settings`` say, as the server binds its own (raises
+    OSError): the daemon holds it and hands it to each screen process it starts, so a
+    restarted one serves the same address and a page that reconnects meanwhile waits in its
+    backlog."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        sock.listen(_HTTPServer.request_queue_size)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def host_names(settings: DisplaySettings) -> frozenset[str]:
@@ -185,14 +208,20 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 32
 
-    def __init__(self, settings: DisplaySettings, feed: DisplayFeed):
+    def __init__(self, settings: DisplaySettings, feed: DisplayFeed,
+                 listening: socket.socket | None = None):
         self.feed = feed
         self.admission = Admission(settings.max_clients + SPARE_CONNECTIONS,
                                    settings.max_clients)
         self.host_names = host_names(settings)
         self._errors = RateLimitedLog(logging.getLogger("pokdeng.display"), ERROR_LOG_S)
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        super().__init__((settings.host, settings.port), _Handler)
+        super().__init__((settings.host, settings.port), _Handler,
+                         bind_and_activate=listening is None)
+        if listening is not None:
+            self.socket.close()
+            self.socket = listening
+            self.server_address = listening.getsockname()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # One thread per connection, but never more than the bound: beyond it, room is made
@@ -372,6 +401,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _stream(self, feed: DisplayFeed) -> None:
+        if not feed.live():
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "the table is not answering")
+            return
         victims = self.server.admission.open_stream(self.connection)
         for victim in victims or ():
             self.server.end(victim)

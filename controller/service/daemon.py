@@ -49,7 +49,6 @@ from typing import Any
 import structlog
 
 from controller import __version__
-from controller.display.server import DisplayServer
 from controller.durability.archives.retention import JournalRetention
 from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal, JournalError
@@ -64,6 +63,7 @@ from controller.service.control.last_actions import LAST_ACTIONS_KEPT, LastActio
 from controller.service.control.server import ControlServer
 from controller.service.panel_leds import PanelLights
 from controller.service.recovery_hooks import save_checkpoint
+from controller.service.screens.link import ScreenLink
 from controller.service.startup import sequence
 from controller.service.startup.failure import EX_DATAERR, StartupError
 from controller.service.startup.parts import DriverFactory
@@ -122,7 +122,8 @@ class Daemon:
                  clock: TableClock | None = None,
                  drivers: Iterable[DriverFactory] | None = None,
                  transports: list[Any] | None = None,
-                 time_sync: Callable[[], SyncReading] = read_kernel_sync):
+                 time_sync: Callable[[], SyncReading] = read_kernel_sync,
+                 screen_wrapper: list[str] | None = None):
         self.config: Config = config
         self.notifier: Notifier = notifier or Notifier()
         self.clock: TableClock = clock or TableClock()
@@ -143,7 +144,10 @@ class Daemon:
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
         self.control: ControlServer | None = None
-        self.display: DisplayServer | None = None  # the dealer display, when configured
+        #: the dealer display's screen process, when configured (controller/service/screens/)
+        self.display: ScreenLink | None = None
+        #: a command the screen process is started through (a test's recorder of its feed)
+        self.screen_wrapper: list[str] | None = screen_wrapper
         self.health: HealthReporter | None = None  # the MQTT health topic (fleet view)
         self.metrics: MetricsWriter | None = None  # the node_exporter textfile
         self.checkpointer: WalCheckpointer | None = None

@@ -1,4 +1,7 @@
-"""The daemon's side of the dealer display: build it from the config and feed it.
+"""The dealer display's sources in the daemon: the shoe so far from the journal and the
+backends' backlog (the screen process's link, controller/service/screens/link.py, sends
+them), and ``start_display``, the display served in this process as the daemon once did
+(the status-sharing tests count its encodings; the daemon starts a screen process instead).
 
 The display (controller/display/) is fed only what left the table already sealed: the
 journaled, published events (handed over by the owner thread, which only appends them to the

@@ -11,20 +11,21 @@ stay at the normal priority: replaying a long journal is seconds of work that mu
 core from the rest of the PC. The card path's priority is never handed down
 (``SCHED_RESET_ON_FORK``): what these threads start begins at the normal priority.
 
-The rest of the daemon (the display's pages, the control socket, health and metrics, the
-housekeeping threads) goes to ``SCHED_RR`` priority 1 (``REST_PRIORITY``) at the same moment:
-below the card path, above the PC's other work. Not for its own sake: all of the daemon's
+The dealer display's pages are not among them: they run in a screen process of their own,
+started at the normal policy (controller/service/screens/link.py). The rest of the daemon
+(the screens' feed, the control socket, health and metrics, the housekeeping threads) goes
+to ``SCHED_RR`` priority 1 (``REST_PRIORITY``) at the same moment: below the card path,
+above the PC's other work. Not for its own sake: all of the daemon's
 threads share one interpreter lock, and a card thread that needs it waits for whichever
 thread holds it. At the normal priority that holder could be preempted by a browser or a
 broker while holding it, and the card waited with it (a stress trace: both senders stalled
-12 ms at once, docs/benchmarks.md). These threads do hand their priority down, so a page's
-stream or a control connection that starts later runs at 1 too (the journal check's thread,
+12 ms at once, docs/benchmarks.md). These threads do hand their priority down, so a
+control connection that starts later runs at 1 too (the journal check's thread,
 which the owner loop starts after READY, begins at the normal priority: it only waits for its
 child); the housekeeping children (the journal check, retention) lower themselves to idle
 priority before they run (``durability/idle_child.py``). The lock bounds the daemon's Python
-work to one core whatever its priority, and the display and control socket admit clients as
-before: the pages and callers they take are served at 1, a flood beyond their limits is
-refused.
+work to one core whatever its priority, and the control socket admits callers as before:
+those it takes are served at 1, a flood beyond its limits is refused.
 
 An unprivileged daemon needs the unit's permission, ``LimitRTPRIO=`` (systemd/
 pokdeng-table.service). The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % by

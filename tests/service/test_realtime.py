@@ -115,14 +115,15 @@ def test_the_card_path_takes_the_granted_priority_and_the_rest_of_the_daemon_the
         assert len(rest) == raised[0]["rest_of_daemon"]
         assert set(rest.values()) == {(SCHED_RR, realtime.REST_PRIORITY)}, rest
         assert {os.sched_getscheduler(tid) for tid in rest} == {SCHED_RR}
-        # a page that connects after READY: the display's new thread for it starts there too
+        # a page that connects after READY is served by the screen process, at the normal
+        # policy (tests/service/test_screen_process.py): the daemon starts no thread for it
         page = SseReader(port)
         try:
             wait_until(lambda: page.messages, 10, "the page's first message")
             now = policies(proc.pid)
-            started = [tid for tid in now if tid not in threads]
-            assert started, "the stream's thread"
-            assert {now[tid] for tid in started} == {(SCHED_RR, realtime.REST_PRIORITY)}
+            assert not [tid for tid in now if tid not in threads]
+            [screens] = [r["pid"] for r in log_records(log, "screens: screen process started")]
+            assert {policy for policy, _ in policies(screens).values()} == {SCHED_OTHER}
         finally:
             page.close()
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from controller.display.server import DisplayServer
 from controller.durability.archives.retention import JournalRetention
 from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
@@ -23,6 +22,7 @@ from controller.service.clock.watch import ClockWatch
 from controller.service.config.settings import Config
 from controller.service.control.handler import TableControl
 from controller.service.control.server import ControlServer
+from controller.service.screens.link import ScreenLink
 from controller.service.startup.parts import DriverFactory
 from controller.service.status_board import StatusBoard
 from controller.service.storage_fault import StorageFault
@@ -68,7 +68,8 @@ class TableDaemon(Protocol):
     retention: JournalRetention | None
     control_handler: TableControl | None
     control: ControlServer | None
-    display: DisplayServer | None
+    display: ScreenLink | None
+    screen_wrapper: list[str] | None
     health: HealthReporter | None
     journal_check: JournalCheck | None
     head_marks: HeadMarks | None

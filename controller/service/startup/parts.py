@@ -13,7 +13,6 @@ from typing import Any
 import structlog
 
 from controller import transports as transport_module
-from controller.display.server import DisplayServer
 from controller.durability.archives.archive_resend import ArchiveSource
 from controller.durability.archives.retention import JournalRetention
 from controller.durability.delivery.outbox import DeliveryHold, Outbox
@@ -25,7 +24,8 @@ from controller.service.config.settings import Config
 from controller.service.control.client import ControlConfigError, ControlError
 from controller.service.control.handler import TableControl
 from controller.service.control.server import ControlServer
-from controller.service.display_link import DisplayStartError, start_display
+from controller.service.display_link import backend_backlog, shoe_history
+from controller.service.screens.link import ScreenLink, ScreenStartError
 from controller.service.startup.failure import StartupError
 from controller.service.status_board import StatusBoard
 from controller.table.inputs import BackendStatus, Input
@@ -123,14 +123,21 @@ def start_control(config: Config, handler: TableControl) -> ControlServer:
 
 
 def start_dealer_display(config: Config, board: StatusBoard, clock: TableClock,
-                         outbox: Outbox | None) -> DisplayServer | None:
-    """The dealer display, fed the published status (and, by the caller, the journaled
-    events); None when not configured or it cannot be shown."""
+                         outbox: Outbox | None,
+                         wrapper: list[str] | None = None) -> ScreenLink | None:
+    """The dealer display in its screen process, fed the published status (and, by the
+    caller, the journaled events); None when not configured or it cannot be shown."""
     if config.display is None:
         return None
+    journal_path = config.journal_path
+    link = ScreenLink(config.display, board, clock, lambda: shoe_history(journal_path),
+                      backend_backlog(outbox), config.logging, config.table.table_id,
+                      wrapper=wrapper)
     try:
-        return start_display(config.display, board, clock, outbox, config.journal_path)
-    except DisplayStartError as exc:
+        link.start()
+    except ScreenStartError as exc:
         # A screen is a nicety next to the money path: the table plays on without it.
         log.error("the dealer display is not shown", reason=str(exc))
         return None
+    board.subscribe_changes(link.status_changed)
+    return link

@@ -105,7 +105,8 @@ def start(daemon: TableDaemon) -> None:
                                           daemon.stop_requested, daemon.outbox,
                                           daemon.retention)
     daemon.control = start_control(config, daemon.control_handler)
-    daemon.display = start_dealer_display(config, daemon.board, daemon.clock, daemon.outbox)
+    daemon.display = start_dealer_display(config, daemon.board, daemon.clock, daemon.outbox,
+                                          daemon.screen_wrapper)
     if daemon.display is not None:
         daemon.add_event_listener(daemon.display.offer_events)
     daemon.health = health_reporter_for(config, daemon.board, daemon.outbox, journal,

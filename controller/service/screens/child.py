@@ -1,0 +1,170 @@
+"""The screen process: the dealer display and the scoreboard, served from the daemon's feed.
+
+The daemon (``link.py``) starts it at a lower priority than the table, hands it the display's
+listening socket (descriptor 3) and writes the sealed feed (``wire.py``) to its stdin. It
+serves the pages exactly as the daemon once did itself (controller/display/), and ends when
+its stdin ends: the daemon went, or let it go. Everything it knows came through that feed,
+so it has nothing to leak: it never opens the journal, the devices or the control socket.
+
+    python -m controller.service.screens.child --settings JSON --rate R
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from controller.display.server import DisplayServer
+from controller.display.settings import DisplaySettings
+from controller.service.telemetry.logging_setup import setup_logging
+from controller.table.views import seconds_left_now
+
+log = structlog.get_logger("pokdeng.screens")
+
+LISTEN_FD = 3          # the listening socket the daemon hands over
+NICE = 10              # below the table (Nice=-10 in the unit) and the PC's other work (0)
+#: event batches the display may be behind before this process stops reading its feed: the
+#: pipe fills and the daemon drops to a catch-up (its side never waits)
+MAX_BACKLOG = 1000
+#: the daemon is taken for frozen when its feed says nothing for this long (it sends at least
+#: every ``link.KEEPALIVE_S``): the pages then see a lost link
+TABLE_SILENT_S = 6.0
+#: the daemon waited before it sent a change (link.SETTLE_S): this process renders as soon as
+#: the rest of that write is in
+SETTLE_S = 0.002
+
+
+def lower_priority() -> None:
+    """The normal policy, never the daemon's real-time one, at nice ``NICE`` (or lower, if
+    started lower): a page's work never takes a core the card's path wants."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except OSError as exc:
+        log.warning("screens: cannot leave the real-time policy", error=exc.strerror)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, max(NICE, os.getpriority(os.PRIO_PROCESS, 0)))
+    except OSError as exc:
+        log.warning("screens: cannot lower the CPU priority", error=exc.strerror)
+
+
+class FeedState:
+    """The last status and backends the daemon sent, and the table clock read on from it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._version = 0
+        self._status: dict[str, Any] = {"state": "starting"}
+        self._clock: tuple[float, float, float] | None = None  # now, mono, speed
+        self._backends: dict[str, Any] = {}
+        self._heard = time.monotonic()
+        self._heard_once = False
+
+    def heard(self) -> None:
+        """A message came from the daemon."""
+        self._heard, self._heard_once = time.monotonic(), True
+
+    def live(self) -> bool:
+        """Whether the daemon was heard from lately (never yet: not live)."""
+        return self._heard_once and time.monotonic() - self._heard < TABLE_SILENT_S
+
+    def set_status(self, status: dict[str, Any], now: float, mono: float,
+                   speed: float) -> None:
+        with self._lock:
+            self._status, self._clock = status, (now, mono, speed)
+            self._version += 1
+
+    def set_backends(self, backends: dict[str, Any]) -> None:
+        with self._lock:
+            self._backends = backends
+
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        """(version, the status as of now): what the display's feed reads."""
+        with self._lock:
+            version, status, clock = self._version, dict(self._status), self._clock
+        if clock is not None:
+            now, mono, speed = clock
+            status["now"] = now + (time.monotonic() - mono) * speed
+            if status.get("betting_open"):
+                status["betting_seconds_left"] = seconds_left_now(status, status["now"])
+        return version, status
+
+    def backends(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._backends)
+
+
+def follow(lines: Iterable[bytes], display: DisplayServer, state: FeedState) -> int:
+    """Apply the feed's messages until it ends; returns how many were refused (each logged,
+    naming the line: one bad message costs that message, not the screen)."""
+    refused = 0
+    for number, line in enumerate(lines, 1):
+        try:
+            message = json.loads(line)
+            kind = message["kind"]
+            state.heard()
+            if kind == "alive":
+                pass
+            elif kind == "reset":
+                display.feed.restart(list(message["events"]))
+            elif kind == "events":
+                display.offer_events(list(message["events"]))
+            elif kind == "status":
+                state.set_status(dict(message["status"]), float(message["now"]),
+                                 float(message["mono"]), float(message["speed"]))
+                display.status_changed()
+            elif kind == "backends":
+                state.set_backends(dict(message["backends"]))
+            else:
+                raise ValueError(f"unknown kind {kind!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            refused += 1
+            log.error("screens: a feed message refused", line=number, problem=str(exc))
+        while display.feed.backlog() > MAX_BACKLOG:
+            time.sleep(0.01)  # the pipe fills meanwhile: the daemon catches up instead
+    return refused
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pokdeng-table screens")
+    parser.add_argument("--settings", required=True, help="the display section, as JSON")
+    parser.add_argument("--rate", type=float, default=1.0,
+                        help="real seconds per table second")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", default="auto")
+    parser.add_argument("--table", default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    lower_priority()  # first: every thread started later inherits it
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging(args.log_level, args.log_format, table=args.table)
+    fields = json.loads(args.settings)
+    settings = DisplaySettings(host=fields["host"], port=int(fields["port"]),
+                               max_clients=int(fields["max_clients"]),
+                               allowed_hosts=tuple(fields["allowed_hosts"]),
+                               language=str(fields["language"]))
+    state = FeedState()
+    display = DisplayServer(settings, state.snapshot, rate=args.rate, backends=state.backends,
+                            listening=socket.socket(fileno=LISTEN_FD), live=state.live,
+                            settle_s=SETTLE_S)
+    display.feed.language = settings.language
+    display.start()
+    try:
+        follow(sys.stdin.buffer, display, state)
+    finally:
+        display.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
