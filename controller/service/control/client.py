@@ -8,7 +8,9 @@ One request object a line, one response object a line::
     {"cmd": "watch"}                                   -> {"ok": true, "status": {...}} per change
 
 A failed request answers ``{"ok": false, "error": "plain words"}``; ``"busy": true`` in it
-means the socket had no room and the request was not read (try again).
+means the socket had no room and the request was not read (try again). An answer of another
+shape is a ControlError naming the socket: whoever put another program's socket at the path
+(which socket_file.py keeps root from) must not crash the command.
 
 Who may do what (controller/service/control/access.py): whoever can open the socket (file mode 0660
 and ``control.group``) may read, ``status`` and ``watch``; only root, the daemon's own user and
@@ -150,7 +152,7 @@ class ControlClient:
         try:
             reply = json.loads(line)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            raise self._not_protocol("not a JSON object a line") from None
+            raise self._not_protocol("not a line of JSON") from None
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise self._not_protocol('no "ok": true or false')
         if not reply["ok"] and not isinstance(reply.get("error"), str):
