@@ -11,7 +11,8 @@ all, handed out so that no client can starve the dealer's screen (``admission.py
 must be in whole within ``REQUEST_DEADLINE_S``; GET only (anything else 405); request line
 and headers bounded together (431); unknown paths 404; a request for a host name the table is
 not reached by is refused (421: DNS rebinding), and one that does not name exactly one host
-(two Host headers, none on HTTP/1.1, ``localhost:80@evil``, HTTP/0.9) is a 400. A client
+(two Host headers, none on HTTP/1.1, ``localhost:80@evil``, a port above 65535, HTTP/0.9) is a
+400; HTTP/2.0 and later a 505, with a status line as every refusal. A client
 that goes away mid-answer costs one log line at most per ``ERROR_LOG_S``, never a traceback.
 
 Why still the standard library: what starves a server here is its policy (who holds the
@@ -155,7 +156,8 @@ def host_names(settings: DisplaySettings) -> frozenset[str]:
 #: in brackets or a reg-name (an IPv4 address is one), port digits (maybe none)
 _HOST_VALUE = re.compile(r"(?:\[(?P<literal>[0-9A-Fa-f:.]+)\]"
                          r"|(?P<name>(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*))"
-                         r"(?::[0-9]*)?")
+                         r"(?::(?P<port>[0-9]*))?")
+HIGHEST_PORT = 65535
 
 
 def host_problem(version: str, values: list[str]) -> str | None:
@@ -176,7 +178,7 @@ def request_host(value: str) -> str | None:
     """The host a Host field value names (lower case; no brackets, no port), or None when
     the value is not ``host[:port]``."""
     found = _HOST_VALUE.fullmatch(value.strip(" \t"))
-    if found is None:
+    if found is None or not _is_port(found["port"]):
         return None
     literal = found["literal"]
     if literal is None:
@@ -185,6 +187,12 @@ def request_host(value: str) -> str | None:
         return str(ipaddress.IPv6Address(literal))
     except ValueError:
         return None
+
+
+def _is_port(digits: str | None) -> bool:
+    """None or empty (no port: the scheme's) or a TCP port; 99999 names no port, so no host
+    (the length first: a 5,000-digit port is not even read as a number)."""
+    return not digits or (len(digits) <= len(str(HIGHEST_PORT)) and int(digits) <= HIGHEST_PORT)
 
 
 def host_allowed(header: str | None, names: frozenset[str]) -> bool:
@@ -305,6 +313,10 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "pokdeng-display"
     sys_version = ""
     protocol_version = "HTTP/1.0"
+    # The version an answer is given in while the request's is not known (a request line it
+    # refuses: HTTP/2.0, a bad version, bad syntax). The base's HTTP/0.9 would send the error
+    # page alone, with no status line or headers, which no HTTP/1 client can read.
+    default_request_version = "HTTP/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass  # the daemon's log is for the table; a page load is not news

@@ -205,6 +205,9 @@ NOT_ONE_HOST: dict[str, bytes] = {
     "an unclosed bracket": b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
     "a space inside": b"GET / HTTP/1.1\r\nHost: local host\r\n\r\n",
     "a folded Host": b"GET / HTTP/1.1\r\nHost: localhost\r\n evil.example\r\n\r\n",
+    "a port above 65535": b"GET / HTTP/1.1\r\nHost: 127.0.0.1:99999\r\n\r\n",
+    "a port above 65535 on a name": b"GET / HTTP/1.1\r\nHost: localhost:65536\r\n\r\n",
+    "a 5,000-digit port": b"GET / HTTP/1.1\r\nHost: localhost:" + b"9" * 5000 + b"\r\n\r\n",
 }
 
 
@@ -229,11 +232,38 @@ def test_an_http_0_9_request_is_refused(display: DisplayServer, request_bytes: b
     assert time.monotonic() - started < server_module.REQUEST_DEADLINE_S  # not its deadline
 
 
+#: a request line the server does not take -> the status it answers
+REFUSED_REQUEST_LINES: dict[bytes, bytes] = {
+    b"GET / HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n": b"505",
+    b"GET / HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n": b"505",
+    b"GET /state.json HTTP/2.0\r\nHost: localhost\r\n\r\n": b"505",
+    b"GET / HTTP/1.x\r\nHost: localhost\r\n\r\n": b"400",
+    b"GET / FTP/1.0\r\nHost: localhost\r\n\r\n": b"400",
+    b"GET / extra HTTP/1.1\r\nHost: localhost\r\n\r\n": b"400",
+}
+
+
+@pytest.mark.parametrize("request_bytes", list(REFUSED_REQUEST_LINES))
+def test_a_request_line_not_served_gets_a_status_line_and_headers(
+        display: DisplayServer, request_bytes: bytes) -> None:
+    """HTTP/2.0 and /3.0 on a plain HTTP/1 socket, a bad version or bad syntax: an answer an
+    HTTP/1 client can read (status line, headers, the connection closed), nothing of the
+    table; not an error page alone as HTTP/0.9 would get it."""
+    answer = raw_answer(display.port, request_bytes)
+    status = REFUSED_REQUEST_LINES[request_bytes]
+    assert answer.startswith(b"HTTP/1.0 " + status + b" "), answer[:200]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"\r\nConnection: close" in head and b"\r\nContent-Type: text/html" in head
+    assert int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]) == len(body)
+    assert b"state" not in body and b"<script" not in body
+
+
 @pytest.mark.parametrize(("request_bytes", "status"), [
     (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", b"200"),
     (b"GET / HTTP/1.1\r\nHost:  localhost:8080 \r\n\r\n", b"200"),  # spaces around
     (b"GET / HTTP/1.1\r\nHost: localhost:\r\n\r\n", b"200"),  # an empty port is a port
     (b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", b"200"),
+    (b"GET / HTTP/1.1\r\nHost: 127.0.0.1:65535\r\n\r\n", b"200"),  # the highest port
     (b"GET / HTTP/1.0\r\n\r\n", b"200"),  # HTTP/1.0 may leave it out (curl -0, scripts)
     (b"GET / HTTP/1.1\r\nHost: evil.example:8080\r\n\r\n", b"421"),  # one host: not ours
 ])

@@ -379,6 +379,22 @@ BROKEN: dict[str, tuple[Make, str]] = {
         changed("transports.mqtt.client_id", "pokdeng-table-T02-health"),
         'transports.mqtt.client_id: "pokdeng-table-T02-health" is the client id of the health '
         'connection of "pokdeng-table-T02"'),
+    # the studio broker's own logins (config/mosquitto/pokdeng.acl)
+    "table id that is the game backend's login": (
+        changed("table.id", "backend"),
+        'table.id: "backend" is the game backend\'s login and client id'),
+    "table id that is the fleet view's login": (
+        changed("table.id", "fleet"),
+        'table.id: "fleet" is the studio fleet view\'s login and client id'),
+    "mqtt username that is the game backend's login": (
+        changed("transports.mqtt.username", "backend"),
+        'transports.mqtt.username: "backend" is the game backend\'s login'),
+    "mqtt client id that is the game backend's": (
+        changed("transports.mqtt.client_id", "backend"),
+        'transports.mqtt.client_id: "backend" is the game backend\'s login and client id'),
+    "mqtt health login that is the fleet view's": (
+        changed("transports.mqtt.health_username", "fleet"),
+        'transports.mqtt.health_username: "fleet" is the studio fleet view\'s login'),
     "section not a mapping": (changed("logging", "loud"),
                               'logging: must be a mapping of options, got "loud"'),
     "relative state dir": (changed("state_dir", "state"),
@@ -518,6 +534,15 @@ def test_the_refused_ending_is_what_the_health_connection_adds() -> None:
         assert health.client_id == events.client_id + HEALTH_SUFFIX
     finally:
         health.close({"state": "offline"})
+
+
+def test_the_refused_fixed_logins_are_the_studio_brokers() -> None:
+    """The names config check keeps from tables are the fixed users of the broker's ACL."""
+    from controller.service.config.logins import RESERVED_LOGINS
+
+    acl = (Path(__file__).parents[2] / "config/mosquitto/pokdeng.acl").read_text()
+    users = {line.split()[1] for line in acl.splitlines() if line.startswith("user ")}
+    assert users == set(RESERVED_LOGINS)
 
 
 def test_config_check_passes_a_good_config_within_the_same_limits(tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ One request object a line, one response object a line::
     {"cmd": "watch"}                                   -> {"ok": true, "status": {...}} per change
 
 A failed request answers ``{"ok": false, "error": "plain words"}``; ``"busy": true`` in it
-means the socket had no room and the request was not read (try again).
+means the socket had no room and the request was not read (try again). An answer of another
+shape is a ControlError naming the socket: whoever put another program's socket at the path
+(which socket_file.py keeps root from) must not crash the command.
 
 Who may do what (controller/service/control/access.py): whoever can open the socket (file mode 0660
 and ``control.group``) may read, ``status`` and ``watch``; only root, the daemon's own user and
@@ -34,6 +36,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from controller.service.config.errors import EX_CONFIG, ConfigError
+from controller.service.control.socket_file import (
+    SocketFileDenied,
+    SocketFileError,
+    open_socket_file,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -70,10 +77,17 @@ class ControlClient:
         self.retry_s = retry_s
 
     def _connect(self) -> socket.socket:
+        try:
+            fd, address = open_socket_file(self.path)
+        except SocketFileDenied:
+            raise ControlError(f"permission denied on {self.path}: you need to be in the "
+                               f"daemon's control group") from None
+        except SocketFileError as exc:
+            raise ControlError(str(exc)) from None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self.path)
+            sock.connect(address)
         except FileNotFoundError:
             sock.close()
             raise ControlError(
@@ -88,6 +102,8 @@ class ControlClient:
                 raise _TryAgain(exc.strerror) from None
             raise ControlError(
                 f"cannot reach the daemon at {self.path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
         return sock
 
     def _first_answer(self, message: dict[str, Any]) -> tuple[socket.socket, Any, dict[str, Any]]:
@@ -122,13 +138,38 @@ class ControlClient:
                 raise _TryAgain("connection reset") from None
             if not line:
                 raise ControlError("the daemon closed the connection without an answer")
-            reply = json.loads(line)
-            if not reply.get("ok") and reply.get("busy"):
+            reply = self._answer(line)
+            if not reply["ok"] and reply.get("busy"):
                 raise _TryAgain(reply.get("error", "busy"))
         except BaseException:
             sock.close()
             raise
         return sock, reader, reply
+
+    def _answer(self, line: bytes) -> dict[str, Any]:
+        """One line the socket sent, or ControlError when it is not the protocol's: another
+        program's socket must not end the command with a traceback."""
+        try:
+            reply = json.loads(line)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise self._not_protocol("not a line of JSON") from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            raise self._not_protocol('no "ok": true or false')
+        if not reply["ok"] and not isinstance(reply.get("error"), str):
+            raise self._not_protocol('a refusal without its "error"')
+        return reply
+
+    def _not_protocol(self, why: str) -> ControlError:
+        return ControlError(f"{self.path} does not answer as the table's control socket "
+                            f"({why}): is it the daemon's?")
+
+    def _status_of(self, reply: dict[str, Any], failed: str) -> dict[str, Any]:
+        if not reply["ok"]:
+            raise ControlError(reply["error"] or failed)
+        status = reply.get("status")
+        if not isinstance(status, dict):
+            raise self._not_protocol('no "status" in its answer')
+        return status
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
         sock, _, reply = self._first_answer(message)
@@ -136,11 +177,7 @@ class ControlClient:
         return reply
 
     def status(self) -> dict[str, Any]:
-        reply = self.request({"cmd": "status"})
-        if not reply.get("ok"):
-            raise ControlError(reply.get("error", "status failed"))
-        status: dict[str, Any] = reply["status"]  # the daemon's JSON
-        return status
+        return self._status_of(self.request({"cmd": "status"}), "status failed")
 
     def supervisor(self, action: str, card: str | None = None) -> dict[str, Any]:
         # here, not at the top: the protocol module reads the table's inputs, which status
@@ -150,7 +187,12 @@ class ControlClient:
         message: dict[str, Any] = {"cmd": "supervisor", "action": normalise_action(action)}
         if card is not None:
             message["card"] = card
-        return self.request(message)
+        reply = self.request(message)
+        events = reply.get("events")
+        if reply["ok"] and not (isinstance(events, list)
+                                and all(isinstance(event, str) for event in events)):
+            raise self._not_protocol('no "events" in its answer')
+        return reply
 
     def watch(self) -> Iterator[dict[str, Any]]:
         """Yield status snapshots until the daemon goes away."""
@@ -158,13 +200,11 @@ class ControlClient:
         sock.settimeout(None)  # the server sends heartbeats; a blocked read means it is gone
         try:
             while True:
-                if not reply.get("ok"):
-                    raise ControlError(reply.get("error", "watch failed"))
-                yield reply["status"]
+                yield self._status_of(reply, "watch failed")
                 line = reader.readline(MAX_ANSWER)
                 if not line:
                     return
-                reply = json.loads(line)
+                reply = self._answer(line)
         finally:
             sock.close()
 
