@@ -6,6 +6,7 @@ See controller/commands/demo_table.py.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from controller.service.private_files import creates_private_files
 
@@ -60,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_demo(args: argparse.Namespace) -> int:
     from controller.commands.demo_sandbox import FaultPlan, SandboxError, parse_faults, read_sandbox
     from controller.commands.demo_table import DemoOptions, main
+    from controller.service.config.errors import EX_CONFIG, ConfigError
 
     if args.rounds is not None and args.rounds < 1:
         raise SystemExit("pokdeng-table demo: --rounds must be at least 1")
@@ -76,8 +78,12 @@ def run_demo(args: argparse.Namespace) -> int:
         faults = FaultPlan(parse_faults(args.faults), args.fault_every, args.outage_seconds)
     except SandboxError as exc:
         raise SystemExit(f"pokdeng-table demo: {exc}") from None
-    return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
-                            state_dir=args.state_dir, events=args.events, quiet=args.quiet,
-                            display=not args.no_display, display_port=args.display_port,
-                            metrics=args.metrics, stay=args.stay, sandbox=sandbox,
-                            sandbox_source=args.config, faults=faults))
+    try:
+        return main(DemoOptions(rounds=args.rounds, speed=args.speed, seed=args.seed,
+                                state_dir=args.state_dir, events=args.events, quiet=args.quiet,
+                                display=not args.no_display, display_port=args.display_port,
+                                metrics=args.metrics, stay=args.stay, sandbox=sandbox,
+                                sandbox_source=args.config, faults=faults))
+    except ConfigError as exc:  # an option of the sandbox file the table's config refuses
+        print(exc.report(), file=sys.stderr)
+        return EX_CONFIG

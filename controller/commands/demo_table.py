@@ -671,8 +671,10 @@ def main(options: DemoOptions, out: TextIO | None = None) -> int:
     elapsed = time.monotonic() - started
     log_file.close()
     if status != 0:
-        print(f"pokdeng-table demo: the daemon stopped with status {status} (its log: "
-              f"{log_path})", file=sys.stderr)
+        # the reason is the log's; a sandbox's integrator looks here first (a fork: exit 65)
+        reason = daemon.start_failure or daemon.forked
+        print(f"pokdeng-table demo: the daemon stopped with status {status}"
+              + (f": {reason}" if reason else "") + f" (its log: {log_path})", file=sys.stderr)
         return status
     if dealer.error:
         print(f"pokdeng-table demo: {dealer.error}", file=sys.stderr)

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.durability.bounds import external_count
+from controller.bounds import external_count
 from controller.durability.canonical_form import (
     CanonicalFormError,
     event_digest,

@@ -22,7 +22,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from controller.durability.bounds import external_count
+from controller.bounds import external_count
 from controller.durability.delivery.anchors import anchored_events_after
 from controller.durability.delivery.held import Held, event_digest
 from controller.durability.head_file import HeadFileError, head_path, read_head

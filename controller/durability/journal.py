@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.durability.bounds import MAX_EXTERNAL_NUMBER
+from controller.bounds import MAX_EXTERNAL_NUMBER
 from controller.durability.chain import ChainHash, ChainKeyProblem, chain_for
 from controller.durability.disk import fsync_directory
 from controller.durability.write_lock import write_transaction, writer_lock

@@ -140,6 +140,8 @@ class Daemon:
         self.transports: list[Any] = []
         self.history: HistoryGuard | None = None  # where the backends stand, held to the journal
         self.forked: str | None = None  # set when the history forked: stop, journal nothing
+        #: why it could not start, for a caller that runs it in-process (the demo says it)
+        self.start_failure: str | None = None
         self.drivers: list[Driver] = []
         self.retention: JournalRetention | None = None
         self.control_handler: TableControl | None = None
@@ -220,6 +222,7 @@ class Daemon:
             self.start()
         except StartupError as exc:
             log.error("cannot start", reason=str(exc))
+            self.start_failure = str(exc)
             self._shutdown()
             return exc.exit_status
         except Exception as exc:

@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from controller import __version__
+from controller.bounds import external_count
 from controller.transports import (
     OptionConflict,
     PermanentError,
@@ -267,15 +268,23 @@ class HttpTransport(Transport):
         if "resend_from" in answer:
             self._note_resend_request(answer["resend_from"])
         if "held" in answer:
-            self.report_held(answer["held"])
+            if answer["held"] is None:
+                # null is no position: not "nothing to compare", which would let its events
+                # go unchecked; the guard refuses it like any unreadable answer
+                log.warning("http %s: held: null is not where a backend stands (docs/backend.md)",
+                            self.settings.url)
+                self.report_held({"seq": None})
+            else:
+                self.report_held(answer["held"])
             return True
         return False
 
-    def _note_resend_request(self, asked: Any) -> None:
+    def _note_resend_request(self, value: Any) -> None:
         """``{"resend_from": N}`` asks for the events from seq N again."""
-        if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
-            log.warning("http %s: resend_from must be a whole number >= 1, got %.50r; ignored",
-                        self.settings.url, asked)
+        try:
+            asked = external_count(value, "resend_from", minimum=1)
+        except ValueError as exc:
+            log.warning("http %s: %s; ignored", self.settings.url, exc)
             return
         log.info("http %s: backend asks to resend from seq %d", self.settings.url, asked)
         self.request_resend(asked)

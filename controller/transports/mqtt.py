@@ -56,6 +56,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from controller import __version__
+from controller.bounds import external_count
 from controller.rate_limited_log import RateLimitedLog
 from controller.transports import (
     OptionConflict,
@@ -391,8 +392,11 @@ class MqttTransport(Transport):
             except (ValueError, UnicodeDecodeError):
                 request = None
             if isinstance(request, dict) and set(request) == {"from_seq"}:
-                from_seq = request["from_seq"]
-        if isinstance(from_seq, bool) or not isinstance(from_seq, int) or from_seq < 1:
+                try:
+                    from_seq = external_count(request["from_seq"], "from_seq", minimum=1)
+                except ValueError:
+                    from_seq = None
+        if from_seq is None:
             self._requests_log.warning(
                 "bad resend", 'mqtt %s: resend request ignored: expected {"from_seq": '
                 "<seq >= 1>}, got %d bytes: %.80r", message.topic, len(message.payload),

@@ -89,6 +89,10 @@ def test_a_sandbox_table_sends_every_event_to_the_integrators_webhook_through_it
      "table: only `id`"),
     ("transports: {http: {url: 'https://b.example', timeout_s: -1, secret_file: /nonexist}}\n",
      "transports.http.timeout_s"),
+    ("transports: {http: {url: 'http://127.0.0.1:1/x', allow_insecure: true, timeout_s: 0}}\n",
+     "transports.http.timeout_s"),
+    ("table: {id: 'T 01'}\ntransports: {http: {url: 'http://127.0.0.1:1/x', "
+     "allow_insecure: true}}\n", "table.id"),
 ])
 def test_a_wrong_sandbox_file_is_refused_naming_what_and_where(tmp_path: Path, text: str,
                                                                says: str) -> None:
@@ -98,6 +102,7 @@ def test_a_wrong_sandbox_file_is_refused_naming_what_and_where(tmp_path: Path, t
     assert result.returncode != 0
     assert says in result.stderr
     assert str(path) in result.stderr
+    assert "Traceback" not in result.stderr  # the table's own config check: exit 78, its words
 
 
 def test_an_unknown_fault_is_refused() -> None:

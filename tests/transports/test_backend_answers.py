@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from controller.durability.delivery.anchors import strip_anchor
+from controller.durability.delivery.held import parse_held
 from controller.durability.delivery.outbox import Outbox
 from controller.durability.journal import Journal
 from controller.transports.http import HttpTransport, HttpTransportSettings
@@ -95,3 +96,40 @@ def test_a_backend_that_only_answers_catches_up_by_answering_resend_from(
     assert came[:end] == list(range(1, end + 1))
     assert set(came[end:]) <= set(range(3, end + 1))  # repeats only: same ids
     assert webhook.conflicts == []
+
+
+def test_a_whole_number_written_with_a_decimal_point_is_the_same_number(
+        journal, webhook, webhook_secret):
+    """JSON's 3.0 is 3 (a PHP or Python backend writing a float): the request is served, not
+    ignored as "not a whole number"."""
+    written = fill(journal, 10)
+    last = written[-1]["seq"]
+    with Outbox(journal.path, [http(webhook, webhook_secret)]) as outbox:
+        assert outbox.wait_delivered(last, 10)
+        webhook.replies_extra = [{"resend_from": 3.0}]
+        written += fill(journal, 2)
+        outbox.notify()
+        wait_until(lambda: seqs(webhook).count(3) == 2, 15, "the resend asked as 3.0",
+                   details=lambda: f"came: {seqs(webhook)}")
+    assert parse_held({"seq": 621.0, "sha256": "a" * 64}, "backend") == \
+        parse_held({"seq": 621, "sha256": "a" * 64}, "backend")
+    with pytest.raises(ValueError, match="whole number"):
+        parse_held({"seq": 621.5, "sha256": "a" * 64}, "backend")
+
+
+def test_held_null_is_refused_not_taken_for_a_backend_that_says_nothing(
+        webhook, webhook_secret):
+    """``"held": null`` is no position: were it taken as "nothing said", the table would send
+    its events without comparing them with where the backend stands."""
+    transport = http(webhook, webhook_secret)
+    heard: list[object] = []
+    transport.held_listener = lambda _transport, value: heard.append(value)
+    try:
+        webhook.replies_extra = [{"held": None}]
+        transport.ask_held()
+    finally:
+        transport.close()
+    assert len(heard) == 1
+    assert heard[0] is not None  # None would be "said nothing": no comparison at all
+    with pytest.raises(ValueError, match="seq must be a whole number"):
+        parse_held(heard[0], "backend")

@@ -29,7 +29,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from controller.durability.bounds import external_count
+from controller.bounds import external_count
 from controller.durability.canonical_form import (
     CANONICAL_FORM,
     CanonicalFormError,

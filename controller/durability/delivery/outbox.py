@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from controller.bounds import external_count
 from controller.durability.archives.archive_resend import ArchiveSource, ResendReader
-from controller.durability.bounds import external_count
 from controller.durability.delivery.anchors import (
     EventSealing,
     anchored_events_after,
