@@ -146,7 +146,9 @@ FAULTS: dict[str, Rule] = {
             "edited or damaged behind the table's back. (A check that cannot even start, the "
             "PC out of processes or file descriptors, is no verdict: `status` says `journal "
             "check: waiting to run`, it is tried every 30 s and the table deals on.)",
-            "Pauses; the reason names the record (never a card).",
+            "Pauses; the reason names the record (never a card). Retention archives nothing "
+            "and leaves the verified mark where it was until a start whose check passes "
+            "(docs/durability.md).",
             "Stop the table and `journal verify` it; restore the state directory from a copy "
             "that verifies (docs/install.md). A supervisor `resume` deals on regardless, "
             "journaled with who took it.",
