@@ -123,7 +123,9 @@ class Transport(ABC):
         self._resend_from: int | None = None
         #: set by the daemon: told where the backend stands, each time it says so
         #: (docs/backend.md, "Where the backend stands"; the raw JSON value, checked there)
-        self.held_listener: Callable[[Transport, Any], None] | None = None
+        self._held_lock = threading.Lock()
+        self._held_listener: Callable[[Transport, Any], None] | None = None
+        self._unheard_held: tuple[Any] | None = None
 
     @abstractmethod
     def deliver(self, events: list[dict[str, Any]]) -> None:
@@ -161,10 +163,30 @@ class Transport(ABC):
         if self.wake_outbox is not None:
             self.wake_outbox()
 
+    @property
+    def held_listener(self) -> Callable[[Transport, Any], None] | None:
+        return self._held_listener
+
+    @held_listener.setter
+    def held_listener(self, listener: Callable[[Transport, Any], None] | None) -> None:
+        """Set by the daemon; a word that came before (an MQTT connection is up, and its
+        retained position in, before the daemon listens) is handed over at once."""
+        with self._held_lock:
+            self._held_listener = listener
+            missed, self._unheard_held = self._unheard_held, None
+        if listener is not None and missed is not None:
+            listener(self, missed[0])
+
     def report_held(self, value: Any) -> None:
-        """The backend said where it stands (any thread): handed to the daemon's listener."""
-        if self.held_listener is not None:
-            self.held_listener(self, value)
+        """The backend said where it stands (any thread): handed to the daemon's listener,
+        or kept for it until it listens (a word said once, as a retained message, would
+        otherwise be lost and the backend's events wait for ever)."""
+        with self._held_lock:
+            listener = self._held_listener
+            if listener is None:
+                self._unheard_held = (value,)
+                return
+        listener(self, value)
 
     #: whether the backend can say where it stands (``ask_held``, or unasked on connect)
     tells_held = False
