@@ -196,7 +196,9 @@ def pokdeng(*args: str) -> subprocess.CompletedProcess:
 
 
 def backend_event(site: Site, ahead: int = 40) -> Path:
-    """The backend's last event: ``ahead`` events past the journal (a restored old copy)."""
+    """The backend's last event: ``ahead`` events past the journal (a restored old copy). The
+    table's file transport is that backend: its events file ends with that event, so it
+    confirms the event handed in."""
     last = json.loads(list(export_events(site.journal))[-1])
     seq = last["seq"] + ahead
     event = {"v": 1, "id": f"{TABLE}:{seq}", "table": TABLE, "seq": seq, "shoe": 5,
@@ -204,6 +206,7 @@ def backend_event(site: Site, ahead: int = 40) -> Path:
              "data": {}}
     path = site.base / "backend-event.json"
     path.write_text(json.dumps(event) + "\n")
+    (site.base / "events.jsonl").write_text(json.dumps(event) + "\n")
     return path
 
 
