@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -340,11 +341,12 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         out = sys.stdout
+        shown = terminal_safe if out.isatty() else str
         with _as_journal_owner(args.file):
             bodies = export_events(args.file) if args.archives is None else \
                 export_with_archives(args.file, args.archives or None)
             for body in bodies:
-                out.write(body + "\n")
+                out.write(shown(body) + "\n")
         out.flush()
     except BrokenPipeError:
         raise  # the reader went away (| head): the command line's own business
@@ -352,6 +354,18 @@ def _export(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal export: {refused(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+#: C0 and C1 control characters (and DEL): a terminal acts on them (moves, clears, retitles)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(line: str) -> str:
+    """``line`` with every control character written as JSON's \\uXXXX escape: an edited
+    record cannot drive the operator's terminal, and the line is still the same JSON value
+    (raw C0 characters are not valid JSON at all). Only for a terminal: into a pipe or a
+    file, export writes the events byte for byte as the backends received them."""
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", line)
 
 
 @creates_private_files
