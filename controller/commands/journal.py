@@ -16,6 +16,7 @@ from controller.service.private_files import creates_private_files
 
 if TYPE_CHECKING:
     from controller.durability.continuation import BackendEvent
+    from controller.durability.delivery.held import Held
     from controller.service.config.settings import Config
 
 
@@ -207,9 +208,12 @@ MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key
 
 
 #: what the journal commands run as the owner of the journal's directory (imported before)
+#: and the codecs: rfc8785 (a digest, as verify --against computes for an event that differs)
+#: encodes keys in UTF-16 through a codec Python loads on first use
 JOURNAL_WORK = ("controller.durability.archives.archive", "controller.durability.head_file",
                 "controller.durability.checkpoints", "controller.durability.vacuum",
-                "controller.durability.delivery.against", "controller.table.machine")
+                "controller.durability.delivery.against", "controller.table.machine",
+                "controller.durability.continuation_evidence", "encodings.utf_16_be")
 
 
 def _as_journal_owner(file: str) -> AbstractContextManager[object]:
@@ -542,6 +546,34 @@ def invoking_user() -> str:
         return f"uid {os.getuid()}"
 
 
+def _file_position_as_owner(path: str, table: str, name: str, wait: float) -> Held | None:
+    """A file transport's file read as the user who controls its directory (that user may
+    have put a link, a FIFO or a device at its name: only a regular file is read, and the
+    read is given up after ``wait`` seconds, as a backend that does not answer)."""
+    import threading
+
+    from controller.durability.as_owner import as_owner_of
+    from controller.durability.continuation_evidence import file_position
+
+    found: list[Held | None | Exception] = []
+
+    def read() -> None:
+        try:
+            found.append(file_position(path, table, name))
+        except (ValueError, OSError) as exc:
+            found.append(exc)
+
+    with as_owner_of(Path(os.path.abspath(path)).parent, needs=JOURNAL_WORK):
+        reader = threading.Thread(target=read, daemon=True, name=f"read-{name}")
+        reader.start()
+        reader.join(wait)
+    if not found:
+        raise ValueError(f"{path}: not read within {wait:g} s")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]
+
+
 def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
                            unconfirmed: bool) -> tuple[str, str | None]:
     """Every configured backend that tells where it stands (HTTP, MQTT: asked; a file
@@ -549,28 +581,28 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
     names of those that confirmed it, and None, or with ``unconfirmed`` what could not
     confirm it (ContinueRefused without it)."""
     from controller.durability.continuation import ContinueRefused, agreeing_position
-    from controller.durability.continuation_evidence import file_position
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
 
     transports = build_transports(config)
+    asked = [t for t in transports if t.kind != "file"]  # a file is read below, as its owner
     # only hears (its thread, which would compare with the journal, is never started): as
     # root, who may read the backends' secrets and certificates
     guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)
-    guard.watch(transports)
+    guard.watch(asked)
     try:
-        answers, _ = guard.hear(transports, wait)
+        answers, _ = guard.hear(asked, wait)
     finally:
         for transport in transports:
             transport.close()
     # an answer that could not be read confirms nothing either
     cannot = [f"{t.name}: no answer on where it stands within {wait:g} s"
-              for t in transports if t.tells_held and t.name not in answers]
+              for t in asked if t.tells_held and t.name not in answers]
     for sink in (t for t in transports if t.kind == "file"):
         try:
-            held = file_position(sink.path, config.table.table_id, sink.name)
-        except ValueError as exc:
-            cannot.append(f"{sink.name}: {exc}")
+            held = _file_position_as_owner(sink.path, config.table.table_id, sink.name, wait)
+        except (ValueError, OSError) as exc:
+            cannot.append(f"{sink.name}: {refused(exc)}")
             continue
         if held is None:
             cannot.append(f"{sink.name}: {sink.path} holds no event yet")
