@@ -504,7 +504,18 @@ def _continue(args: argparse.Namespace) -> int:
     except (ContinueRefused, JournalError, OSError) as exc:
         say(f"{refused(exc)}; nothing done")
         return 1
-    unconfirmed = {"by": invoking_user(), "reason": reason} if silent is not None else None
+    if event.shoe_unconfirmed:
+        shoe_claim = (f"the backend's last shoe ({event.told_shoe}) is told only by the lines "
+                      f"before seq {event.seq}, which no backend confirms")
+        if not args.unconfirmed:
+            say(f"{shoe_claim} (an edited one would have a shoe number dealt again); nothing "
+                f"done: hand in the backend's last event that names a shoe, or, when the "
+                f"lines are the backend's as stored, continue with --unconfirmed --reason "
+                f"TEXT (recorded in the new journal)")
+            return 1
+        silent = f"{silent}; {shoe_claim}" if silent else shoe_claim
+    unconfirmed = ({"by": invoking_user(), "reason": reason, "what": silent}
+                   if silent is not None else None)
     confirmed = (f"confirmed by {source}" if unconfirmed is None else
                  f"UNCONFIRMED ({silent}), recorded in the new journal as run by "
                  f"{unconfirmed['by']}: {reason}")
