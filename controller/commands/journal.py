@@ -136,9 +136,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "(default 10)")
     resume.add_argument("--unconfirmed", action="store_true",
                         help="continue although no backend can confirm the event (backends "
-                             "that cannot answer); needs --reason, recorded in the new journal "
-                             "with who ran it and when. A backend that answers otherwise "
-                             "still refuses")
+                             "that cannot answer), or the shoe told only by the lines before "
+                             "the last; needs --reason, recorded in the new journal with who "
+                             "ran it and when. A backend that answers otherwise still refuses, "
+                             "and stops the table when it answers later")
     resume.add_argument("--reason", metavar="TEXT", default=None,
                         help="why it is continued unconfirmed (with --unconfirmed)")
     resume.add_argument("--yes", action="store_true",

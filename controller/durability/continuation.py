@@ -14,16 +14,19 @@ is the way out, with the table stopped:
   no id is issued twice and what the backend holds stays the table's history;
 * the table starts it with no shoe open, its next shoe past every shoe the backend may hold:
   past the backend's last shoe (its last event's; when that names none, as a continued
-  journal's first event, the events handed in back to one that does) and past every shoe the
-  journal set aside names (its events, its archive base), so no shoe number is dealt twice.
+  journal's first event, the events handed in back to one that does: a claim no backend
+  confirms, so only with ``--unconfirmed``) and past every shoe the journal set aside names
+  (its events, its archive base), so no shoe number is dealt twice.
 
 It believes proof, not claims (continuation_evidence.py): the journal being replaced refuses
 an event it shows is not the table's history as sent (a delivery row, archive or head file
 past it, or its anchor on another body), and a configured backend must confirm it (HTTP and
 MQTT say where they stand, a file transport by its file's last event), each that tells
 holding exactly up to it, same digest. ``--unconfirmed`` with a reason, for backends that
-cannot answer, is recorded in the new journal (``Continuation.unconfirmed``). The numbers
-handed in are bounded (bounds.py): one past them would fail every start afterwards.
+cannot answer, is recorded in the new journal (``Continuation.unconfirmed``), and a backend
+that answers later is held to the event's digest (held.py). The numbers handed in are bounded
+(bounds.py), and so are the next seq and shoe the table issues after them: one past the bound
+would fail every start afterwards.
 
 The backend's last event (its JSON, as the backend stored it) is what the supervisor brings
 from the backend; its SHA-256 must be the one the backend says it holds (``held``).
