@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -15,6 +16,7 @@ from controller.service.private_files import creates_private_files
 
 if TYPE_CHECKING:
     from controller.durability.continuation import BackendEvent
+    from controller.durability.delivery.held import Held
     from controller.service.config.settings import Config
 
 
@@ -134,9 +136,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "(default 10)")
     resume.add_argument("--unconfirmed", action="store_true",
                         help="continue although no backend can confirm the event (backends "
-                             "that cannot answer); needs --reason, recorded in the new journal "
-                             "with who ran it and when. A backend that answers otherwise "
-                             "still refuses")
+                             "that cannot answer), or the shoe told only by the lines before "
+                             "the last; needs --reason, recorded in the new journal with who "
+                             "ran it and when. A backend that answers otherwise still refuses, "
+                             "and stops the table when it answers later")
     resume.add_argument("--reason", metavar="TEXT", default=None,
                         help="why it is continued unconfirmed (with --unconfirmed)")
     resume.add_argument("--yes", action="store_true",
@@ -206,9 +209,12 @@ MACS_UNCHECKED = ("MACs NOT checked: its chain is keyed (HMAC-SHA256) and no key
 
 
 #: what the journal commands run as the owner of the journal's directory (imported before)
+#: and the codecs: rfc8785 (a digest, as verify --against computes for an event that differs)
+#: encodes keys in UTF-16 through a codec Python loads on first use
 JOURNAL_WORK = ("controller.durability.archives.archive", "controller.durability.head_file",
                 "controller.durability.checkpoints", "controller.durability.vacuum",
-                "controller.durability.delivery.against", "controller.table.machine")
+                "controller.durability.delivery.against", "controller.table.machine",
+                "controller.durability.continuation_evidence", "encodings.utf_16_be")
 
 
 def _as_journal_owner(file: str) -> AbstractContextManager[object]:
@@ -340,11 +346,12 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         out = sys.stdout
+        shown = terminal_safe if out.isatty() else str
         with _as_journal_owner(args.file):
             bodies = export_events(args.file) if args.archives is None else \
                 export_with_archives(args.file, args.archives or None)
             for body in bodies:
-                out.write(body + "\n")
+                out.write(shown(body) + "\n")
         out.flush()
     except BrokenPipeError:
         raise  # the reader went away (| head): the command line's own business
@@ -352,6 +359,18 @@ def _export(args: argparse.Namespace) -> int:
         print(f"pokdeng-table journal export: {refused(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+#: C0 and C1 control characters (and DEL): a terminal acts on them (moves, clears, retitles)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(line: str) -> str:
+    """``line`` with every control character written as JSON's \\uXXXX escape: an edited
+    record cannot drive the operator's terminal, and the line is still the same JSON value
+    (raw C0 characters are not valid JSON at all). Only for a terminal: into a pipe or a
+    file, export writes the events byte for byte as the backends received them."""
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", line)
 
 
 @creates_private_files
@@ -486,7 +505,18 @@ def _continue(args: argparse.Namespace) -> int:
     except (ContinueRefused, JournalError, OSError) as exc:
         say(f"{refused(exc)}; nothing done")
         return 1
-    unconfirmed = {"by": invoking_user(), "reason": reason} if silent is not None else None
+    if event.shoe_unconfirmed:
+        shoe_claim = (f"the backend's last shoe ({event.told_shoe}) is told only by the lines "
+                      f"before seq {event.seq}, which no backend confirms")
+        if not args.unconfirmed:
+            say(f"{shoe_claim} (an edited one would have a shoe number dealt again); nothing "
+                f"done: hand in the backend's last event that names a shoe, or, when the "
+                f"lines are the backend's as stored, continue with --unconfirmed --reason "
+                f"TEXT (recorded in the new journal)")
+            return 1
+        silent = f"{silent}; {shoe_claim}" if silent else shoe_claim
+    unconfirmed = ({"by": invoking_user(), "reason": reason, "what": silent}
+                   if silent is not None else None)
     confirmed = (f"confirmed by {source}" if unconfirmed is None else
                  f"UNCONFIRMED ({silent}), recorded in the new journal as run by "
                  f"{unconfirmed['by']}: {reason}")
@@ -528,6 +558,34 @@ def invoking_user() -> str:
         return f"uid {os.getuid()}"
 
 
+def _file_position_as_owner(path: str, table: str, name: str, wait: float) -> Held | None:
+    """A file transport's file read as the user who controls its directory (that user may
+    have put a link, a FIFO or a device at its name: only a regular file is read, and the
+    read is given up after ``wait`` seconds, as a backend that does not answer)."""
+    import threading
+
+    from controller.durability.as_owner import as_owner_of
+    from controller.durability.continuation_evidence import file_position
+
+    found: list[Held | None | Exception] = []
+
+    def read() -> None:
+        try:
+            found.append(file_position(path, table, name))
+        except (ValueError, OSError) as exc:
+            found.append(exc)
+
+    with as_owner_of(Path(os.path.abspath(path)).parent, needs=JOURNAL_WORK):
+        reader = threading.Thread(target=read, daemon=True, name=f"read-{name}")
+        reader.start()
+        reader.join(wait)
+    if not found:
+        raise ValueError(f"{path}: not read within {wait:g} s")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]
+
+
 def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
                            unconfirmed: bool) -> tuple[str, str | None]:
     """Every configured backend that tells where it stands (HTTP, MQTT: asked; a file
@@ -535,28 +593,28 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
     names of those that confirmed it, and None, or with ``unconfirmed`` what could not
     confirm it (ContinueRefused without it)."""
     from controller.durability.continuation import ContinueRefused, agreeing_position
-    from controller.durability.continuation_evidence import file_position
     from controller.service.startup.parts import build_transports
     from controller.service.trust.history_guard import HistoryGuard
 
     transports = build_transports(config)
+    asked = [t for t in transports if t.kind != "file"]  # a file is read below, as its owner
     # only hears (its thread, which would compare with the journal, is never started): as
     # root, who may read the backends' secrets and certificates
     guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)
-    guard.watch(transports)
+    guard.watch(asked)
     try:
-        answers, _ = guard.hear(transports, wait)
+        answers, _ = guard.hear(asked, wait)
     finally:
         for transport in transports:
             transport.close()
     # an answer that could not be read confirms nothing either
     cannot = [f"{t.name}: no answer on where it stands within {wait:g} s"
-              for t in transports if t.tells_held and t.name not in answers]
+              for t in asked if t.tells_held and t.name not in answers]
     for sink in (t for t in transports if t.kind == "file"):
         try:
-            held = file_position(sink.path, config.table.table_id, sink.name)
-        except ValueError as exc:
-            cannot.append(f"{sink.name}: {exc}")
+            held = _file_position_as_owner(sink.path, config.table.table_id, sink.name, wait)
+        except (ValueError, OSError) as exc:
+            cannot.append(f"{sink.name}: {refused(exc)}")
             continue
         if held is None:
             cannot.append(f"{sink.name}: {sink.path} holds no event yet")

@@ -24,6 +24,7 @@ import ctypes
 import errno
 import importlib
 import os
+import pwd
 import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -73,7 +74,8 @@ def _first_other_owner(path: Path) -> Owner | None:
         except FileNotFoundError:
             return None  # nothing below it yet: the command says what is missing
         if info.st_uid != ROOT:
-            return Owner(info.st_uid, info.st_gid, step)
+            return Owner(info.st_uid, _group_to_act_with(info.st_uid, info.st_gid, step),
+                         step)
         if stat.S_ISDIR(info.st_mode) and _others_may_plant(info):
             raise UnsafeStateDirectory(
                 errno.EACCES, f"owned by root but writable by group {info.st_gid} or by "
@@ -81,6 +83,22 @@ def _first_other_owner(path: Path) -> Owner | None:
                 "directory is owned by the table's user (or by root alone, mode 0755 or "
                 "tighter)", str(step))
     return None
+
+
+def _group_to_act_with(uid: int, directory_gid: int, where: Path) -> int:
+    """The group root acts with as ``uid``: its own primary group (passwd), or for a user
+    passwd does not know the directory's group; never root's group, whose files would open
+    to it (a state directory chgrp'ed to root by hand): UnsafeStateDirectory then."""
+    try:
+        gid = pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        gid = directory_gid
+    if gid == ROOT:
+        raise UnsafeStateDirectory(
+            errno.EACCES, f"its owner (uid {uid}) would be acted as with group 0 (root's "
+            "group), which may read root's files: give the state directory's user a primary "
+            "group of its own (and the directory that group)", str(where))
+    return gid
 
 
 def _others_may_plant(info: os.stat_result) -> bool:

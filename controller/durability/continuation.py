@@ -14,16 +14,19 @@ is the way out, with the table stopped:
   no id is issued twice and what the backend holds stays the table's history;
 * the table starts it with no shoe open, its next shoe past every shoe the backend may hold:
   past the backend's last shoe (its last event's; when that names none, as a continued
-  journal's first event, the events handed in back to one that does) and past every shoe the
-  journal set aside names (its events, its archive base), so no shoe number is dealt twice.
+  journal's first event, the events handed in back to one that does: a claim no backend
+  confirms, so only with ``--unconfirmed``) and past every shoe the journal set aside names
+  (its events, its archive base), so no shoe number is dealt twice.
 
 It believes proof, not claims (continuation_evidence.py): the journal being replaced refuses
 an event it shows is not the table's history as sent (a delivery row, archive or head file
 past it, or its anchor on another body), and a configured backend must confirm it (HTTP and
 MQTT say where they stand, a file transport by its file's last event), each that tells
 holding exactly up to it, same digest. ``--unconfirmed`` with a reason, for backends that
-cannot answer, is recorded in the new journal (``Continuation.unconfirmed``). The numbers
-handed in are bounded (bounds.py): one past them would fail every start afterwards.
+cannot answer, is recorded in the new journal (``Continuation.unconfirmed``), and a backend
+that answers later is held to the event's digest (held.py). The numbers handed in are bounded
+(bounds.py), and so are the next seq and shoe the table issues after them: one past the bound
+would fail every start afterwards.
 
 The backend's last event (its JSON, as the backend stored it) is what the supervisor brings
 from the backend; its SHA-256 must be the one the backend says it holds (``held``).
@@ -39,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.bounds import external_count
+from controller.bounds import MAX_EXTERNAL_NUMBER, external_count
 from controller.durability.canonical_form import (
     CanonicalFormError,
     event_digest,
@@ -83,13 +86,16 @@ class BackendEvent:
     brought: its seq, shoe (None: it names none, as a clock_status), its digest (RFC 8785)
     and its digest in the older documented form that a backend written before RFC 8785 holds
     (held.py); the anchor the table sent it with (journal record and hash), and ``told_shoe``:
-    the backend's last shoe as the events handed in tell it (None: they do not)."""
+    the backend's last shoe as the events handed in tell it (None: they do not);
+    ``shoe_unconfirmed``: told by lines before the last (the last names none), which no
+    backend confirms."""
     seq: int
     shoe: int | None
     sha256: str
     older_sha256: str | None = None
     anchor: tuple[int, str] | None = None
     told_shoe: int | None = None
+    shoe_unconfirmed: bool = False
 
     def held_by(self, held: Held) -> bool:
         return held.sha256 in (self.sha256, self.older_sha256)
@@ -117,8 +123,12 @@ def read_backend_event(text: str, table_id: str, where: str) -> BackendEvent:
         digest = event_digest(last)
     except CanonicalFormError as exc:
         raise BadBackendEvent(f"{where}: the event cannot be the table's: {exc}") from None
+    told = _told_shoe(by_seq, last["seq"])
+    # only the last line is the event a backend confirms (its digest): a shoe the lines
+    # before it tell is a claim, and an edited one would deal a shoe number again
+    unconfirmed = last.get("shoe") is None and told is not None and last["seq"] > 1
     return BackendEvent(last["seq"], last.get("shoe"), digest, legacy_event_digest(last),
-                        anchor, _told_shoe(by_seq, last["seq"]))
+                        anchor, told, unconfirmed)
 
 
 def _events_of(text: str, where: str) -> list[tuple[int, dict[str, Any]]]:
@@ -156,6 +166,13 @@ def _check_event(event: dict[str, Any], table_id: str, where: str) -> None:
         for name in ("shoe", "round"):
             if event.get(name) is not None:
                 external_count(event[name], f"the event's {name}")
+        # the table issues the next seq and the next shoe: they too must be within bounds
+        if seq == MAX_EXTERNAL_NUMBER:
+            raise ValueError(f"the event's seq {seq} leaves no next seq within "
+                             f"{MAX_EXTERNAL_NUMBER}")
+        if event.get("shoe") == MAX_EXTERNAL_NUMBER:
+            raise ValueError(f"the event's shoe {MAX_EXTERNAL_NUMBER} leaves no next shoe "
+                             f"within {MAX_EXTERNAL_NUMBER}")
     except ValueError as exc:
         raise BadBackendEvent(f"{where}: {exc}: not an event this table sent") from None
     if event.get("table") != table_id or event.get("id") != f"{table_id}:{seq}":
@@ -181,17 +198,19 @@ def _anchor_of(event: dict[str, Any], where: str) -> tuple[int, str] | None:
 
 
 def _told_shoe(by_seq: dict[int, dict[str, Any]], last: int) -> int | None:
-    """The backend's last shoe: the highest any event handed in names, when the last names
-    one; else when the events run without a gap back from the last to one that names a shoe
-    (or to seq 1): events follow in seq order, so none between held a later shoe."""
-    named = [e["shoe"] for e in by_seq.values() if e.get("shoe") is not None]
+    """The backend's last shoe: the last event's, when it names one (the event a backend
+    confirms; shoes only grow, so no line before it tells more); else the shoe of the
+    nearest event back that names one, when the events run without a gap back to it (or to
+    seq 1: none): events follow in seq order, so none between held a later shoe."""
     if by_seq[last].get("shoe") is not None:
-        return int(max(named))
+        return int(by_seq[last]["shoe"])
     seq = last
     while seq in by_seq and by_seq[seq].get("shoe") is None:
         seq -= 1
-    if seq == 0 or seq in by_seq:
-        return max(named, default=0)
+    if seq == 0:
+        return 0
+    if seq in by_seq:
+        return int(by_seq[seq]["shoe"])
     return None
 
 
@@ -318,7 +337,7 @@ def continue_history(journal_path: str | Path, key: bytes | None, event: Backend
     set_aside, moved = _set_aside(path, at)
     continuation = Continuation(event.seq, event.sha256, source,
                                 at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-                                unconfirmed)
+                                unconfirmed, event.older_sha256)
     _start_journal(path, key, continuation, _checkpoint(settings, event.seq, shoes.last))
     return Continued(set_aside, moved, continuation, shoes)
 

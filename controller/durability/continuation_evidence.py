@@ -32,6 +32,7 @@ from controller.durability.journal import (
     read_base,
     read_chain,
 )
+from controller.durability.regular_file import open_regular
 
 #: how much of a file transport's file is read back per step, looking for its last line
 _TAIL_CHUNK = 64 * 1024
@@ -137,7 +138,10 @@ def shoes_named(journal_path: str | Path) -> int:
 def file_position(path: str | Path, table: str, name: str) -> Held | None:
     """Where a file transport's file stands: the event on its last complete line (seq and
     digest); None when there is no file or no complete line yet (it cannot tell). ValueError
-    naming the file when that line is not an event of ``table``."""
+    naming the file when that line is not an event of ``table``, or when the name holds no
+    regular file (a link is not followed, a FIFO or device is not opened: regular_file.py).
+    Run as the owner of the file's directory (as_owner.py): whoever controls it controls
+    what is at that name."""
     try:
         line = _last_complete_line(Path(path))
     except FileNotFoundError:
@@ -159,7 +163,7 @@ def file_position(path: str | Path, table: str, name: str) -> Held | None:
 def _last_complete_line(path: Path) -> bytes | None:
     """The file's last line that ends with a newline (a torn write after it is ignored, as
     the file sink cuts it off), read backwards from the end."""
-    with open(path, "rb") as file:
+    with os.fdopen(open_regular(path, follow=False), "rb") as file:
         end = file.seek(0, os.SEEK_END)
         tail = b""
         while end > 0:

@@ -38,6 +38,7 @@ from controller.durability.journal import (
     open_read_only,
     read_base,
 )
+from controller.durability.regular_file import read_regular
 
 HEAD_FORMAT = "pokdeng-journal-head"
 
@@ -84,8 +85,8 @@ def write_head(path: Path, mark: HeadMark, chain: ChainHash) -> None:
 def read_head(path: Path, chain: ChainHash) -> HeadMark | None:
     """The head file's mark (None when there is none yet); HeadFileError when it is not this
     chain's: unreadable, unsigned or wrongly signed for a keyed chain, or of the other kind."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a FIFO planted at its name would hang the reader: only a regular file is read
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

@@ -208,19 +208,25 @@ class Continuation:
     of the table's journal was as new (``pokdeng-table journal continue``). Its first record
     links to ``origin_hash``, not to the genesis hash, and its first event is ``after_seq + 1``.
     ``unconfirmed``: who continued it without a backend's confirmation, and why (``by``,
-    ``reason``); hashed into the origin with the rest, so it cannot be edited away.
+    ``reason``, and ``what`` was not confirmed); hashed into the origin with the rest, so it
+    cannot be edited away. ``older_sha256``: the same event's digest in the older documented
+    form (held.py), which a backend written before RFC 8785 holds instead (None: continued by
+    a version that did not record it).
     """
     after_seq: int
     sha256: str
     source: str
     at: str
     unconfirmed: dict[str, str] | None = None
+    older_sha256: str | None = None
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"after_seq": self.after_seq, "sha256": self.sha256,
                                 "source": self.source, "at": self.at}
         if self.unconfirmed is not None:
             data["unconfirmed"] = self.unconfirmed
+        if self.older_sha256 is not None:
+            data["older_sha256"] = self.older_sha256
         return canonical_json(data)
 
     def origin_hash(self, chain: ChainHash) -> str:
@@ -247,10 +253,14 @@ def read_continuation(conn: sqlite3.Connection) -> Continuation | None:
     try:
         data = json.loads(row[0])
         unconfirmed = data.get("unconfirmed")
+        older = data.get("older_sha256")
         found = Continuation(int(data["after_seq"]), str(data["sha256"]), str(data["source"]),
                              str(data["at"]),
                              None if unconfirmed is None else
-                             {"by": str(unconfirmed["by"]), "reason": str(unconfirmed["reason"])})
+                             {"by": str(unconfirmed["by"]), "reason": str(unconfirmed["reason"]),
+                              **({"what": str(unconfirmed["what"])}
+                                 if "what" in unconfirmed else {})},
+                             None if older is None else str(older))
     except (ValueError, KeyError, TypeError) as exc:
         raise JournalError(f"meta continued is not valid: {exc}") from None
     if found.after_seq < 1 or len(found.sha256) != 64:

@@ -78,16 +78,22 @@ def compact(path: str | Path) -> tuple[int, int]:
     """Rewrite a journal nobody else has open: ``VACUUM``, switching it to incremental
     auto-vacuum. Returns its size before and after (bytes); JournalInUse when another
     connection has it open (a VACUUM would hold the daemon's appends for its whole length)."""
-    from controller.durability.journal import connect
+    from controller.durability.journal import JournalError, connect
+    from controller.durability.regular_file import refuse_unless_regular_or_absent
 
     path = Path(path)
     before = path.stat().st_size
+    for companion in (f"{path}-wal", f"{path}-shm"):
+        # SQLite fails on a FIFO or device there with a bare "disk I/O error"
+        refuse_unless_regular_or_absent(companion)
     conn = connect(path)
     try:
         hold_exclusively(conn, path)
         conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"{path}: not compacted: {exc}") from None
     finally:
         conn.close()
     return before, path.stat().st_size

@@ -196,7 +196,9 @@ def pokdeng(*args: str) -> subprocess.CompletedProcess:
 
 
 def backend_event(site: Site, ahead: int = 40) -> Path:
-    """The backend's last event: ``ahead`` events past the journal (a restored old copy)."""
+    """The backend's last event: ``ahead`` events past the journal (a restored old copy). The
+    table's file transport is that backend: its events file ends with that event, so it
+    confirms the event handed in."""
     last = json.loads(list(export_events(site.journal))[-1])
     seq = last["seq"] + ahead
     event = {"v": 1, "id": f"{TABLE}:{seq}", "table": TABLE, "seq": seq, "shoe": 5,
@@ -204,6 +206,7 @@ def backend_event(site: Site, ahead: int = 40) -> Path:
              "data": {}}
     path = site.base / "backend-event.json"
     path.write_text(json.dumps(event) + "\n")
+    (site.base / "events.jsonl").write_text(json.dumps(event) + "\n")
     return path
 
 
@@ -328,3 +331,111 @@ def test_a_state_directory_others_may_write_is_refused(site: Site) -> None:
         done = pokdeng(*command)
         assert done.returncode == status, (command, done.stderr)
         assert f"{site.state}: owned by root but writable by group {site.gid}" in done.stderr
+
+
+def file_backend_in_state(site: Site) -> Path:
+    """The table's config with its file transport's file in the state directory, where the
+    service user controls what is at its name."""
+    config = yaml.safe_load(site.config.read_text())
+    config["transports"]["file"]["path"] = str(site.state / "events.jsonl")
+    path = site.base / "table-state-file.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_file_backends_file_is_read_as_its_owner_and_only_when_regular(
+        site: Site) -> None:
+    """`journal continue` reads the file transport's file to confirm the event: the service
+    user puts a FIFO there (it would hang root for ever), a link to a file only root may read
+    (holding the very event, so it would confirm it), a device: each is refused, naming the
+    file, at once, and nothing is continued."""
+    config = file_backend_in_state(site)
+    events = site.state / "events.jsonl"
+    secret = site.root_dir / "events.jsonl"  # the backend's copy, where only root reads
+    for plant, kind in (("fifo", "a FIFO"), ("link", "a link"), ("device", "a device")):
+        event = backend_event(site)
+        site.fresh()
+        secret.write_bytes(event.read_bytes())
+        if plant == "fifo":
+            os.mkfifo(events)
+        elif plant == "link":
+            os.symlink(secret, events)
+        else:
+            os.mknod(events, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # as /dev/null
+        os.chown(events, site.uid, site.gid, follow_symlinks=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "controller", "journal", "continue", "--config",
+             str(config), "--backend-event", str(event), "--wait", "5", "--yes"],
+            capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (plant, done.stdout, done.stderr)
+        assert f"{events}: cannot read it: {kind}, not a regular file" in done.stderr, \
+            (plant, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert not list(site.state.glob("forked-*")), plant  # nothing continued
+        os.unlink(events)
+
+
+def test_fifos_at_the_journals_names_are_refused_not_waited_on(site: Site) -> None:
+    """A FIFO at the head file's name, at the journal's -wal, or handed in as what a backend
+    received: each command says what is there and ends; none waits for a writer, none
+    fails with a traceback."""
+    head = site.state / "journal.sqlite.head"
+    wal = site.state / "journal.sqlite-wal"
+    against = site.state / "received.jsonl"
+    for fifo, command in (
+            (head, ("journal", "verify", "--config", str(site.config))),
+            (head, ("journal", "continue", "--config", str(site.config), "--backend-event",
+                    "EVENT", "--wait", "3")),
+            (wal, ("journal", "compact", str(site.journal))),
+            (against, ("journal", "verify", str(site.journal), "--key-file",
+                       str(site.key_file), "--against", str(against)))):
+        event = backend_event(site)  # (reading the journal leaves its -wal: fresh after)
+        site.fresh()
+        os.mkfifo(fifo)
+        os.chown(fifo, site.uid, site.gid)
+        argv = [str(event) if arg == "EVENT" else arg for arg in command]
+        done = subprocess.run([sys.executable, "-m", "controller", *argv],
+                              capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+        if fifo != head or command[1] == "verify":
+            assert done.returncode == 1, (command, done.stdout, done.stderr)
+            assert f"{fifo}" in done.stderr and "FIFO" in done.stderr + done.stdout, \
+                (command, done.stderr)
+
+
+def test_verify_against_names_a_difference_as_the_owner(site: Site) -> None:
+    """Run as the owner, who cannot read the interpreter's files when Python lives under
+    /root: the digest of an event that differs needs a codec Python loads on first use; it
+    is loaded before, and the difference is named."""
+    lines = list(export_events(site.journal))
+    edited = json.loads(lines[5])
+    edited["time"] = "2026-01-01T00:00:00.000Z"
+    lines[5] = json.dumps(edited)
+    site.received.write_text("".join(line + "\n" for line in lines))
+    done = pokdeng("journal", "verify", str(site.journal), "--key-file", str(site.key_file),
+                   "--against", str(site.received))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "DIFFERS" in done.stderr, done.stderr
+
+
+def test_a_state_directory_whose_group_is_root_is_not_acted_in_with_group_root(
+        site: Site) -> None:
+    """The state directory's group changed to root: root's commands would act with group 0
+    and open what root's group may read. A user passwd knows is acted as with its own
+    primary group; one it does not, with a directory whose group is root, is refused."""
+    from controller.durability.as_owner import controller_of
+
+    group_only = site.root_dir / "group-readable"
+    group_only.write_text("root's group's secret\n")
+    group_only.chmod(0o640)
+    site.root_dir.chmod(0o750)
+    os.chown(site.state, site.uid, 0)
+    done = pokdeng("journal", "export", str(site.journal))
+    assert done.returncode == 1, done.stdout
+    assert f"{site.state}: its owner (uid {site.uid}) would be acted as with group 0" in \
+        done.stderr
+    nobody = pwd.getpwnam("nobody")
+    assert nobody.pw_gid != 0
+    os.chown(site.state, nobody.pw_uid, 0)
+    owner = controller_of(site.state)
+    assert owner is not None and (owner.uid, owner.gid) == (nobody.pw_uid, nobody.pw_gid)

@@ -201,10 +201,14 @@ def as_given(event: dict[str, Any]) -> continuation.BackendEvent:
 
 def test_numbers_from_outside_are_bounded(tmp_path: Path) -> None:
     """A seq, shoe or round past bounds.py's MAX_EXTERNAL_NUMBER (2^53 - 1), negative, or not
-    a whole number is refused where it enters, naming it: not stored to fail every start."""
+    a whole number is refused where it enters, naming it: not stored to fail every start; so
+    is a seq or shoe whose next (the table's first event and shoe after it) would be past it."""
     for field, value, problem in (
             ("seq", 2**63 - 1, "seq must be between 1 and 9007199254740991, got 922"),
             ("seq", 2**53, "seq must be between 1 and 9007199254740991"),
+            # the table issues the next one: it too must be within the bound
+            ("seq", 2**53 - 1, "seq 9007199254740991 leaves no next seq within"),
+            ("shoe", 2**53 - 1, "shoe 9007199254740991 leaves no next shoe within"),
             ("seq", "12", "seq must be a whole number, got '12'"),
             ("seq", True, "seq must be a whole number"),
             ("shoe", 2**53, "shoe must be between 0 and 9007199254740991"),
@@ -222,12 +226,14 @@ def test_numbers_from_outside_are_bounded(tmp_path: Path) -> None:
                             ({"record": 5}, "anchor must be"), ("a", "anchor must be")):
         with pytest.raises(continuation.BadBackendEvent, match=problem):
             as_given({**stored_event(40, 2), "anchor": anchor})
-    # the largest accepted: a journal continued after it opens and recovers
+    # the largest accepted: a journal continued after it opens and recovers, and its next
+    # event and shoe are still within the bound
     path = tmp_path / "journal.sqlite"
-    top = as_given({**stored_event(2**53 - 1, 2**53 - 1), "id": f"T7:{2**53 - 1}"})
+    top = as_given({**stored_event(2**53 - 2, 2**53 - 2), "id": f"T7:{2**53 - 2}"})
     continuation.continue_history(path, KEY, top, "http", SETTINGS)
     machine = recovered(path)
-    assert machine.seq == 2**53 - 1 and machine.state == "no_shoe"
+    assert machine.seq == 2**53 - 2 and machine.state == "no_shoe"
+    assert machine.checkpoint()["shoe"] == 2**53 - 2  # the next shoe: 2^53 - 1
 
 
 def test_every_line_handed_in_is_checked(tmp_path: Path) -> None:
@@ -420,3 +426,48 @@ def test_a_journal_continued_past_the_bounds_before_they_existed_is_continued_ag
     assert done.set_aside is not None and done.shoes.last == 1
     machine = recovered(path)
     assert machine.seq == 80 and machine.state == "no_shoe"
+
+
+def test_a_shoe_told_only_by_lines_before_the_last_is_not_confirmed() -> None:
+    """Only the last line is the event a backend confirms: when it names no shoe, the shoe
+    the lines before it tell is marked unconfirmed (an earlier line edited to a lower shoe
+    would have a shoe dealt again); when it names one, that shoe is the backend's last."""
+    def told(*events: dict[str, Any]) -> continuation.BackendEvent:
+        return continuation.read_backend_event("".join(json.dumps(e) + "\n" for e in events),
+                                               "T7", "events.jsonl")
+
+    edited_lower = told(stored_event(49, 1), stored_event(50, None))
+    assert edited_lower.told_shoe == 1 and edited_lower.shoe_unconfirmed
+    # the nearest line back that names a shoe tells it, not the highest of all lines
+    assert told(stored_event(48, 3), stored_event(49, 2), stored_event(50, None)).told_shoe == 2
+    # the last line names a shoe: it is the backend's last shoe, confirmed with the event
+    named = told(stored_event(49, 9), stored_event(50, 2))
+    assert named.told_shoe == 2 and not named.shoe_unconfirmed
+    assert not backend_event(50, 2).shoe_unconfirmed
+
+
+def test_a_continued_journal_is_held_to_the_event_it_continued_from(tmp_path: Path) -> None:
+    """A backend that later holds seq N, the continuation's origin (no event of the new
+    journal), with another digest than the continuation recorded: the history forked there.
+    Its digest in the older form (a backend written before RFC 8785) is the same event."""
+    from controller.durability.delivery.held import Held, fork_problem
+    from controller.durability.journal import last_seq_of, open_read_only
+
+    for unconfirmed in (None, {"by": "floor", "reason": "backend down"}):
+        path = tmp_path / f"journal-{unconfirmed is None}.sqlite"
+        given = backend_event(50, 2)
+        continuation.continue_history(path, KEY, given, "http", SETTINGS,
+                                      unconfirmed=unconfirmed)
+        conn = open_read_only(path)
+        try:
+            def problem(digest: str, conn: sqlite3.Connection = conn) -> str | None:
+                return fork_problem(conn, last_seq_of(conn), Held(50, digest, "http"))
+
+            assert problem(given.sha256) is None
+            assert given.older_sha256 and problem(given.older_sha256) is None
+            forked = problem("c" * 64)
+            assert forked is not None and "forked at seq 50" in forked
+            assert given.sha256 in forked and "c" * 64 in forked
+            assert fork_problem(conn, last_seq_of(conn), Held(49, "c" * 64, "http")) is None
+        finally:
+            conn.close()

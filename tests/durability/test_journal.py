@@ -217,6 +217,45 @@ def test_cli_export_prints_events_as_json_lines(journal_path):
     assert list(export_events(journal_path)) == lines
 
 
+def test_cli_export_escapes_control_characters_on_a_terminal(journal_path):
+    """A record edited to hold terminal control bytes (ESC ... retitles, clears): on a
+    terminal they are written as JSON's \\u escapes (the same JSON value); into a pipe, the
+    events stay byte for byte as the backends received them."""
+    import pty
+
+    with Journal(journal_path) as j:
+        fill(j, 3)
+    with sqlite3.connect(journal_path) as conn:
+        n, body = conn.execute("SELECT n, body FROM records WHERE kind='event' "
+                               "ORDER BY n DESC LIMIT 1").fetchone()
+        body = body.replace('"type"', '"x":"\x1b]0;PWNED\x07\x1b[2J\x9b","type"', 1)
+        conn.execute("UPDATE records SET body=? WHERE n=?", (body, n))
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "controller", "journal", "export",
+                               str(journal_path)], stdout=slave, stderr=subprocess.PIPE,
+                              timeout=60)
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other side closed: all is read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in shown and "\x9b".encode() not in shown
+    assert b"\\u001b]0;PWNED\\u0007\\u001b[2J\\u009b" in shown
+    last = json.loads(shown.decode().splitlines()[-1])
+    assert last["x"] == "\x1b]0;PWNED\x07\x1b[2J\x9b"  # the same JSON value
+    piped = run_cli("journal", "export", str(journal_path))
+    assert piped.stdout.splitlines()[-1] == body  # into a pipe: as stored
+
+
 def test_append_is_durable_when_it_returns(journal_path):
     """A process killed right after append returns keeps everything it acknowledged."""
     child = textwrap.dedent(f"""

@@ -317,7 +317,8 @@ def test_a_continued_journals_first_event_does_not_deal_shoe_one_again(histories
                                                                          tmp_path) -> None:
     """Continued once, the table sent its first event (a clock_status, no shoe) and its copy
     was lost again: continuing after that event deals the shoe after the backend's, never
-    shoe 1 again."""
+    shoe 1 again. The shoe is told by the lines before the last, which no backend confirms:
+    refused without --unconfirmed --reason, recorded with it."""
     held = received(histories["table"])
     state = state_copy(histories, "early", tmp_path)
     backend = holding(held)
@@ -339,9 +340,20 @@ def test_a_continued_journals_first_event_does_not_deal_shoe_one_again(histories
         assert run(config).returncode == EX_DATAERR  # the backend holds more than this copy
         alone = continue_(config, event_file(tmp_path, last), "--yes")
         assert alone.returncode == 1 and "names no shoe" in alone.stderr
-        done = continue_(config, events_file(tmp_path, [held[-1], *since]), "--yes")
+        told = events_file(tmp_path, [held[-1], *since])
+        claim = continue_(config, told, "--yes")
+        assert claim.returncode == 1, claim.stdout
+        assert ("the backend's last shoe (1) is told only by the lines before seq "
+                f"{last['seq']}, which no backend confirms") in claim.stderr
+        done = continue_(config, told, "--yes", "--unconfirmed", "--reason",
+                         "the backend's export, checked by its operator")
         assert done.returncode == 0, done.stderr
         assert "the dealer starts shoe 2" in done.stdout
+        with sqlite3.connect(restored / "journal.sqlite") as conn:
+            recorded = json.loads(conn.execute(
+                "SELECT value FROM meta WHERE key='continued'").fetchone()[0])
+        assert "the backend's last shoe (1) is told only" in recorded["unconfirmed"]["what"]
+        assert recorded["source"] == "http"  # the event itself the backend did confirm
 
         (restored / "events.jsonl").unlink()
         play(restored, 1, seed=5)  # the table deals a shoe on the continued journal
@@ -404,7 +416,8 @@ def test_unconfirmed_needs_a_reason_and_is_journaled(histories, tmp_path) -> Non
     with sqlite3.connect(state / "journal.sqlite") as conn:
         recorded = json.loads(conn.execute(
             "SELECT value FROM meta WHERE key='continued'").fetchone()[0])
-    assert recorded["unconfirmed"] == {"by": who, "reason": reason}
+    assert recorded["unconfirmed"] == {
+        "by": who, "reason": reason, "what": "http: no answer on where it stands within 2 s"}
     assert recorded["source"] == "unconfirmed" and recorded["after_seq"] == held[-1]["seq"]
     assert recorded["at"].endswith("Z")
     assert pokdeng("journal", "verify", "--state-dir", str(state)).returncode == 0
@@ -419,3 +432,33 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+def test_a_continuation_from_an_edited_event_stops_when_the_backend_answers(
+        histories, tmp_path) -> None:
+    """Continued unconfirmed (its backend down) from an edited event N: when the backend is
+    back, it holds event N with another digest than the continuation recorded. The daemon
+    stops on the forked history, as it would for any event it holds; the genuine event,
+    continued the same way, deals on."""
+    held = received(histories["table"])
+    last = held[-1]
+    down = {"http": {"url": f"http://127.0.0.1:{free_port()}/events", "allow_insecure": True}}
+    edited = {**last, "time": "2026-01-01T00:00:00.000Z"}
+    for name, event in (("edited", edited), ("genuine", last)):
+        state = state_copy(histories, "early", tmp_path / name)
+        done = continue_(config_for(state, down), event_file(tmp_path, event), "--yes",
+                         "--unconfirmed", "--reason", "the backend is down", wait=2)
+        assert done.returncode == 0, done.stderr
+        backend = holding(held)
+        try:
+            config = config_for(state, http(backend))
+            if name == "edited":
+                stopped = run(config)
+                assert stopped.returncode == EX_DATAERR, stopped.stderr
+                assert f"forked at seq {last['seq']}" in stopped.stderr + stopped.stdout
+                assert event_digest(last) in stopped.stderr + stopped.stdout
+            else:
+                assert run_briefly(config, tmp_path)  # READY: the backend holds that event
+        finally:
+            backend.down()
+        assert backend.conflicts == []

@@ -36,6 +36,7 @@ from controller.durability.journal import (
     open_read_only,
 )
 from controller.durability.recovery import first_difference
+from controller.durability.regular_file import open_regular
 
 
 class ReceivedFileError(JournalError):
@@ -72,7 +73,8 @@ def read_received(path: str | Path) -> tuple[dict[int, Received], str | None]:
     conflict: str | None = None
     try:  # a file the operator names: as the user who controls its directory (as_owner.py)
         with as_owner_of(path.absolute().parent):
-            handle = path.open(encoding="utf-8")
+            # not a FIFO (it would hang the command) nor a device: a regular file only
+            handle = open(open_regular(path), encoding="utf-8")
     except OSError as exc:
         raise ReceivedFileError(f"{path}: cannot read: {exc.strerror}") from None
     with handle:

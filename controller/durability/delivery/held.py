@@ -39,6 +39,7 @@ from controller.durability.canonical_form import (
 # held's digest, where callers have always imported it from (canonical_form.py defines it)
 from controller.durability.canonical_form import event_digest as event_digest
 from controller.durability.delivery.anchors import BETTING_ENDS, anchored_events_after
+from controller.durability.journal import read_continuation
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -117,7 +118,7 @@ def fork_problem(conn: sqlite3.Connection, last_seq: int, held: Held) -> str | N
                 f"restored from a backup?)")
     sent = anchored_events_after(conn, held.seq - 1, 1)
     if not sent or sent[0].get("seq") != held.seq:
-        return None  # archived: only the end could be compared
+        return _origin_problem(conn, held)  # else archived: only the end could be compared
     event = sent[0]
     ours = digests_of(event)
     if held.sha256 in ours:
@@ -137,6 +138,29 @@ def fork_problem(conn: sqlite3.Connection, last_seq: int, held: Held) -> str | N
             f"as received in that form, the table's history forked at or before seq "
             f"{held.seq} (a state directory restored from a backup that dealt on, or another "
             f"table's copy?)")
+
+
+def _origin_problem(conn: sqlite3.Connection, held: Held) -> str | None:
+    """A journal continued after seq N (``journal continue``) holds no event N, but it
+    recorded the digest of the event N it was continued from: a backend holding another event
+    N means the event handed in was not the backend's (edited, or not its last), so this
+    journal's history forked there. A continuation recorded without the older form's digest
+    and confirmed by a backend then is not held to it: that backend may hash in the older
+    form, and it had compared the event itself."""
+    continuation = read_continuation(conn)
+    if continuation is None or continuation.after_seq != held.seq:
+        return None
+    recorded = {continuation.sha256, continuation.older_sha256} - {None}
+    if held.sha256 in recorded:
+        return None
+    if continuation.older_sha256 is None and continuation.unconfirmed is None:
+        return None
+    return (f"the table's history forked at seq {held.seq}: the backend ({held.source}) holds "
+            f"event {held.seq} with sha256 {held.sha256}, but this journal continues the "
+            f"table's history (journal continue, {continuation.at}"
+            f"{', UNCONFIRMED' if continuation.unconfirmed else ''}) after an event "
+            f"{held.seq} with sha256 {continuation.sha256}: the event handed in was not the "
+            f"one the backend holds (docs/install.md, \"A table whose history forked\")")
 
 
 def _sealed(conn: sqlite3.Connection, event: dict[str, Any]) -> bool:

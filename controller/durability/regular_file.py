@@ -1,0 +1,67 @@
+"""Opening a file that someone else may have replaced: only a regular file is read.
+
+A FIFO planted at a file's name would hang the reader for ever (an open for reading waits
+for a writer), a device would be opened with the reader's rights, a link would lead the
+reader to another user's file. The file is looked at first (``lstat``: nothing that is not a
+regular file is opened at all), then opened non-blocking, without following a last link
+when asked, and looked at again through the descriptor (it may have been swapped between)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class NotARegularFile(OSError):
+    """The name holds something other than a regular file (``filename``: that name)."""
+
+
+def open_regular(path: str | Path, *, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path``. FileNotFoundError when there
+    is nothing there; NotARegularFile naming it for a FIFO, device, socket or directory (or,
+    ``follow`` False, a link); other OSErrors as the kernel says."""
+    info = os.stat(path) if follow else os.lstat(path)
+    _refuse_unless_regular(info, path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link planted since the lstat
+            raise NotARegularFile(errno.ELOOP, "a link, not a regular file: not followed",
+                                  str(path)) from None
+        raise
+    try:
+        _refuse_unless_regular(os.fstat(fd), path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | Path, *, follow: bool = True) -> bytes:
+    """The whole regular file at ``path`` (open_regular's errors)."""
+    fd = open_regular(path, follow=follow)
+    with os.fdopen(fd, "rb") as file:
+        return file.read()
+
+
+def refuse_unless_regular_or_absent(path: str | Path) -> None:
+    """NotARegularFile naming ``path`` when something other than a regular file (a link
+    included) is at it; nothing there is fine (the caller may create it)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    _refuse_unless_regular(info, path)
+
+
+def _refuse_unless_regular(info: os.stat_result, path: str | Path) -> None:
+    if stat.S_ISREG(info.st_mode):
+        return
+    kind = ("a link" if stat.S_ISLNK(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+            else "a directory" if stat.S_ISDIR(info.st_mode)
+            else "a socket" if stat.S_ISSOCK(info.st_mode) else "a device")
+    raise NotARegularFile(errno.EINVAL, f"{kind}, not a regular file: not read", str(path))
