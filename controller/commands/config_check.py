@@ -6,7 +6,9 @@ check. And what systemd checks before that: the installed unit that runs the fil
 (controller/service/config/unit_credentials.py) must be able to load every credential its
 ``LoadCredential=`` lines name, and must hand over every credential the config reads; without
 ``$CREDENTIALS_DIRECTORY`` the secrets are read from where the unit loads them (or from its
-``SetCredential=`` lines). A secret other users can read is a warning: the check still passes.
+``SetCredential=`` lines). The unit must also let the daemon write its metrics file
+(controller/service/config/unit_paths.py). A secret other users can read is a warning: the
+check still passes.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def check_config(args: argparse.Namespace) -> int:
         unit_problems,
         unit_warnings,
     )
+    from controller.service.config.unit_paths import metrics_problem
 
     try:
         config = load_config(args.file)
@@ -104,6 +107,11 @@ def check_config(args: argparse.Namespace) -> int:
     else:
         problems += secret_problems(config)
     problems += group_problems(config)
+    if unit is not None and not unit.masked and config.metrics.textfile:
+        # the daemon would only log that it cannot write it: a table Prometheus never hears of
+        metrics = metrics_problem(config.metrics.textfile, unit.unit, args.root)
+        if metrics is not None:
+            problems.append(metrics)
     warnings = unit_warnings(unit, named, args.root) if unit is not None and as_root else []
     for key, path in secret_files(config):
         warning = readable_by_others(Path(path), key, path)

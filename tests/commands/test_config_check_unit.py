@@ -276,3 +276,68 @@ def test_a_secret_file_every_user_can_read_is_warned_of(tmp_path: Path) -> None:
     assert "backend-secret" not in result.stderr
     key.chmod(0o600)
     assert "WARNING" not in check(tmp_path, config).stderr
+
+
+def with_metrics(root: Path, config: Path, textfile: str) -> None:
+    """The config writes its metrics to ``textfile``; the system has the package's users (uid
+    and gid 990 pokdeng, as systemd-sysusers makes them) and node_exporter's directory as
+    Debian's prometheus-node-exporter ships it (root:root 0755)."""
+    data = yaml.safe_load(config.read_text())
+    data["metrics"] = {"textfile": textfile}
+    config.write_text(yaml.safe_dump(data))
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                     "pokdeng:x:990:990::/nonexistent:/usr/sbin/nologin\n")
+    (root / "etc/group").write_text("root:x:0:\npokdeng:x:990:\npokdeng-control:x:991:\n")
+    exporter = root / "var/lib/prometheus/node-exporter"
+    exporter.mkdir(parents=True)
+    exporter.chmod(0o755)
+
+
+def test_a_metrics_file_the_unit_cannot_write_is_named(tmp_path: Path) -> None:
+    """The guide's old recipe: the file in node_exporter's directory. Without a drop-in the
+    unit's ProtectSystem=strict keeps it read-only (EROFS); with ReadWritePaths= the directory
+    is still root's (EACCES): the daemon would only log a warning, and no metrics reach
+    Prometheus."""
+    config = system(tmp_path, UNSIGNED)
+    credential(tmp_path, "journal-key", KEY)
+    dropin(tmp_path, "pokdeng-table.service", UNSIGNED_DROPIN)
+    with_metrics(tmp_path, config, "/var/lib/prometheus/node-exporter/pokdeng-table-T01.prom")
+    read_only = check(tmp_path, config)
+    assert read_only.returncode == 78, read_only.stderr
+    assert ("metrics.textfile: pokdeng-table.service cannot write in "
+            "/var/lib/prometheus/node-exporter (ProtectSystem=strict, and it is in none of its "
+            "ReadWritePaths= or directories)") in read_only.stderr
+
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nReadWritePaths=/var/lib/prometheus/node-exporter\n", name="metrics.conf")
+    not_ours = check(tmp_path, config)
+    assert not_ours.returncode == 78, not_ours.stderr
+    assert ("metrics.textfile: /var/lib/prometheus/node-exporter is not writable by the unit's "
+            "user pokdeng (it is root:root, mode 0755)") in not_ours.stderr
+
+
+def test_the_guides_metrics_directory_passes(tmp_path: Path) -> None:
+    config = system(tmp_path, UNSIGNED)
+    credential(tmp_path, "journal-key", KEY)
+    dropin(tmp_path, "pokdeng-table.service", UNSIGNED_DROPIN)
+    with_metrics(tmp_path, config, "/var/lib/pokdeng-table-metrics/pokdeng-table-T01.prom")
+    missing = check(tmp_path, config)
+    assert missing.returncode == 78
+    assert "metrics.textfile: /var/lib/pokdeng-table-metrics does not exist" in missing.stderr
+    # as the package's tmpfiles.d line makes it
+    metrics = tmp_path / "var/lib/pokdeng-table-metrics"
+    metrics.mkdir(parents=True)
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("needs root to give the directory to the package's user")
+    os.chown(metrics, 990, 990)
+    metrics.chmod(0o755)
+    passed = check(tmp_path, config)
+    assert passed.returncode == 0, passed.stderr
+    # and for a table of the template unit, whose unit has the same ReadWritePaths=
+    instance = tmp_path / "etc/pokdeng-table/T01.yaml"
+    config.rename(instance)
+    credential(tmp_path, "journal-key", KEY, table="T01")
+    dropin(tmp_path, "pokdeng-table@.service", UNSIGNED_DROPIN.replace(
+        "credentials/journal-key", "credentials/%i/journal-key"))
+    assert check(tmp_path, instance).returncode == 0

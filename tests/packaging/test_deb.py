@@ -185,6 +185,8 @@ def test_install_puts_files_users_groups_and_modes_in_place_and_leaves_the_table
         root: Root, debs: dict[str, Path]) -> None:
     result = root.install(debs[OLD])
     assert "installed, not enabled" in result.stdout
+    # the metrics files' directory (docs/install.md §9), the daemon's to write
+    assert root.stat("/var/lib/pokdeng-table-metrics") == ("755", "pokdeng", "pokdeng")
     # the guide's step 3 copies the udev rule to /etc/udev/rules.d and runs udevadm
     assert "udev" in depends(debs[OLD])
     assert root.file("/etc/udev/rules.d").is_dir() and root.file("/bin/udevadm").exists()
@@ -267,6 +269,7 @@ def test_the_package_configures_in_a_chroot_without_proc(root: Root,
     assert root.sh("dpkg --audit", proc=False).stdout == ""
     assert root.stat("/etc/pokdeng-table") == ("750", "root", "pokdeng")
     assert root.stat("/etc/pokdeng-table/credentials") == ("700", "root", "root")
+    assert root.stat("/var/lib/pokdeng-table-metrics") == ("755", "pokdeng", "pokdeng")
     # and the upgrade the same way
     shutil.copy(debs[NEW], root.file("/tmp") / debs[NEW].name)
     root.sh(f"dpkg -i /tmp/{debs[NEW].name}", proc=False)

@@ -119,6 +119,21 @@ def read_unit(unit: str, root: str = "/") -> UnitCredentials | None:
     return UnitCredentials(unit, [_shown(path, root) for path in files], credentials)
 
 
+def service_settings(unit: str, root: str = "/") -> list[tuple[str, str, str]] | None:
+    """Every ``(FILE:LINE, key, value)`` of the [Service] sections of ``unit``'s file and its
+    drop-ins, in the order systemd reads them, specifiers expanded; None when no such unit is
+    installed or it is masked."""
+    match = re.fullmatch(r"(.+@)(.*)(\.service)", unit)
+    template = f"{match.group(1)}{match.group(3)}" if match else None
+    instance = match.group(2) if match else None
+    main = _first_on_path(root, [unit] + ([template] if template else []))
+    if main is None or _masked(main):
+        return None
+    return [(f"{_shown(path, root)}:{line_no}", key, _expand(value, unit, instance))
+            for path in [main] + _dropins(root, unit, template)
+            for line_no, key, value in _service_settings(path)]
+
+
 def source_problem(credential: Credential, root: str = "/") -> str | None:
     """Why systemd could not load ``credential`` from its file (it would refuse to start the
     unit, 243/CREDENTIALS), or None."""
