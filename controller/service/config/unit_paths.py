@@ -38,10 +38,16 @@ def metrics_problem(textfile: str, unit: str, root: str = "/") -> str | None:
                 f"would reach Prometheus; write it in /var/lib/pokdeng-table-metrics and link it "
                 "into node_exporter's textfile directory (docs/install.md §9)")
     inside = Path(root) / directory.lstrip("/")
-    if not inside.is_dir():
+    try:
+        info = inside.stat()
+    except FileNotFoundError:
         return (f"metrics.textfile: {directory} does not exist: {unit} could not write "
                 f"{os.path.basename(textfile)} there (docs/install.md §9)")
-    denied = _denied(inside, settings, root)
+    except OSError:
+        return None  # not for this user to see: not judged
+    if not stat.S_ISDIR(info.st_mode):
+        return f"metrics.textfile: {directory} is not a directory"
+    denied = _denied(info, settings, root)
     if denied is not None:
         return (f"metrics.textfile: {directory} is not writable by {denied}: no metrics would "
                 "reach Prometheus; write it in /var/lib/pokdeng-table-metrics and link it into "
@@ -84,7 +90,8 @@ def _sandboxed(directory: str, settings: list[tuple[str, str, str]]) -> str | No
     return None
 
 
-def _denied(directory: Path, settings: list[tuple[str, str, str]], root: str) -> str | None:
+def _denied(info: os.stat_result, settings: list[tuple[str, str, str]],
+            root: str) -> str | None:
     """The unit's user, when the directory's owner and mode do not let it create files there."""
     user = _last(settings, "User", "root")
     users = _table(root, "passwd")
@@ -97,7 +104,6 @@ def _denied(directory: Path, settings: list[tuple[str, str, str]], root: str) ->
     group_names = [_last(settings, "Group")] + _listed(settings, "SupplementaryGroups")
     gids = {primary} | {int(groups[name][2]) for name in group_names if name in groups}
     gids |= {int(entry[2]) for entry in groups.values() if user in entry[3].split(",")}
-    info = directory.stat()
     mode = info.st_mode
     if info.st_uid == uid:
         allowed = mode & stat.S_IWUSR and mode & stat.S_IXUSR
