@@ -5,7 +5,10 @@ the file, and the secrets and groups it names on this system, read as the user w
 check. And what systemd checks before that: the installed unit that runs the file
 (controller/service/config/unit_credentials.py) must be able to load every credential its
 ``LoadCredential=`` lines name, and must hand over every credential the config reads; without
-``$CREDENTIALS_DIRECTORY`` the secrets are read from where the unit loads them.
+``$CREDENTIALS_DIRECTORY`` the secrets are read from where the unit loads them (or from its
+``SetCredential=`` lines). The unit must also let the daemon write its metrics file
+(controller/service/config/unit_paths.py). A secret other users can read is a warning: the
+check still passes.
 """
 
 from __future__ import annotations
@@ -47,19 +50,24 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 def check_config(args: argparse.Namespace) -> int:
     import os
+    from pathlib import Path
 
     from controller.service.config.settings import DEBUG_NOT_SEALED, load_config
     from controller.service.config.startup_checks import (
         group_problems,
         named_credentials,
+        secret_files,
         secret_problems,
     )
     from controller.service.config.unit_credentials import (
         CredentialsView,
         read_unit,
+        readable_by_others,
         unit_for_config,
         unit_problems,
+        unit_warnings,
     )
+    from controller.service.config.unit_paths import metrics_problem
 
     try:
         config = load_config(args.file)
@@ -87,17 +95,32 @@ def check_config(args: argparse.Namespace) -> int:
         # the secrets as the daemon will find them: from where the unit loads them
         with CredentialsView(unit, args.root) as view:
             os.environ["CREDENTIALS_DIRECTORY"] = str(view.path)
+            unread = tuple(f"{key}:" for name in view.unchecked for key in named.get(name, ()))
             try:
-                problems += view.problems + [problem for problem in secret_problems(config)
-                                             if not problem.startswith(told)]
+                # named by the operator's file or line, not by the view's copy of it
+                problems += view.problems + [view.named_as_the_operator_knows_it(problem)
+                                             for problem in secret_problems(config)
+                                             if not problem.startswith(told + unread)]
             finally:
                 del os.environ["CREDENTIALS_DIRECTORY"]
             notes += view.notes
     else:
         problems += secret_problems(config)
     problems += group_problems(config)
+    if unit is not None and not unit.masked and config.metrics.textfile:
+        # the daemon would only log that it cannot write it: a table Prometheus never hears of
+        metrics = metrics_problem(config.metrics.textfile, unit.unit, args.root)
+        if metrics is not None:
+            problems.append(metrics)
+    warnings = unit_warnings(unit, named, args.root) if unit is not None and as_root else []
+    for key, path in secret_files(config):
+        warning = readable_by_others(Path(path), key, path)
+        if warning:
+            warnings.append(warning)
     for note in notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
+    for warning in warnings:
+        print(f"{args.file}: WARNING: {warning}", file=sys.stderr)
     if problems:
         print(ConfigError(list(dict.fromkeys(problems)), args.file).report(), file=sys.stderr)
         return EX_CONFIG

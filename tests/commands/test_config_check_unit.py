@@ -53,6 +53,7 @@ def credential(root: Path, name: str, value: str, table: str = "") -> None:
     path = root / "etc/pokdeng-table/credentials" / table / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(value)
+    path.chmod(0o600)  # as docs/install.md §5 makes them
 
 
 def dropin(root: Path, unit: str, text: str, name: str = "override.conf") -> None:
@@ -182,3 +183,161 @@ def test_as_another_user_the_credential_files_are_not_judged_but_said_unchecked(
     assert "not root: the credential files pokdeng-table.service loads were not checked" \
         in result.stderr, result.stderr
     assert "does not exist" not in result.stderr
+
+
+def test_set_credential_lines_are_read_as_systemd_reads_them(tmp_path: Path) -> None:
+    """SetCredential= hands a credential over inline, and is what systemd falls back on when
+    the LoadCredential= of the same id cannot load its file (systemd.exec(5))."""
+    config = system(tmp_path, HTTP)
+    credential(tmp_path, "journal-key", KEY)
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nLoadCredential=\n"
+           "LoadCredential=journal-key:/etc/pokdeng-table/credentials/journal-key\n"
+           "SetCredential=backend-secret:inline-secret-value-123\n")
+    passed = check(tmp_path, config)
+    assert passed.returncode == 0, passed.stderr
+    assert "hands over: backend-secret, journal-key" in passed.stdout
+    # a plain SetCredential= is readable by every local user: said, not refused
+    assert ("WARNING: /etc/systemd/system/pokdeng-table.service.d/override.conf:4: credential "
+            "'backend-secret' is given by SetCredential=: every local user can read it") \
+        in passed.stderr
+    assert "inline-secret-value-123" not in passed.stdout + passed.stderr
+
+    # the inline value is what the daemon reads: an empty one is refused as run refuses it
+    # (and named by its line, not by a copy of it)
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nSetCredential=backend-secret:\n")
+    empty = check(tmp_path, config)
+    assert empty.returncode == 78
+    assert ("transports.http.secret_credential: the value of SetCredential=backend-secret "
+            "(/etc/systemd/system/pokdeng-table.service.d/override.conf:2) is empty") \
+        in empty.stderr, empty.stderr
+    assert "pokdeng-credentials-" not in empty.stderr
+
+    # LoadCredential= of a missing file with a SetCredential= default: systemd starts the unit
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nSetCredential=backend-secret:the-default-secret\n")
+    assert not (tmp_path / "etc/pokdeng-table/credentials/backend-secret").exists()
+    fallback = check(tmp_path, config)
+    assert fallback.returncode == 0, fallback.stderr
+    # an empty SetCredential= drops the default: the missing file fails the unit again
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nSetCredential=backend-secret:the-default-secret\nSetCredential=\n")
+    dropped = check(tmp_path, config)
+    assert dropped.returncode == 78
+    assert "credential 'backend-secret': /etc/pokdeng-table/credentials/backend-secret does " \
+           "not exist" in dropped.stderr
+
+
+def test_an_encrypted_set_credential_is_not_taken_for_a_file(tmp_path: Path) -> None:
+    config = system(tmp_path, HTTP)
+    credential(tmp_path, "backend-secret", "the-table-secret")
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nLoadCredential=\n"
+           "LoadCredential=backend-secret:/etc/pokdeng-table/credentials/backend-secret\n"
+           "SetCredentialEncrypted=journal-key: \\\n"
+           "        k6iUCUh0RJCQyvL8k8q1UyAAAAABAAAADAAAABAAAAC1lFmbWAqWZ8dCCQkAAAAAgAAAA\n")
+    result = check(tmp_path, config)
+    assert "Traceback" not in result.stderr
+    assert "hands over: backend-secret, journal-key" in result.stdout, result.stderr
+    assert "journal-key: encrypted for the system it runs on" in result.stderr
+
+
+def test_a_directory_credential_is_named_by_the_operators_path(tmp_path: Path) -> None:
+    config = system(tmp_path, HTTP)
+    credential(tmp_path, "journal-key", KEY)
+    credential(tmp_path, "backend-secret", "the-table-secret", table="dir")
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nLoadCredential=\n"
+           "LoadCredential=backend-secret:/etc/pokdeng-table/credentials/dir\n"
+           "LoadCredential=journal-key:/etc/pokdeng-table/credentials/journal-key\n")
+    result = check(tmp_path, config)
+    assert result.returncode == 78
+    assert ("transports.http.secret_credential: credential 'backend-secret': "
+            "/etc/pokdeng-table/credentials/dir "
+            "(/etc/systemd/system/pokdeng-table.service.d/override.conf:3) is a directory: "
+            "systemd hands over each file in it as backend-secret_FILENAME") in result.stderr
+    assert "pokdeng-credentials-" not in result.stderr
+    assert len(result.stderr.splitlines()) == 2, result.stderr  # said once
+
+
+def test_a_secret_file_every_user_can_read_is_warned_of(tmp_path: Path) -> None:
+    config = system(tmp_path, HTTP)
+    credential(tmp_path, "backend-secret", "the-table-secret")
+    credential(tmp_path, "journal-key", KEY)
+    key = tmp_path / "etc/pokdeng-table/credentials/journal-key"
+    key.chmod(0o644)
+    result = check(tmp_path, config)
+    assert result.returncode == 0, result.stderr  # systemd loads it: a warning, not a refusal
+    assert ("WARNING: /lib/systemd/system/pokdeng-table.service:") in result.stderr
+    assert ("credential 'journal-key': /etc/pokdeng-table/credentials/journal-key is readable "
+            "by every user (mode 0644): chmod 600 /etc/pokdeng-table/credentials/journal-key") \
+        in result.stderr
+    assert "backend-secret" not in result.stderr
+    key.chmod(0o600)
+    assert "WARNING" not in check(tmp_path, config).stderr
+
+
+def with_metrics(root: Path, config: Path, textfile: str) -> None:
+    """The config writes its metrics to ``textfile``; the system has the package's users (uid
+    and gid 990 pokdeng, as systemd-sysusers makes them) and node_exporter's directory as
+    Debian's prometheus-node-exporter ships it (root:root 0755)."""
+    data = yaml.safe_load(config.read_text())
+    data["metrics"] = {"textfile": textfile}
+    config.write_text(yaml.safe_dump(data))
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                     "pokdeng:x:990:990::/nonexistent:/usr/sbin/nologin\n")
+    (root / "etc/group").write_text("root:x:0:\npokdeng:x:990:\npokdeng-control:x:991:\n")
+    exporter = root / "var/lib/prometheus/node-exporter"
+    exporter.mkdir(parents=True)
+    exporter.chmod(0o755)
+
+
+def test_a_metrics_file_the_unit_cannot_write_is_named(tmp_path: Path) -> None:
+    """The guide's old recipe: the file in node_exporter's directory. Without a drop-in the
+    unit's ProtectSystem=strict keeps it read-only (EROFS); with ReadWritePaths= the directory
+    is still root's (EACCES): the daemon would only log a warning, and no metrics reach
+    Prometheus."""
+    config = system(tmp_path, UNSIGNED)
+    credential(tmp_path, "journal-key", KEY)
+    dropin(tmp_path, "pokdeng-table.service", UNSIGNED_DROPIN)
+    with_metrics(tmp_path, config, "/var/lib/prometheus/node-exporter/pokdeng-table-T01.prom")
+    read_only = check(tmp_path, config)
+    assert read_only.returncode == 78, read_only.stderr
+    assert ("metrics.textfile: pokdeng-table.service cannot write in "
+            "/var/lib/prometheus/node-exporter (ProtectSystem=strict, and it is in none of its "
+            "ReadWritePaths= or directories)") in read_only.stderr
+
+    dropin(tmp_path, "pokdeng-table.service",
+           "[Service]\nReadWritePaths=/var/lib/prometheus/node-exporter\n", name="metrics.conf")
+    not_ours = check(tmp_path, config)
+    assert not_ours.returncode == 78, not_ours.stderr
+    assert ("metrics.textfile: /var/lib/prometheus/node-exporter is not writable by the unit's "
+            "user pokdeng (it is root:root, mode 0755)") in not_ours.stderr
+
+
+def test_the_guides_metrics_directory_passes(tmp_path: Path) -> None:
+    config = system(tmp_path, UNSIGNED)
+    credential(tmp_path, "journal-key", KEY)
+    dropin(tmp_path, "pokdeng-table.service", UNSIGNED_DROPIN)
+    with_metrics(tmp_path, config, "/var/lib/pokdeng-table-metrics/pokdeng-table-T01.prom")
+    missing = check(tmp_path, config)
+    assert missing.returncode == 78
+    assert "metrics.textfile: /var/lib/pokdeng-table-metrics does not exist" in missing.stderr
+    # as the package's tmpfiles.d line makes it
+    metrics = tmp_path / "var/lib/pokdeng-table-metrics"
+    metrics.mkdir(parents=True)
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("needs root to give the directory to the package's user")
+    os.chown(metrics, 990, 990)
+    metrics.chmod(0o755)
+    passed = check(tmp_path, config)
+    assert passed.returncode == 0, passed.stderr
+    # and for a table of the template unit, whose unit has the same ReadWritePaths=
+    instance = tmp_path / "etc/pokdeng-table/T01.yaml"
+    config.rename(instance)
+    credential(tmp_path, "journal-key", KEY, table="T01")
+    dropin(tmp_path, "pokdeng-table@.service", UNSIGNED_DROPIN.replace(
+        "credentials/journal-key", "credentials/%i/journal-key"))
+    assert check(tmp_path, instance).returncode == 0

@@ -185,6 +185,11 @@ def test_install_puts_files_users_groups_and_modes_in_place_and_leaves_the_table
         root: Root, debs: dict[str, Path]) -> None:
     result = root.install(debs[OLD])
     assert "installed, not enabled" in result.stdout
+    # the metrics files' directory (docs/install.md §9), the daemon's to write
+    assert root.stat("/var/lib/pokdeng-table-metrics") == ("755", "pokdeng", "pokdeng")
+    # the guide's step 3 copies the udev rule to /etc/udev/rules.d and runs udevadm
+    assert "udev" in depends(debs[OLD])
+    assert root.file("/etc/udev/rules.d").is_dir() and root.file("/bin/udevadm").exists()
 
     listed = set(root.sh("dpkg -L pokdeng-table").stdout.split())
     for path in ("/usr/bin/pokdeng-table", "/opt/pokdeng-table/venv/bin/pokdeng-table",
@@ -264,6 +269,7 @@ def test_the_package_configures_in_a_chroot_without_proc(root: Root,
     assert root.sh("dpkg --audit", proc=False).stdout == ""
     assert root.stat("/etc/pokdeng-table") == ("750", "root", "pokdeng")
     assert root.stat("/etc/pokdeng-table/credentials") == ("700", "root", "root")
+    assert root.stat("/var/lib/pokdeng-table-metrics") == ("755", "pokdeng", "pokdeng")
     # and the upgrade the same way
     shutil.copy(debs[NEW], root.file("/tmp") / debs[NEW].name)
     root.sh(f"dpkg -i /tmp/{debs[NEW].name}", proc=False)
@@ -384,15 +390,22 @@ def test_remove_keeps_the_journal_and_purge_says_what_it_keeps(
                         "/etc/pokdeng-table/credentials") == operator
     assert root.file("/etc/pokdeng-table/example.yaml").is_file()  # conffiles stay till purge
 
-    # the operator's own files: the udev rule's copy and a drop-in (docs/install.md §3, §5)
-    root.sh("mkdir -p /etc/udev/rules.d /etc/systemd/system/pokdeng-table.service.d\n"
+    # the operator's own files: the udev rule's copy, a drop-in and the studio repository's
+    # APT source and key (docs/install.md §3, §5, §10)
+    root.sh("mkdir -p /etc/udev/rules.d /etc/systemd/system/pokdeng-table.service.d "
+            "/etc/apt/keyrings\n"
             "echo '# our shoe ids' > /etc/udev/rules.d/99-pokdeng.rules\n"
-            "echo '[Service]' > /etc/systemd/system/pokdeng-table.service.d/credentials.conf")
+            "echo '[Service]' > /etc/systemd/system/pokdeng-table.service.d/credentials.conf\n"
+            "echo 'deb [signed-by=/etc/apt/keyrings/pokdeng-table.gpg] http://repo.studio/p "
+            "bookworm main' > /etc/apt/sources.list.d/pokdeng-table.list\n"
+            ": > /etc/apt/keyrings/pokdeng-table.gpg")
     purge = root.sh("dpkg -P pokdeng-table")
     assert "Kept, as the casino's record" in purge.stdout
     yours = purge.stdout.split("Kept, yours", 1)[1].splitlines()[1:]
     assert yours == ["  /etc/udev/rules.d/99-pokdeng.rules",
-                     "  /etc/systemd/system/pokdeng-table.service.d"]
+                     "  /etc/systemd/system/pokdeng-table.service.d",
+                     "  /etc/apt/sources.list.d/pokdeng-table.list",
+                     "  /etc/apt/keyrings/pokdeng-table.gpg"]
     assert "  /var/lib/pokdeng-table" in purge.stdout.splitlines()
     assert "  /etc/pokdeng-table" in purge.stdout.splitlines()
     assert root.digests("/var/lib/pokdeng-table") == journal

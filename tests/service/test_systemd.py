@@ -159,6 +159,9 @@ def test_tmpfiles_keep_the_config_for_the_daemon_and_the_secret_for_root() -> No
     daemon_group = next(fields for fields in sysusers() if fields[0] == "u")[2].split(":")[1]
     assert entries["/etc/pokdeng-table"][2:5] == ["0750", "root", daemon_group]
     assert entries["/etc/pokdeng-table/credentials"][2:5] == ["0700", "root", "root"]
+    # the metrics files (docs/install.md §9): the daemon's to write, node_exporter's to read
+    daemon_user = next(fields for fields in sysusers() if fields[0] == "u")[1]
+    assert entries["/var/lib/pokdeng-table-metrics"][2:5] == ["0755", daemon_user, daemon_group]
 
 
 def test_unit_starts_after_time_sync_and_may_read_the_clock_state() -> None:

@@ -65,6 +65,19 @@ def named_credentials(config: Config) -> dict[str, list[str]]:
     return named
 
 
+def secret_files(config: Config) -> list[tuple[str, str]]:
+    """The secret files the config reads directly (``*_file`` keys): (key, path)."""
+    files = []
+    for kind, settings in config.transports.items():
+        for stem in _secret_stems(type(settings)):
+            path = getattr(settings, f"{stem}_file")
+            if path:
+                files.append((f"transports.{kind}.{stem}_file", str(path)))
+    if config.journal_key.file:
+        files.append(("journal.key_file", config.journal_key.file))
+    return files
+
+
 def _secret_stems(settings_class: type) -> list[str]:
     """The secrets a transport's settings declare (``option(secret="stem")``), once each."""
     stems = (f.metadata.get("config", {}).get("secret") for f in dataclasses.fields(settings_class))

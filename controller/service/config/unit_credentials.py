@@ -11,14 +11,21 @@ the list. Which unit runs a config follows from the file's name, as the package'
 ``/etc/pokdeng-table/table.yaml`` is ``pokdeng-table.service``, ``/etc/pokdeng-table/T01.yaml``
 ``pokdeng-table@T01.service``.
 
-Only file names and paths are read and reported here, never a credential's content.
+``SetCredential=`` (and ``SetCredentialEncrypted=``) give a credential inline; for an id that a
+``LoadCredential=`` line names too, the inline value is what systemd hands over when the file
+cannot be loaded (systemd.exec(5)), so a missing file is then no failure.
+
+Only file names and paths are read and reported here, never a credential's content (an inline
+value is kept only to put it where the daemon would find it, and never shown).
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_DIR = "/etc/pokdeng-table"
@@ -40,6 +47,11 @@ class Credential:
     source: str | None  # the file it is loaded from; None when the unit sets it inline
     encrypted: bool
     where: str          # "FILE:LINE"
+    #: SetCredential='s value as written (escapes not yet undone); never shown
+    inline: str | None = field(default=None, repr=False)
+    #: for a loaded one, the SetCredential= of the same id: what systemd hands over instead
+    #: when the file cannot be loaded
+    fallback: Credential | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -77,34 +89,58 @@ def read_unit(unit: str, root: str = "/") -> UnitCredentials | None:
     if _masked(main):
         return UnitCredentials(unit, [str(main)], {}, masked=True)
     files = [main] + _dropins(root, name, template)
-    credentials: dict[str, Credential] = {}
+    # systemd keeps two lists: the loaded (LoadCredential[Encrypted]=) and the set ones
+    # (SetCredential[Encrypted]=); an empty value resets its own list, a later line of an id
+    # replaces the earlier one
+    loaded: dict[str, Credential] = {}
+    inline: dict[str, Credential] = {}
     for path in files:
         for line_no, key, value in _service_settings(path):
             where = f"{_shown(path, root)}:{line_no}"
             value = _expand(value, unit, instance)
             if key in _LOADING:
-                if not value:  # an empty assignment resets the list (both kinds)
-                    credentials = {k: c for k, c in credentials.items() if c.source is None}
+                if not value:
+                    loaded.clear()
                     continue
                 cred_id, _, source = value.partition(":")
-                credentials[cred_id] = Credential(cred_id, source or cred_id, _LOADING[key],
-                                                  where)
+                loaded[cred_id] = Credential(cred_id, source or cred_id, _LOADING[key], where)
             elif key in _SETTING:
                 if not value:
-                    credentials = {k: c for k, c in credentials.items() if c.source is not None}
+                    inline.clear()
                     continue
-                cred_id = value.partition(":")[0]
-                credentials.setdefault(cred_id, Credential(cred_id, None, key.endswith(
-                    "Encrypted"), where))
+                cred_id, _, data = value.partition(":")
+                inline[cred_id] = Credential(cred_id, None, key.endswith("Encrypted"), where,
+                                             inline=data)
+    credentials = {cred_id: Credential(c.name, c.source, c.encrypted, c.where,
+                                       fallback=inline.get(cred_id))
+                   for cred_id, c in loaded.items()}
+    for cred_id, c in inline.items():
+        credentials.setdefault(cred_id, c)
     return UnitCredentials(unit, [_shown(path, root) for path in files], credentials)
+
+
+def service_settings(unit: str, root: str = "/") -> list[tuple[str, str, str]] | None:
+    """Every ``(FILE:LINE, key, value)`` of the [Service] sections of ``unit``'s file and its
+    drop-ins, in the order systemd reads them, specifiers expanded; None when no such unit is
+    installed or it is masked."""
+    match = re.fullmatch(r"(.+@)(.*)(\.service)", unit)
+    template = f"{match.group(1)}{match.group(3)}" if match else None
+    instance = match.group(2) if match else None
+    main = _first_on_path(root, [unit] + ([template] if template else []))
+    if main is None or _masked(main):
+        return None
+    return [(f"{_shown(path, root)}:{line_no}", key, _expand(value, unit, instance))
+            for path in [main] + _dropins(root, unit, template)
+            for line_no, key, value in _service_settings(path)]
 
 
 def source_problem(credential: Credential, root: str = "/") -> str | None:
     """Why systemd could not load ``credential`` from its file (it would refuse to start the
     unit, 243/CREDENTIALS), or None."""
+    if credential.source is None or credential.fallback is not None:
+        return None  # set inline, or with an inline value systemd falls back on
     path = located(credential, root)
     if path is None:
-        assert credential.source is not None
         return (f"{credential.where}: credential {credential.name!r}: "
                 f"{credential.source} is not an absolute path and is in none of "
                 f"{', '.join(CREDSTORE)}: the unit would fail to start (243/CREDENTIALS)")
@@ -237,19 +273,65 @@ def unit_problems(unit: UnitCredentials, named: dict[str, list[str]],
                 if files and (problem := source_problem(credential, root)) is not None}
     loaded = ", ".join(sorted(unit.credentials)) or "none"
     for name, keys in sorted(named.items()):
-        if name not in unit.credentials:
+        credential = unit.credentials.get(name)
+        if credential is None:
             problems[name] = (
                 f"{keys[0]}: credential {name!r} is not handed over by {unit.unit} (it loads: "
                 f"{loaded}; read from {', '.join(unit.files)}): the daemon would exit 78; add "
                 f"LoadCredential={name}:/etc/pokdeng-table/credentials/{name} in a drop-in "
                 "(docs/install.md §5)")
+            continue
+        path = located(credential, root) if files and not credential.encrypted else None
+        if path is not None and path.is_dir():
+            problems[name] = (
+                f"{keys[0]}: credential {name!r}: {_shown(path, root)} ({credential.where}) is "
+                f"a directory: systemd hands over each file in it as {name}_FILENAME and no "
+                f"credential {name!r}: the daemon would exit 78; name the file itself in "
+                "LoadCredential=")
     return problems
+
+
+def unit_warnings(unit: UnitCredentials, named: dict[str, list[str]],
+                  root: str = "/") -> list[str]:
+    """What lets another user read a secret the config takes from the unit: a credential file
+    readable by others, or a secret given by a plain SetCredential= line (systemd.exec(5):
+    any local user reads it over D-Bus, e.g. `systemctl show`)."""
+    warnings = []
+    for name in sorted(named):
+        credential = unit.credentials.get(name)
+        if credential is None:
+            continue
+        inline = credential if credential.source is None else credential.fallback
+        if inline is not None and not inline.encrypted:
+            warnings.append(
+                f"{inline.where}: credential {name!r} is given by SetCredential=: every local "
+                "user can read it (systemctl show); keep it in a file of mode 0600 "
+                "(LoadCredential=) or encrypt it (SetCredentialEncrypted=, systemd-creds -p)")
+        path = located(credential, root)
+        if path is not None and path.is_file():
+            warning = readable_by_others(path, f"{credential.where}: credential {name!r}",
+                                         _shown(path, root))
+            if warning:
+                warnings.append(warning)
+    return warnings
+
+
+def readable_by_others(path: Path, what: str, shown: str) -> str | None:
+    """A warning when the secret file ``path`` is readable by every user, else None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # a file that cannot be read is a problem named elsewhere
+    if not mode & stat.S_IROTH:
+        return None
+    return (f"{what}: {shown} is readable by every user (mode {stat.S_IMODE(mode):04o}): "
+            f"chmod 600 {shown}")
 
 
 class CredentialsView:
     """A private directory holding the unit's credentials as the daemon would find them in
     $CREDENTIALS_DIRECTORY: links to the files, encrypted ones decrypted (``systemd-creds``)
-    into it. Removed on exit; only root reads it."""
+    and inline ones (SetCredential=) written into it. Removed on exit; only root reads it."""
 
     def __init__(self, unit: UnitCredentials, root: str = "/"):
         self.unit = unit
@@ -257,33 +339,68 @@ class CredentialsView:
         self.notes: list[str] = []     # what could not be checked, and why
         self.problems: list[str] = []  # what systemd would fail on too
         self.path: str | None = None
+        #: each file of the view -> what the operator knows it as (their file, their line)
+        self.origins: dict[str, str] = {}
+        self.unchecked: set[str] = set()  # credentials whose content cannot be read here
 
     def __enter__(self) -> CredentialsView:
-        import subprocess
         import tempfile
 
         base = "/run" if os.access("/run", os.W_OK) else None
         self.path = tempfile.mkdtemp(prefix="pokdeng-credentials-", dir=base)
         for credential in self.unit.credentials.values():
-            source = located(credential, self.root)
-            if source is None or not source.is_file():
-                continue  # no file: source_problem names it; SetCredential=: nothing to read
             target = os.path.join(self.path, credential.name)
-            if not credential.encrypted:
-                os.symlink(source, target)
+            source = located(credential, self.root)
+            if source is not None and source.is_file():
+                self.origins[target] = _shown(source, self.root)
+                self._place_file(credential, source, target)
                 continue
-            if os.path.abspath(self.root) != "/":
-                self.notes.append(f"{credential.name}: encrypted for the system it runs on: "
-                                  "its content is not checked from outside it")
-                continue
-            result = subprocess.run(["systemd-creds", "decrypt", f"--name={credential.name}",
-                                     str(source), target], capture_output=True, text=True)
-            if result.returncode != 0:
-                Path(target).unlink(missing_ok=True)
-                self.problems.append(f"{credential.where}: credential {credential.name!r}: "
-                                  f"systemd-creds cannot decrypt {source}: "
-                                  f"{result.stderr.strip() or result.returncode}")
+            inline = credential if credential.source is None else credential.fallback
+            if inline is not None and inline.inline is not None:
+                self.origins[target] = f"the value of SetCredential={credential.name} " \
+                                       f"({inline.where})"
+                self._place_inline(inline, inline.inline, target)
+            # else no file: source_problem or unit_problems names it
         return self
+
+    def named_as_the_operator_knows_it(self, problem: str) -> str:
+        """``problem`` with each path into the view replaced by the file or line it came from."""
+        for target, origin in self.origins.items():
+            problem = problem.replace(target, origin)
+        return problem
+
+    def _place_file(self, credential: Credential, source: Path, target: str) -> None:
+        if not credential.encrypted:
+            os.symlink(source, target)
+            return
+        with open(source, "rb") as encrypted:
+            self._decrypt(credential, encrypted.read(), target, str(source))
+
+    def _place_inline(self, credential: Credential, value: str, target: str) -> None:
+        if credential.encrypted:
+            self._decrypt(credential, value.encode(), target, credential.where)
+            return
+        # systemd undoes C-style escapes (\n, \x00) in SetCredential='s value
+        data = codecs.escape_decode(value.encode())[0]
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+
+    def _decrypt(self, credential: Credential, data: bytes, target: str, shown: str) -> None:
+        import subprocess
+
+        if os.path.abspath(self.root) != "/":
+            self.notes.append(f"{credential.name}: encrypted for the system it runs on: "
+                              "its content is not checked from outside it")
+            self.unchecked.add(credential.name)
+            return
+        result = subprocess.run(["systemd-creds", "decrypt", f"--name={credential.name}", "-",
+                                 target], input=data, capture_output=True)
+        if result.returncode != 0:
+            Path(target).unlink(missing_ok=True)
+            why = result.stderr.decode(errors="replace").strip() or result.returncode
+            self.problems.append(f"{credential.where}: credential {credential.name!r}: "
+                                 f"systemd-creds cannot decrypt {shown}: {why}")
 
     def __exit__(self, *exc: object) -> None:
         import shutil
