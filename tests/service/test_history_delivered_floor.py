@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -248,3 +249,28 @@ def test_an_events_file_holding_less_than_delivered_is_not_appended_to(
         assert stop_daemon(proc) == 0, log.read_text()[-3000:]
         notify.close()
     assert (events.read_bytes() if events.exists() else b"") == before
+    if change == "last lines cut":
+        lets_the_table_write_again_after(state, config, tmp_path)
+
+
+def lets_the_table_write_again_after(state: Path, config: Path, tmp_path: Path) -> None:
+    """docs/install.md's step for a file that is to stay as it is: the file transport's
+    delivered position set to the file's last seq, the table stopped. The table then writes
+    every event after it again, as first sent: every seq once, no id with two bodies."""
+    kept = received(state)
+    conn = sqlite3.connect(state / "journal.sqlite")
+    conn.execute("UPDATE delivery SET last_seq = ? WHERE transport = ?", (kept[-1]["seq"], "file"))
+    conn.commit()
+    conn.close()
+    proc, notify, log = start(config, tmp_path, "after")
+    try:
+        notify.wait_for("READY", "1", timeout=60)
+        last = journal_last_seq(state)
+        wait_until(lambda: received(state)[-1]["seq"] == last, 20, "the file written again")
+    finally:
+        assert stop_daemon(proc) == 0, log.read_text()[-3000:]
+        notify.close()
+    lines = received(state)
+    assert [e["seq"] for e in lines[len(kept):]] == list(range(kept[-1]["seq"] + 1, last + 1))
+    assert sorted({e["seq"] for e in lines}) == list(range(1, last + 1))  # no gap
+    assert conflicts(kept, lines) == []
