@@ -16,8 +16,8 @@ wait there, visibly, until the backend answers and the comparison passes. A back
 answers without saying where it stands (it keeps no such position) is delivered to as before.
 
 A backend's word is weighed against the journal's own proof first: a backend that says it holds
-less than this table delivered to it (``delivered_floor``: the journal's ``delivery`` row at
-start, raised by every position that passed the check since) is not believed, whether it names
+less than this table delivered to it (its floor: the journal's ``delivery`` row at start,
+raised by every position that passed the check since) is not believed, whether it names
 a lower seq, "nothing" (seq 0, an empty events file) or, on MQTT, has no retained position at
 all. A backend restored or reset, a flip between replicas, or a state directory restored from a
 copy all look so; sending on would hand ids it may hold to it with other bodies. Its events
@@ -72,7 +72,6 @@ def behind_delivered(name: str, says: str, floor: int) -> str:
             f"docs/install.md, \"A backend that holds less than was delivered to it\"")
 
 
-
 class HistoryGuard:
     def __init__(self, journal_path: str, on_fork: Callable[[str], None]):
         self.journal_path = journal_path
@@ -106,11 +105,6 @@ class HistoryGuard:
                 self._transports[transport.name] = transport
                 self._floor[transport.name] = delivered.get(transport.name, 0)
                 transport.held_listener = self._report
-
-    def delivered_floor(self, name: str) -> int:
-        """The seq below which backend ``name``'s word is not believed."""
-        with self._changed:
-            return self._floor.get(name, 0)
 
     def _report(self, transport: Transport, value: Any) -> None:
         name = transport.name
@@ -184,7 +178,7 @@ class HistoryGuard:
             self._cleared.update(fresh)
             for name in fresh:
                 self._refused.pop(name, None)
-            if held is not None and held.source in fresh:
+            if held is not None and held.source not in self._behind:
                 self._floor[held.source] = max(self._floor.get(held.source, 0), held.seq)
         for name in fresh:
             wake = self._transports[name].wake_outbox
@@ -296,6 +290,6 @@ class HistoryGuard:
         return problem
 
 
-
 def _holds(held: Held) -> str:
+    """What ``held`` says, in a sentence about the backend."""
     return "holds nothing of this table" if held.seq == 0 else f"holds up to seq {held.seq}"
