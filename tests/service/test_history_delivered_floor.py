@@ -274,3 +274,35 @@ def lets_the_table_write_again_after(state: Path, config: Path, tmp_path: Path) 
     assert [e["seq"] for e in lines[len(kept):]] == list(range(kept[-1]["seq"] + 1, last + 1))
     assert sorted({e["seq"] for e in lines}) == list(range(1, last + 1))  # no gap
     assert conflicts(kept, lines) == []
+
+
+def test_a_backend_that_lost_events_catches_up_by_asking_and_is_delivered_to_again(
+        histories, tmp_path) -> None:
+    """A backend restored from its backup holds seq 1..K, less than the table delivered to it
+    (N): its events wait, but the resend it asks for (K+1..N: events it was sent, as they were)
+    goes; then it holds N, and the table's later events follow. Every seq once, one body."""
+    state = state_copy(histories, "early", tmp_path)
+    first = holding(received(state))
+    options = {"allow_insecure": True, "backoff_initial_s": 0.05, "backoff_max_s": 0.3}
+    config = config_for(state, {"http": {"url": first.url, **options}}, confirm_s=2.0)
+    try:
+        floor = deliver_all(config, state, "http", tmp_path)
+    finally:
+        first.down()
+    kept = [e for e in first.stored if e["seq"] <= floor - 5]  # its backup, five short
+    backend = holding(kept)
+    backend.replies_extra = [{"resend_from": floor - 4}]  # what it needs next, asked once
+    config = config_for(state, {"http": {"url": backend.url, **options}}, confirm_s=2.0)
+    proc, notify, log = start(config, tmp_path, "backup")
+    try:
+        notify.wait_for("READY", "1", timeout=60)
+        pause(state)
+        last = journal_last_seq(state)
+        assert last > floor
+        wait_until(lambda: backend.wait_for_seq(last, 0.5), 30, "the backend caught up")
+    finally:
+        assert stop_daemon(proc) == 0, log.read_text()[-3000:]
+        notify.close()
+        backend.down()
+    assert backend.conflicts == []
+    assert [e["seq"] for e in backend.stored] == list(range(1, last + 1))

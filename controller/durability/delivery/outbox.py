@@ -76,6 +76,9 @@ REASON_MAX_CHARS = 300
 HELD_ASK_EVERY_S = 1.0
 #: the state of a transport whose events wait until its backend has said where it stands
 WAITING_FOR_WORD = "waiting for the backend to say where it stands"
+#: in why a transport waits when its backend says it holds less than was delivered to it:
+#: then a resend it asks for still goes (only events already delivered to it, as they were)
+HOLDS_LESS = "but this table delivered up to seq"
 
 #: ``(transport name, reachable, reason)``; called on a delivery thread, must not block
 BackendListener = Callable[[str, bool, str], None]
@@ -222,7 +225,9 @@ class _Worker:
         """Ask before you deliver: True once the backend's word on where it stands has passed
         the history check, asked before every batch: a later word that falls short of what
         was delivered holds the events back again. Until then nothing is sent, resends
-        included; the backend is asked
+        included, except to a backend that says it holds less than was delivered to it: the
+        resend it asks for (never past the delivered position: events it was sent, as they
+        were) lets it catch up to where its word is believed. The backend is asked
         again every HELD_ASK_EVERY_S (HTTP: an empty batch; MQTT's comes on connect), and a
         backend that cannot be asked for its unreachable_after_s is reported unreachable as
         a failing delivery would be."""
@@ -234,6 +239,8 @@ class _Worker:
                 log.info("outbox %s: the backend's word on where it stands holds; delivering "
                          "after seq %d", self.name, self.delivered_seq)
             return True
+        if HOLDS_LESS in why and self.resend_next is not None:
+            return True  # the resend a backend that lost events asked for: within delivered
         if self.word_came:
             self.word_came = False
             self.next_ask_at = 0.0

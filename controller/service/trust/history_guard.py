@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller.durability.delivery.held import Held, fork_problem, held_at, parse_held
-from controller.durability.delivery.outbox import WAITING_FOR_WORD
+from controller.durability.delivery.outbox import HOLDS_LESS, WAITING_FOR_WORD
 from controller.durability.journal import last_seq_of, open_read_only
 from controller.rate_limited_log import RateLimitedLog
 from controller.transports import NO_POSITION, LastEvent
@@ -67,7 +67,7 @@ def delivered_positions(journal_path: str) -> dict[str, int]:
 
 def behind_delivered(name: str, says: str, floor: int) -> str:
     """Why a backend that holds less than was delivered to it is not believed."""
-    return (f"{name} says it {says} but this table delivered up to seq {floor} to it: a "
+    return (f"{name} says it {says} {HOLDS_LESS} {floor} to it: a "
             f"backend restored or reset, or a state directory restored from a copy; see "
             f"docs/install.md, \"A backend that holds less than was delivered to it\"")
 
