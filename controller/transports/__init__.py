@@ -93,6 +93,11 @@ class LastEvent:
     event: dict[str, Any] | None
 
 
+#: handed to ``report_held`` by a backend that could have said where it stands and did not
+#: (MQTT: no retained position on the broker): not believed once anything was delivered to it
+NO_POSITION: Any = object()
+
+
 def _settled() -> None:
     """Nothing left to wait for: ``Transport.submit`` delivered already."""
 

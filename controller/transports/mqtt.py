@@ -59,6 +59,7 @@ from controller import __version__
 from controller.bounds import external_count
 from controller.rate_limited_log import RateLimitedLog
 from controller.transports import (
+    NO_POSITION,
     OptionConflict,
     PermanentError,
     TransientError,
@@ -412,7 +413,8 @@ class MqttTransport(Transport):
         """Where the backend stands; not JSON is reported as it is (the listener says why)."""
         self._held_came.set()
         try:
-            value = json.loads(message.payload) if message.payload else None
+            # an empty retained message clears the position: as if none was ever told
+            value = json.loads(message.payload) if message.payload else NO_POSITION
         except (ValueError, UnicodeDecodeError):
             value = bytes(message.payload[:80])
         self.report_held(value)
@@ -421,7 +423,7 @@ class MqttTransport(Transport):
         """HELD_SILENCE_S after the SUBACK and no retained position came: the broker has
         none (a backend that never said where it stands)."""
         if not came.is_set():
-            self.report_held(None)
+            self.report_held(NO_POSITION)
 
     # -- delivery ------------------------------------------------------------------------------
     def deliver(self, events: list[dict[str, Any]]) -> None:

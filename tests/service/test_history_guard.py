@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from controller.durability.delivery.anchors import anchored_events_after
+from controller.durability.delivery.held import held_at
 from controller.durability.delivery.outbox import WAITING_FOR_WORD
 from controller.durability.journal import Journal
-from controller.service.trust.history_guard import HistoryGuard
+from controller.service.trust.history_guard import HistoryGuard, behind_delivered
 from controller.transports.file import FileSink, FileSinkSettings
 from controller.transports.http import HttpTransport, HttpTransportSettings
 from support.journal_helpers import TABLE, fill
@@ -106,3 +107,34 @@ def test_a_backend_that_does_not_answer_keeps_its_events_waiting(journal_file: P
         guard.stop()
         down.close()
     assert "forked at or before seq 3" in forks[0]
+
+
+def test_an_answer_that_goes_backwards_after_one_that_held_holds_the_events_back(
+        journal_file: Path, tmp_path: Path) -> None:
+    """A backend that said seq 7 (this journal's event 7) is let go; its next word, seq 4 or
+    "nothing", falls short of it: its events wait again, and why says both positions. Its
+    position at 7 again lets them go."""
+    secret = tmp_path / "secret"
+    secret.write_text("s" * 32)
+    backend = HttpTransport(HttpTransportSettings(
+        url=f"http://127.0.0.1:{free_port()}/events", secret_file=str(secret),
+        allow_insecure=True), table=TABLE)
+    events = sent(journal_file)
+    guard, forks = guard_for(journal_file)
+    guard.watch([backend])
+    try:
+        guard.wait_first([backend], 0.3)  # nobody there: it waits
+        guard.start()
+        backend.report_held(held_at(events[6]))
+        wait_until(lambda: guard.waiting_for("http") is None, 10, "the backend let go")
+        for less, says in ((held_at(events[3]), "holds up to seq 4"),
+                           ({"seq": 0}, "holds nothing of this table")):
+            backend.report_held(less)
+            assert guard.waiting_for("http") == f"{WAITING_FOR_WORD}: " + behind_delivered(
+                "http", says, 7)
+        backend.report_held(held_at(events[6]))
+        wait_until(lambda: guard.waiting_for("http") is None, 10, "the backend let go again")
+    finally:
+        guard.stop()
+        backend.close()
+    assert forks == []

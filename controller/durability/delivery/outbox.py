@@ -76,6 +76,9 @@ REASON_MAX_CHARS = 300
 HELD_ASK_EVERY_S = 1.0
 #: the state of a transport whose events wait until its backend has said where it stands
 WAITING_FOR_WORD = "waiting for the backend to say where it stands"
+#: in why a transport waits when its backend says it holds less than was delivered to it:
+#: then a resend it asks for still goes (only events already delivered to it, as they were)
+HOLDS_LESS = "but this table delivered up to seq"
 
 #: ``(transport name, reachable, reason)``; called on a delivery thread, must not block
 BackendListener = Callable[[str, bool, str], None]
@@ -184,7 +187,7 @@ class _Worker:
         go one at a time), else settle the oldest batch on the way, else wait for work. With
         a window of 1, ``submit`` delivers and the settle is nothing: one batch at a time.
         Returns the time of the last warning logged."""
-        if not self.word_came and not self._word_came():
+        if self.outbox.hold is not None and not self._word_came():
             return last_warning
         window = self.transport.window
         if len(self.in_flight) < window and (self.resend_next is None or not self.in_flight):
@@ -220,17 +223,29 @@ class _Worker:
 
     def _word_came(self) -> bool:
         """Ask before you deliver: True once the backend's word on where it stands has passed
-        the history check. Until then nothing is sent, resends included; the backend is asked
+        the history check, asked before every batch: a later word that falls short of what
+        was delivered holds the events back again. Until then nothing is sent, resends
+        included, except to a backend that says it holds less than was delivered to it: the
+        resend it asks for (never past the delivered position: events it was sent, as they
+        were) lets it catch up to where its word is believed. The backend is asked
         again every HELD_ASK_EVERY_S (HTTP: an empty batch; MQTT's comes on connect), and a
         backend that cannot be asked for its unreachable_after_s is reported unreachable as
         a failing delivery would be."""
         assert self.outbox.hold is not None
         why = self.outbox.hold(self.name)
         if why is None:
-            self.word_came = True
-            log.info("outbox %s: the backend's word on where it stands holds; delivering "
-                     "after seq %d", self.name, self.delivered_seq)
+            if not self.word_came:
+                self.word_came = True
+                log.info("outbox %s: the backend's word on where it stands holds; delivering "
+                         "after seq %d", self.name, self.delivered_seq)
             return True
+        if HOLDS_LESS in why and self.resend_next is not None:
+            return True  # the resend a backend that lost events asked for: within delivered
+        if self.word_came:
+            self.word_came = False
+            self.next_ask_at = 0.0
+            log.warning("outbox %s: delivery held back after seq %d: %s", self.name,
+                        self.delivered_seq, why)
         now = time.monotonic()
         if now >= self.next_ask_at:
             self.next_ask_at = now + self.outbox.held_ask_every_s

@@ -14,6 +14,14 @@ Ask before you deliver: no event leaves for a backend until what it said has bee
 end of the wait does not stop the floor: the table deals on into its journal and those events
 wait there, visibly, until the backend answers and the comparison passes. A backend that
 answers without saying where it stands (it keeps no such position) is delivered to as before.
+
+A backend's word is weighed against the journal's own proof first: a backend that says it holds
+less than this table delivered to it (its floor: the journal's ``delivery`` row at start,
+raised by every position that passed the check since) is not believed, whether it names
+a lower seq, "nothing" (seq 0, an empty events file) or, on MQTT, has no retained position at
+all. A backend restored or reset, a flip between replicas, or a state directory restored from a
+copy all look so; sending on would hand ids it may hold to it with other bodies. Its events
+wait, visibly, until a position at or past the floor comes (docs/backend.md).
 """
 
 from __future__ import annotations
@@ -27,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from controller.durability.delivery.held import Held, fork_problem, held_at, parse_held
-from controller.durability.delivery.outbox import WAITING_FOR_WORD
+from controller.durability.delivery.outbox import HOLDS_LESS, WAITING_FOR_WORD
 from controller.durability.journal import last_seq_of, open_read_only
 from controller.rate_limited_log import RateLimitedLog
-from controller.transports import LastEvent
+from controller.transports import NO_POSITION, LastEvent
 
 if TYPE_CHECKING:
     from controller.transports import Transport
@@ -40,6 +48,28 @@ log = structlog.get_logger("pokdeng.history")
 #: a position that is not checked again sooner than this after the last check of it
 RECHECK_S = 1.0
 
+
+def delivered_positions(journal_path: str) -> dict[str, int]:
+    """How far the journal records delivering to each transport (its ``delivery`` rows);
+    empty for a journal that has none yet."""
+    try:
+        conn = open_read_only(journal_path)
+        try:
+            rows = conn.execute("SELECT transport, last_seq FROM delivery").fetchall()
+        finally:
+            conn.close()
+    except Exception as exc:  # a new state directory: nothing delivered to anyone
+        log.info("no delivered positions to weigh the backends' word against",
+                 journal=journal_path, reason=str(exc))
+        return {}
+    return {str(name): int(seq) for name, seq in rows}
+
+
+def behind_delivered(name: str, says: str, floor: int) -> str:
+    """Why a backend that holds less than was delivered to it is not believed."""
+    return (f"{name} says it {says} {HOLDS_LESS} {floor} to it: a "
+            f"backend restored or reset, or a state directory restored from a copy; see "
+            f"docs/install.md, \"A backend that holds less than was delivered to it\"")
 
 
 class HistoryGuard:
@@ -57,6 +87,10 @@ class HistoryGuard:
         self._cleared: set[str] = set()
         self._told_nothing: set[str] = set()
         self._refused: dict[str, str] = {}
+        # The journal's proof of what each backend already had (see the module doc), and
+        # the backends whose latest word fell short of it.
+        self._floor: dict[str, int] = {}
+        self._behind: dict[str, str] = {}
         self.fork: str | None = None
         self._stop = False
         self._problems = RateLimitedLog(logging.getLogger("pokdeng.history"))
@@ -64,15 +98,22 @@ class HistoryGuard:
 
     # -- the transports' side (any thread) ------------------------------------------------------
     def watch(self, transports: Iterable[Transport]) -> None:
+        delivered = delivered_positions(self.journal_path)
         for transport in transports:
             if transport.tells_held:
                 self._expected.add(transport.name)
                 self._transports[transport.name] = transport
+                self._floor[transport.name] = delivered.get(transport.name, 0)
                 transport.held_listener = self._report
 
     def _report(self, transport: Transport, value: Any) -> None:
         name = transport.name
         held = refused = None
+        if value is NO_POSITION:  # MQTT: no retained position on the broker
+            if self._fell_short(name, "has no position retained on the broker (holds "
+                                "nothing)", 0):
+                return
+            value = None
         try:
             if isinstance(value, LastEvent):  # the file sink: its copy of its last event
                 value = held_at(value.event)
@@ -84,6 +125,8 @@ class HistoryGuard:
             self._problems.warning(name, "backend %s: what it says of where it stands is "
                                    "refused (%s); its events wait until it says it readably",
                                    name, refused)
+        if held is not None and self._fell_short(name, _holds(held), held.seq):
+            return
         with self._changed:
             self._answered.add(name)
             if held is not None:
@@ -94,6 +137,23 @@ class HistoryGuard:
                 self._told_nothing.add(name)
             self._changed.notify_all()
 
+    def _fell_short(self, name: str, says: str, seq: int) -> bool:
+        """Whether backend ``name`` now says it holds less (``seq``) than this table delivered
+        to it: then it is not believed, and its events wait (again) until it says more."""
+        with self._changed:
+            floor = self._floor.get(name, 0)
+            self._answered.add(name)
+            self._pending.pop(name, None)  # an earlier answer is not the latest any more
+            if seq >= floor:
+                self._behind.pop(name, None)
+                return False
+            why = behind_delivered(name, says, floor)
+            self._behind[name] = why
+            self._cleared.discard(name)
+            self._changed.notify_all()
+        self._problems.warning(name, "backend %s; its events wait", why)
+        return True
+
     def waiting_for(self, name: str) -> str | None:
         """Why transport ``name`` must not send yet (the outbox asks before each batch), or
         None once its backend's word has passed the check (or it cannot tell at all)."""
@@ -101,17 +161,25 @@ class HistoryGuard:
             if name not in self._expected or name in self._cleared:
                 return None
             refused = self._refused.get(name)
+            behind = self._behind.get(name)
+        if behind is not None:
+            return f"{WAITING_FOR_WORD}: {behind}"
         if refused is not None:
             return f"{WAITING_FOR_WORD}: its last answer was refused ({refused})"
         return WAITING_FOR_WORD
 
-    def _clear(self, names: Iterable[str]) -> None:
-        """These backends' word passed the check: their events may go (their outbox wakes)."""
+    def _clear(self, names: Iterable[str], held: Held | None = None) -> None:
+        """These backends' word passed the check: their events may go (their outbox wakes).
+        ``held``, the position that passed: no later word below it is believed."""
         with self._changed:
-            fresh = [name for name in names if name not in self._cleared]
+            # one whose word fell short since this one was taken stays held back
+            fresh = [name for name in names
+                     if name not in self._cleared and name not in self._behind]
             self._cleared.update(fresh)
             for name in fresh:
                 self._refused.pop(name, None)
+            if held is not None and held.source not in self._behind:
+                self._floor[held.source] = max(self._floor.get(held.source, 0), held.seq)
         for name in fresh:
             wake = self._transports[name].wake_outbox
             if wake is not None:
@@ -133,7 +201,9 @@ class HistoryGuard:
                         "compared with it", transports=silent, waited_s=timeout)
         for name, held in pending.items():
             log.info("backend holds this table's history", transport=name, seq=held.seq)
-        self._clear(name for name, held in pending.items() if self._checked.get(name) == held)
+        for name, held in pending.items():
+            if self._checked.get(name) == held:
+                self._clear([name], held)
         self._clear_the_silent_ones()
         return None
 
@@ -192,7 +262,7 @@ class HistoryGuard:
             self._clear_the_silent_ones()
             for name, held in pending.items():
                 if self._checked.get(held.source) == held:
-                    self._clear([name])
+                    self._clear([name], held)
                     continue  # the same answer again (every HTTP reply carries it)
                 problem = self._compare(held)
                 if problem and self.fork is None:
@@ -200,7 +270,7 @@ class HistoryGuard:
                     self._on_fork(problem)
                     return
                 if problem is None and self._checked.get(name) == held:
-                    self._clear([name])  # compared, and it holds: its events may go
+                    self._clear([name], held)  # compared, and it holds: its events may go
             time.sleep(RECHECK_S)  # a burst of answers is one comparison a second
 
     def _compare(self, held: Held) -> str | None:
@@ -219,3 +289,7 @@ class HistoryGuard:
         self._checked[held.source] = held
         return problem
 
+
+def _holds(held: Held) -> str:
+    """What ``held`` says, in a sentence about the backend."""
+    return "holds nothing of this table" if held.seq == 0 else f"holds up to seq {held.seq}"
