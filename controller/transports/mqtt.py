@@ -423,7 +423,7 @@ class MqttTransport(Transport):
         """HELD_SILENCE_S after the SUBACK and no retained position came: the broker has
         none (a backend that never said where it stands)."""
         if not came.is_set():
-            self.report_held(NO_POSITION)
+            self.report_held(NO_POSITION)  # the guard weighs it: did this backend tell before?
 
     # -- delivery ------------------------------------------------------------------------------
     def deliver(self, events: list[dict[str, Any]]) -> None:

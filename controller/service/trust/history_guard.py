@@ -27,9 +27,11 @@ wait, visibly, until a position at or past the floor comes (docs/backend.md).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -90,6 +92,7 @@ class HistoryGuard:
         # The journal's proof of what each backend already had (see the module doc), and
         # the backends whose latest word fell short of it.
         self._floor: dict[str, int] = {}
+        self._told_before: set[str] = set()  # backends that have said where they stand
         self._behind: dict[str, str] = {}
         self.fork: str | None = None
         self._stop = False
@@ -99,6 +102,7 @@ class HistoryGuard:
     # -- the transports' side (any thread) ------------------------------------------------------
     def watch(self, transports: Iterable[Transport]) -> None:
         delivered = delivered_positions(self.journal_path)
+        self._told_before = backends_that_told(self.journal_path)
         for transport in transports:
             if transport.tells_held:
                 self._expected.add(transport.name)
@@ -109,9 +113,15 @@ class HistoryGuard:
     def _report(self, transport: Transport, value: Any) -> None:
         name = transport.name
         held = refused = None
-        if value is NO_POSITION:  # MQTT: no retained position on the broker
-            if self._fell_short(name, "has no position retained on the broker (holds "
-                                "nothing)", 0):
+        if value is NO_POSITION or value is None:
+            # No position (MQTT: none retained on the broker; HTTP: an answer without
+            # `held`). From a backend that never said where it stands that is "it does not
+            # tell" (it is not protected, docs/backend.md); from one that did before, it is
+            # a backend that lost its word: it holds nothing as far as the table can know.
+            if name in self._told_before and self._fell_short(
+                    name, "has no position now, though it said where it stood before (a "
+                    "backend reset, or a broker that lost the retained position): it holds "
+                    "nothing as far as this table can tell", 0):
                 return
             value = None
         try:
@@ -125,6 +135,9 @@ class HistoryGuard:
             self._problems.warning(name, "backend %s: what it says of where it stands is "
                                    "refused (%s); its events wait until it says it readably",
                                    name, refused)
+        if held is not None and name not in self._told_before:
+            self._told_before.add(name)
+            remember_backend_told(self.journal_path, self._told_before)
         if held is not None and self._fell_short(name, _holds(held), held.seq):
             return
         with self._changed:
@@ -293,3 +306,35 @@ class HistoryGuard:
 def _holds(held: Held) -> str:
     """What ``held`` says, in a sentence about the backend."""
     return "holds nothing of this table" if held.seq == 0 else f"holds up to seq {held.seq}"
+
+
+def _told_path(journal_path: str) -> Path:
+    return Path(journal_path + ".backends-told")
+
+
+def backends_that_told(journal_path: str) -> set[str]:
+    """The transports whose backend has said where it stands, on this table, ever (one name a
+    line beside the journal; none when the file is missing or unreadable)."""
+    try:
+        text = _told_path(journal_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line.strip() for line in text.splitlines() if line.strip()}
+
+
+def remember_backend_told(journal_path: str, names: set[str]) -> None:
+    """Write the names down, whole or not at all (a new file renamed over the old); a
+    failure is logged and the table deals on (the mark only makes later silence suspect)."""
+    path = _told_path(journal_path)
+    temporary = path.with_name(path.name + ".new")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
+        try:
+            os.write(fd, "".join(f"{name}\n" for name in sorted(names)).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError as exc:
+        log.warning("cannot note which backends say where they stand", path=str(path),
+                    error=str(exc))
