@@ -600,7 +600,8 @@ def _confirmed_by_backends(config: Config, event: BackendEvent, wait: float,
     asked = [t for t in transports if t.kind != "file"]  # a file is read below, as its owner
     # only hears (its thread, which would compare with the journal, is never started): as
     # root, who may read the backends' secrets and certificates
-    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None)
+    guard = HistoryGuard(config.journal_path, on_fork=lambda _problem: None,
+                         notes_who_told=False)
     guard.watch(asked)
     try:
         answers, _ = guard.hear(asked, wait)

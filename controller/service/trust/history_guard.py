@@ -75,8 +75,12 @@ def behind_delivered(name: str, says: str, floor: int) -> str:
 
 
 class HistoryGuard:
-    def __init__(self, journal_path: str, on_fork: Callable[[str], None]):
+    def __init__(self, journal_path: str, on_fork: Callable[[str], None], *,
+                 notes_who_told: bool = True):
         self.journal_path = journal_path
+        # the daemon notes beside its journal which backends said where they stand; a
+        # command that only listens (journal continue, run as root) writes nothing there
+        self._notes_who_told = notes_who_told
         self._on_fork = on_fork
         self._changed = threading.Condition()
         self._expected: set[str] = set()
@@ -137,7 +141,8 @@ class HistoryGuard:
                                    name, refused)
         if held is not None and name not in self._told_before:
             self._told_before.add(name)
-            remember_backend_told(self.journal_path, self._told_before)
+            if self._notes_who_told:
+                remember_backend_told(self.journal_path, self._told_before)
         if held is not None and self._fell_short(name, _holds(held), held.seq):
             return
         with self._changed:
