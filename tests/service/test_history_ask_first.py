@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -29,27 +28,25 @@ from paho.mqtt.properties import Properties
 from controller.durability.delivery.held import held_of
 from controller.durability.head_file import head_path
 from support.backends import need_mosquitto
-from support.daemon_helpers import NotifyListener, start_daemon, stop_daemon
+from support.daemon_helpers import NotifyListener, stop_daemon
 from support.histories import (
     EX_DATAERR,
     TABLE,
     config_for,
+    conflicts,
     holding,
-    pokdeng,
+    journal_last_seq,
+    pause,
     received,
+    start,
     state_copy,
+    status,
 )
 from support.waiting import wait_until
-from testkit.backends import Mosquitto, documented_verifier, free_port
+from testkit.backends import Mosquitto, free_port
 
 WAITING = "waiting for the backend to say where it stands"
 
-
-def start(config: Path, tmp_path: Path, name: str = "daemon"
-          ) -> tuple[subprocess.Popen, NotifyListener, Path]:
-    notify = NotifyListener(tmp_path / f"{name}.notify")
-    log = tmp_path / f"{name}.log"
-    return start_daemon(config, notify.path, log), notify, log
 
 
 def ready_or_exit(proc: subprocess.Popen, notify: NotifyListener, timeout: float = 60) -> None:
@@ -57,33 +54,8 @@ def ready_or_exit(proc: subprocess.Popen, notify: NotifyListener, timeout: float
         m.get("READY") == "1" for m in notify.messages), timeout, "READY=1 or an exit")
 
 
-def status(state: Path) -> dict[str, Any]:
-    result = pokdeng("status", "--socket", str(state / "c.sock"), "--json", timeout=30)
-    assert result.returncode == 0, result.stderr
-    answer: dict[str, Any] = json.loads(result.stdout)
-    return answer
 
 
-def pause(state: Path) -> None:
-    """A supervisor's pause: journaled with its events, numbered after the restored copy's
-    last: ids the backend already holds with other bodies."""
-    result = pokdeng("supervisor", "pause", "--socket", str(state / "c.sock"), timeout=30)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def journal_last_seq(state: Path) -> int:
-    probe = ("import sys; from controller.durability.journal import last_seq_of, open_read_only"
-             "\nconn = open_read_only(sys.argv[1]); print(last_seq_of(conn))")
-    result = subprocess.run([sys.executable, "-c", probe, str(state / "journal.sqlite")],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return int(result.stdout)
-
-
-def conflicts(held: list[dict[str, Any]], came: list[dict[str, Any]]) -> list[str]:
-    """The ids that reached a backend holding ``held`` with a second body."""
-    seen = {e["id"]: documented_verifier().canonical(e) for e in held}
-    return documented_verifier().new_events(came, seen)[1]
 
 
 def test_restored_during_an_http_outage_nothing_reaches_the_backend_before_the_check(

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,56 +24,30 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.durability.delivery.held import held_of
 from support.backends import need_mosquitto
-from support.daemon_helpers import NotifyListener, start_daemon, stop_daemon
+from support.daemon_helpers import stop_daemon
 from support.histories import (
     EX_DATAERR,
     TABLE,
     config_for,
+    conflicts,
     holding,
+    journal_last_seq,
+    pause,
     pokdeng,
     received,
+    start,
     state_copy,
+    status,
 )
 from support.waiting import wait_until
-from testkit.backends import Mosquitto, documented_verifier
+from testkit.backends import Mosquitto
 
 WAITING = "waiting for the backend to say where it stands"
 
 
-def start(config: Path, tmp_path: Path, name: str
-          ) -> tuple[subprocess.Popen, NotifyListener, Path]:
-    notify = NotifyListener(tmp_path / f"{name}.notify")
-    log = tmp_path / f"{name}.log"
-    return start_daemon(config, notify.path, log), notify, log
 
 
-def status(state: Path) -> dict[str, Any]:
-    result = pokdeng("status", "--socket", str(state / "c.sock"), "--json", timeout=30)
-    assert result.returncode == 0, result.stderr
-    answer: dict[str, Any] = json.loads(result.stdout)
-    return answer
 
-
-def pause(state: Path) -> None:
-    """A supervisor's pause: journaled after the copy's last event, so under ids a backend
-    that had the newer history holds with other bodies."""
-    result = pokdeng("supervisor", "pause", "--socket", str(state / "c.sock"), timeout=30)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def journal_last_seq(state: Path) -> int:
-    probe = ("import sys; from controller.durability.journal import last_seq_of, open_read_only"
-             "\nconn = open_read_only(sys.argv[1]); print(last_seq_of(conn))")
-    result = subprocess.run([sys.executable, "-c", probe, str(state / "journal.sqlite")],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return int(result.stdout)
-
-
-def conflicts(held: list[dict[str, Any]], came: list[dict[str, Any]]) -> list[str]:
-    """The ids that reached a backend holding ``held`` with a second body."""
-    seen = {e["id"]: documented_verifier().canonical(e) for e in held}
-    return documented_verifier().new_events(came, seen)[1]
 
 
 def deliver_all(config: Path, state: Path, transport: str, tmp_path: Path) -> int:

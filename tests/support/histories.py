@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from support.daemon_helpers import NotifyListener, start_daemon
 from testkit.backends import WebhookBackend, documented_verifier
 
 EX_DATAERR = 65
@@ -90,3 +91,42 @@ def http(backend: WebhookBackend) -> dict[str, Any]:
 
 def run(config: Path) -> subprocess.CompletedProcess:
     return pokdeng("run", "--config", str(config), timeout=90)
+
+
+def start(config: Path, tmp_path: Path, name: str = "daemon"
+          ) -> tuple[subprocess.Popen, NotifyListener, Path]:
+    """``run --config`` started, with its notify listener and its log's path."""
+    notify = NotifyListener(tmp_path / f"{name}.notify")
+    log = tmp_path / f"{name}.log"
+    return start_daemon(config, notify.path, log), notify, log
+
+
+def status(state: Path) -> dict[str, Any]:
+    """The running table's status, asked as an operator does (``status --json``)."""
+    result = pokdeng("status", "--socket", str(state / "c.sock"), "--json", timeout=30)
+    assert result.returncode == 0, result.stderr
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
+def pause(state: Path) -> None:
+    """A supervisor's pause: journaled after the copy's last event, so under ids a backend
+    that had the newer history holds with other bodies."""
+    result = pokdeng("supervisor", "pause", "--socket", str(state / "c.sock"), timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def journal_last_seq(state: Path) -> int:
+    """The journal's last seq, read by another process while the daemon runs."""
+    probe = ("import sys; from controller.durability.journal import last_seq_of, open_read_only"
+             "\nconn = open_read_only(sys.argv[1]); print(last_seq_of(conn))")
+    result = subprocess.run([sys.executable, "-c", probe, str(state / "journal.sqlite")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout)
+
+
+def conflicts(held: list[dict[str, Any]], came: list[dict[str, Any]]) -> list[str]:
+    """The ids that reached a backend holding ``held`` with a second body."""
+    seen = {e["id"]: documented_verifier().canonical(e) for e in held}
+    return documented_verifier().new_events(came, seen)[1]
