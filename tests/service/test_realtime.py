@@ -30,7 +30,7 @@ from support.daemon_helpers import (
     running_daemon,
     wait_status,
 )
-from support.display_helpers import SseReader, free_port
+from support.display_helpers import SCREENS_S, SseReader, free_port
 from support.waiting import wait_until
 
 SCHED_OTHER, SCHED_RR = 0, 2
@@ -119,7 +119,7 @@ def test_the_card_path_takes_the_granted_priority_and_the_rest_of_the_daemon_the
         # policy (tests/service/test_screen_process.py): the daemon starts no thread for it
         page = SseReader(port)
         try:
-            wait_until(lambda: page.messages, 10, "the page's first message")
+            wait_until(lambda: page.messages, SCREENS_S, "the page's first message")
             now = policies(proc.pid)
             assert not [tid for tid in now if tid not in threads]
             [screens] = [r["pid"] for r in log_records(log, "screens: screen process started")]

@@ -24,7 +24,7 @@ from controller.service.screens.link import ScreenLink
 from controller.service.screens.wire import SealedFilter
 from controller.service.status_board import StatusBoard
 from controller.service.telemetry.notify import Notifier
-from support.display_helpers import SseReader
+from support.display_helpers import SCREENS_S, SseReader
 from support.histories import play
 from support.waiting import wait_until
 
@@ -70,12 +70,13 @@ def results_rounds(reader: SseReader) -> list[int]:
 def test_a_stopped_screen_process_never_holds_the_table_up_and_catches_up_from_the_journal(
         linked: tuple[ScreenLink, StatusBoard]) -> None:
     link, board = linked
-    wait_until(lambda: link.pid is not None, 10, "the screen process")
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
     pid = link.pid
     assert pid is not None
     with contextlib.closing(SseReader(link.port)) as page:
-        page.wait_status(lambda v: v["rounds_played"] == ROUNDS)
-        wait_until(lambda: results_rounds(page) == [3, 2, 1], 10, "the shoe from the journal")
+        page.wait_status(lambda v: v["rounds_played"] == ROUNDS, SCREENS_S)
+        wait_until(lambda: results_rounds(page) == [3, 2, 1], SCREENS_S,
+                   "the shoe from the journal")
         os.kill(pid, signal.SIGSTOP)
         # The table publishes on (each status ~2 KB, 3 MB in all: three times the feed's
         # bound, far beyond the pipe's); the owner thread's calls return every time.
@@ -97,7 +98,7 @@ def test_a_stopped_screen_process_never_holds_the_table_up_and_catches_up_from_t
         assert link._pending_bytes <= link_module.MAX_PENDING_BYTES + 64 * 1024
         assert link.pid == pid  # stopped, not given up on (before STUCK_S)
         os.kill(pid, signal.SIGCONT)
-        page.wait_status(lambda v: v["rounds_played"] == 99, timeout=20)
+        page.wait_status(lambda v: v["rounds_played"] == 99, SCREENS_S)
         wait_until(lambda: link.catch_ups == 2, 10, "the catch-up after the stop")
         assert results_rounds(page) == [3, 2, 1]  # rebuilt from the journal, whole
 
@@ -150,7 +151,7 @@ def test_a_screen_process_that_takes_nothing_is_killed_and_started_again(
     the link kills it and starts another, which a page reaches at the same address."""
     link, board = linked
     monkeypatch.setattr(link_module, "STUCK_S", 1.0)
-    wait_until(lambda: link.pid is not None, 10, "the screen process")
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
     stuck = link.pid
     assert stuck is not None
     os.kill(stuck, signal.SIGSTOP)
@@ -170,5 +171,6 @@ def test_a_screen_process_that_takes_nothing_is_killed_and_started_again(
     board.publish({"state": "ready", "table": "DEMO-1", "shoe": 1, "round": ROUNDS,
                    "rounds_played": 42, "betting_open": False})
     with contextlib.closing(SseReader(link.port)) as page:
-        page.wait_status(lambda v: v["rounds_played"] == 42)
-        wait_until(lambda: results_rounds(page) == [3, 2, 1], 10, "the shoe from the journal")
+        page.wait_status(lambda v: v["rounds_played"] == 42, SCREENS_S)
+        wait_until(lambda: results_rounds(page) == [3, 2, 1], SCREENS_S,
+                   "the shoe from the journal")

@@ -40,7 +40,7 @@ from support.daemon_helpers import (
     stop_daemon,
     wait_status,
 )
-from support.display_helpers import SseReader, free_port
+from support.display_helpers import SCREENS_S, SseReader, free_port
 from support.sealing import Leaks
 from support.waiting import wait_until
 
@@ -149,10 +149,10 @@ def test_the_table_deals_on_while_its_screens_are_stopped_killed_and_restarted(
         first = python_of(screen_pid(log))
         assert parent_of(first) == proc.pid  # the daemon's own child
         sse.append(SseReader(port))
-        sse[0].wait_status(lambda v: v["state"] == "no_shoe")
+        sse[0].wait_status(lambda v: v["state"] == "no_shoe", SCREENS_S)
         open_shoe(client, panel, shoe)
         played[play_round(shoe, panel, client, cards[0])] = cards[0]
-        sse[0].wait_status(lambda v: v["rounds_played"] == 1)
+        sse[0].wait_status(lambda v: v["rounds_played"] == 1, SCREENS_S)
 
         os.kill(first, signal.SIGSTOP)  # stuck: it takes nothing, serves nothing
         try:
@@ -169,11 +169,11 @@ def test_the_table_deals_on_while_its_screens_are_stopped_killed_and_restarted(
         # a page that reconnects is shown the round the table is at, and the results
         sse.append(SseReader(port))
         status = client.status()
-        view = sse[1].wait_status(lambda v: v["rounds_played"] == 3)
+        view = sse[1].wait_status(lambda v: v["rounds_played"] == 3, SCREENS_S)
         assert (view["shoe"], view["round"]) == (status["shoe"], status["round"])
         results = sse[1].wait_for(lambda m: [d for e, d in m if e == "results" and d]
                                   or [d["results"] for e, d in m if e == "state"
-                                      and d["results"]])[-1]
+                                      and d["results"]], SCREENS_S)[-1]
         assert [r["round"] for r in results[:3]] == sorted(played, reverse=True)
 
         assert proc.poll() is None  # the table never stopped
@@ -206,7 +206,7 @@ def test_the_screen_process_is_never_handed_a_card_of_a_round_whose_betting_is_o
             open_shoe(client, panel, shoe)
             for cards in round_cards(3):
                 played[play_round(shoe, panel, client, cards)] = cards
-            page.wait_status(lambda v: v["rounds_played"] == 3)
+            page.wait_status(lambda v: v["rounds_played"] == 3, SCREENS_S)
         events = delivered(client, short_dir / "events.jsonl")
         assert stop_daemon(proc) == 0, log.read_text()[-2000:]
     finally:
@@ -249,9 +249,9 @@ def reflected_seq(message: dict[str, Any]) -> int:
 @pytest.mark.slow
 def test_the_screen_process_runs_below_the_table_and_never_real_time(
         short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
-    """At nice ``child.NICE``, in the idle I/O class, at the normal policy: also when it is
-    started again by a daemon whose threads are real-time by then (realtime.py; where the
-    machine allows it), which it would otherwise inherit."""
+    """At nice ``child.NICE``, at the lowest best-effort I/O priority, at the normal policy:
+    also when it is started again by a daemon whose threads are real-time by then
+    (realtime.py; where the machine allows it), which it would otherwise inherit."""
     shoe, panel = devices
     config = daemon_config(short_dir, short_dir / "shoe", panel.path,
                            display={"listen": f"127.0.0.1:{free_port()}"})
@@ -274,7 +274,7 @@ def assert_lowered(pid: int) -> None:
     for task in os.listdir(f"/proc/{pid}/task"):  # every thread of it
         assert policy_and_nice(int(task)) == (os.SCHED_OTHER, screen_child.NICE)
     ioprio = subprocess.run(["ionice", "-p", str(pid)], capture_output=True, text=True)
-    assert ioprio.stdout.strip() == "idle", ioprio
+    assert ioprio.stdout.strip() == "best-effort: prio 7", ioprio
 
 
 def realtime_allowed() -> bool:

@@ -12,6 +12,11 @@ from typing import Any
 
 from support.waiting import wait_until
 
+#: a page's wait on the screen process (controller/service/screens/): it starts and serves at
+#: nice 10, behind every other process of a busy machine (a whole test suite on two cores has
+#: taken over 10 s to serve a page); the page reader's own socket timeout is the same
+SCREENS_S = 30.0
+
 
 def free_port() -> int:
     """A port nothing listens on now (the display binds it a moment later)."""
@@ -97,13 +102,13 @@ class SseReader:
             return list(self.messages)
 
     def wait_for(self, predicate: Callable[[list[tuple[str, Any]]], Any],
-                 timeout: float = 10.0, what: str = "the display stream to match") -> Any:
+                 timeout: float = SCREENS_S, what: str = "the display stream to match") -> Any:
         return wait_until(lambda: predicate(self.taken()), timeout, what, condition=self._cond,
                           details=lambda: f"got {len(self.messages)} messages, "
                                           f"last {self.messages[-1:]!r:.300}")
 
     def wait_status(self, predicate: Callable[[dict[str, Any]], Any],
-                    timeout: float = 10.0) -> dict[str, Any]:
+                    timeout: float = SCREENS_S) -> dict[str, Any]:
         """The first status view (also the one in ``state``) that matches."""
         def found(messages: list[tuple[str, Any]]) -> dict[str, Any] | None:
             for event, data in messages:

@@ -2,8 +2,9 @@
 
 The dealer display, the scoreboard and their event streams run in a process of their own
 (``child.py``), so what the people's screens cost is never taken from the card: that process
-has its own interpreter, runs at nice ``child.NICE`` in the idle I/O class, and is started at
-the normal scheduling policy even after the daemon raised itself to real time (realtime.py).
+has its own interpreter, runs at nice ``child.NICE`` at the lowest best-effort I/O priority,
+and is started at the normal scheduling policy even after the daemon raised itself to real
+time (realtime.py).
 
 The feed is one-way and never waits:
 
@@ -304,7 +305,10 @@ class ScreenLink:
                  "--rate", repr(self._clock.real_seconds(1.0)),
                  "--log-level", self._logging.level, "--log-format", self._logging.format,
                  "--table", self._table]
-        lowered = [IONICE, "-c", "3", *child] if IONICE else child  # idle I/O class
+        # best-effort at its lowest level, not the idle class: behind the table's reads and
+        # writes, yet never starved while the disk is busy for long (a journal archive), when
+        # a page that waited on the idle class would show a frozen table
+        lowered = [IONICE, "-c", "2", "-n", "7", *child] if IONICE else child
         return [*self._wrapper, *lowered]
 
     def _spawn(self) -> ScreenChild | None:
