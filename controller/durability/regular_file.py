@@ -41,6 +41,25 @@ def open_regular(path: str | Path, *, follow: bool = True) -> int:
     return fd
 
 
+def open_regular_for_append(path: str | Path, mode: int = 0o640) -> int:
+    """A read-write, appending descriptor of the regular file at ``path``, created (``mode``)
+    when nothing is there. NotARegularFile naming it for a FIFO, device, socket or directory:
+    what is written there would never be a file anyone can read back."""
+    try:
+        _refuse_unless_regular(os.stat(path), path)
+    except FileNotFoundError:
+        pass  # created below
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, mode)
+    try:
+        _refuse_unless_regular(os.fstat(fd), path)  # swapped since the stat
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_regular(path: str | Path, *, follow: bool = True) -> bytes:
     """The whole regular file at ``path`` (open_regular's errors)."""
     fd = open_regular(path, follow=follow)
@@ -64,4 +83,4 @@ def _refuse_unless_regular(info: os.stat_result, path: str | Path) -> None:
     kind = ("a link" if stat.S_ISLNK(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
             else "a directory" if stat.S_ISDIR(info.st_mode)
             else "a socket" if stat.S_ISSOCK(info.st_mode) else "a device")
-    raise NotARegularFile(errno.EINVAL, f"{kind}, not a regular file: not read", str(path))
+    raise NotARegularFile(errno.EINVAL, f"{kind}, not a regular file: not opened", str(path))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.durability.regular_file import open_regular, open_regular_for_append
 from controller.transports import (
     LastEvent,
     TransientError,
@@ -67,7 +68,7 @@ class FileSink(Transport):
         start = None
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+                self._fd = open_regular_for_append(self.path)
                 self._cut_torn_line(self._fd)
             start = os.fstat(self._fd).st_size
             view = memoryview(data)
@@ -88,8 +89,8 @@ class FileSink(Transport):
 
     def ask_held(self) -> None:
         """Where this file stands: its last event of this table (read from the end)."""
-        try:
-            with open(self.path, "rb") as file:
+        try:  # a FIFO planted at its name would hang this reader: only a regular file
+            with os.fdopen(open_regular(self.path), "rb") as file:
                 event = self._last_event(file.fileno())
         except FileNotFoundError:
             event = None  # nothing written yet: it holds none

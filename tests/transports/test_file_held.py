@@ -5,7 +5,9 @@ reference ``held_of`` over every event in the file."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,28 @@ def test_an_unreadable_file_fails_the_ask(tmp_path: Path) -> None:
     sink = sink_at(tmp_path / "events.jsonl")
     with pytest.raises(file_module.TransientError, match="cannot read"):
         sink.ask_held()
+
+
+def test_a_fifo_planted_at_the_files_name_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO at the events file's name would hang the reader (an open for reading waits for
+    a writer) and swallow what is written: the ask and the write both fail, naming it, at
+    once; the events stay queued for the retry (a TransientError)."""
+    path = tmp_path / "events.jsonl"
+    os.mkfifo(path)
+    sink = sink_at(path)
+    outcome: list[BaseException] = []
+
+    def ask_then_write() -> None:
+        for act in (sink.ask_held, lambda: sink.deliver([event(1)])):
+            try:
+                act()
+            except file_module.TransientError as exc:
+                outcome.append(exc)
+
+    worker = threading.Thread(target=ask_then_write, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "the sink waited on a FIFO"
+    assert [str(e) for e in outcome] == [
+        f"cannot read {path}: a FIFO, not a regular file: not opened",
+        f"cannot write {path}: a FIFO, not a regular file: not opened"]
