@@ -190,7 +190,12 @@ class Table:
         """The table is paused with a misread card owed; betting is open. Read every channel
         and make the supervisor calls whose answers could echo something."""
         self.wait(lambda s: s["paused"] and s["card_owed"] and s["betting_open"])
-        self.captured.append(("status on the socket", self.client.status()))
+        status = self.client.status()
+        # the search covers the whole status, the fields added for people and fleets too
+        # (``device_problems``, ``last_actions``, ``chain``, the journal's and storage's state)
+        assert {"device_problems", "last_actions", "chain", "journal", "storage_fault",
+                "held_inputs", "dropped_inputs", "language"} <= set(status), sorted(status)
+        self.captured.append(("status on the socket", status))
         self.command("status")
         self.command("status", "--json")
         self.command("watch", "--once")
