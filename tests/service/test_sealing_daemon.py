@@ -196,6 +196,9 @@ class Table:
         assert {"device_problems", "last_actions", "chain", "journal", "storage_fault",
                 "held_inputs", "dropped_inputs", "language"} <= set(status), sorted(status)
         self.captured.append(("status on the socket", status))
+        # the display shows the driver's fault (its process may be a moment behind the table)
+        assert self.screen is not None
+        self.screen.wait_status(lambda v: (v.get("banner") or {}).get("detail_code"))
         self.command("status")
         self.command("status", "--json")
         self.command("watch", "--once")
