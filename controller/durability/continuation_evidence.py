@@ -32,7 +32,7 @@ from controller.durability.journal import (
     read_base,
     read_chain,
 )
-from controller.durability.regular_file import open_regular
+from controller.regular_file import open_regular
 
 #: how much of a file transport's file is read back per step, looking for its last line
 _TAIL_CHUNK = 64 * 1024
@@ -139,7 +139,8 @@ def file_position(path: str | Path, table: str, name: str) -> Held | None:
     """Where a file transport's file stands: the event on its last complete line (seq and
     digest); None when there is no file or no complete line yet (it cannot tell). ValueError
     naming the file when that line is not an event of ``table``, or when the name holds no
-    regular file (a link is not followed, a FIFO or device is not opened: regular_file.py).
+    regular file (a link is not followed, a FIFO or device is not opened:
+    controller/regular_file.py).
     Run as the owner of the file's directory (as_owner.py): whoever controls it controls
     what is at that name."""
     try:

@@ -38,7 +38,7 @@ from controller.durability.journal import (
     open_read_only,
     read_base,
 )
-from controller.durability.regular_file import read_regular
+from controller.regular_file import read_regular
 
 HEAD_FORMAT = "pokdeng-journal-head"
 

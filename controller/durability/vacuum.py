@@ -79,7 +79,7 @@ def compact(path: str | Path) -> tuple[int, int]:
     auto-vacuum. Returns its size before and after (bytes); JournalInUse when another
     connection has it open (a VACUUM would hold the daemon's appends for its whole length)."""
     from controller.durability.journal import JournalError, connect
-    from controller.durability.regular_file import refuse_unless_regular_or_absent
+    from controller.regular_file import refuse_unless_regular_or_absent
 
     path = Path(path)
     before = path.stat().st_size

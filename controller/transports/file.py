@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.durability.regular_file import open_regular, open_regular_for_append
+from controller.regular_file import open_regular, open_regular_for_append
 from controller.transports import (
     LastEvent,
     TransientError,

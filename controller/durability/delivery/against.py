@@ -36,7 +36,7 @@ from controller.durability.journal import (
     open_read_only,
 )
 from controller.durability.recovery import first_difference
-from controller.durability.regular_file import open_regular
+from controller.regular_file import open_regular
 
 
 class ReceivedFileError(JournalError):
