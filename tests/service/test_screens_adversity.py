@@ -9,13 +9,14 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from controller.service.screens.link import STUCK_S
 from support.display_helpers import SseReader
-from support.screen_siege import DealingTable, short_root
+from support.screen_siege import DealingTable, cmdline, short_root
 from support.waiting import wait_until
 
 #: long enough for a stuck screen process to be noticed, killed and started again on a busy
@@ -23,10 +24,11 @@ from support.waiting import wait_until
 COMES_BACK_S = STUCK_S + 60
 
 
-@pytest.fixture
-def table() -> Iterator[DealingTable]:
+@contextmanager
+def dealing_table(**env: str) -> Iterator[DealingTable]:
+    """A DealingTable at its first round, started with ``env`` added to its environment."""
     root = short_root()
-    made = DealingTable(root)
+    made = DealingTable(root, **env)
     try:
         made.ready()
         yield made
@@ -36,6 +38,12 @@ def table() -> Iterator[DealingTable]:
             os.kill(screen, signal.SIGCONT)  # a stopped one must not outlive the test
         made.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def table() -> Iterator[DealingTable]:
+    with dealing_table() as made:
+        yield made
 
 
 def shows_round(port: int, played: int) -> bool:
@@ -65,3 +73,26 @@ def test_a_screen_process_stopped_on_a_quiet_table_is_replaced(table: DealingTab
     table.deal_round()
     assert shows_round(table.port, 2)
     assert table.delivered_rounds() == table.dealt_rounds()
+
+
+@pytest.mark.slow
+def test_the_screen_process_is_not_handed_the_daemons_secrets_or_service_handles(
+        tmp_path: Path) -> None:
+    """/proc/<screen>/environ is what a process that answers the network was given: not the
+    service manager's notify socket (it is not the daemon), nor where the credentials and
+    the journal are. Its command line names no secret either."""
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "backend-secret").write_text("s3cret-of-the-backend\n")
+    handed = {"CREDENTIALS_DIRECTORY": str(credentials), "STATE_DIRECTORY": str(tmp_path),
+              "WATCHDOG_USEC": "30000000", "POKDENG_OPERATOR_TOKEN": "t0ken-of-the-operator"}
+    with dealing_table(**handed) as table:
+        table.deal_round()
+        screen = wait_until(table.screen_pid, 30, "the screen process")
+        assert shows_round(table.port, 1)
+        environ = dict(entry.split("=", 1) for entry in Path(f"/proc/{screen}/environ")
+                       .read_text().split("\0") if "=" in entry)
+        exposed = sorted({"NOTIFY_SOCKET", *handed} & set(environ))
+        assert not exposed, f"the screen process was handed {exposed}"
+        seen = Path(f"/proc/{screen}/environ").read_text() + " ".join(cmdline(screen))
+        assert "s3cret" not in seen and "t0ken" not in seen and str(credentials) not in seen

@@ -77,8 +77,9 @@ class DealingTable:
         """At READY with the panel connected and a shoe open: the first round can start."""
         self.notify.wait_for("READY", "1", timeout=30)
         self.panel.wait_connected()
+        self.panel.send("switch pause off")  # its answer to the daemon's status?
         wait_status(self.client, lambda s: s["devices"].get("shoe") is True
-                    and s["devices"].get("panel") is True)
+                    and s["devices"].get("panel") is True and s["switch"] == "run")
         open_shoe(self.client, self.panel, self.shoe)
 
     def deal_round(self) -> dict[str, Any]:

@@ -87,6 +87,20 @@ def log_stream_fd() -> int | None:
     return None
 
 
+#: what of the daemon's environment the screen process is given: what Python, the locale and
+#: the log need. Not the service manager's handles (NOTIFY_SOCKET: it is not the daemon), nor
+#: where the credentials and the journal are (CREDENTIALS_DIRECTORY, STATE_DIRECTORY): it
+#: answers the network and needs none of them.
+KEPT_ENVIRONMENT = ("PATH", "TZ", "LANG", "LANGUAGE", "JOURNAL_STREAM", "VIRTUAL_ENV")
+KEPT_ENVIRONMENT_PREFIXES = ("LC_", "PYTHON", "COVERAGE_")
+
+
+def screen_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The screen process's environment, from the daemon's ``environ``."""
+    return {name: value for name, value in environ.items()
+            if name in KEPT_ENVIRONMENT or name.startswith(KEPT_ENVIRONMENT_PREFIXES)}
+
+
 class ScreenStartError(Exception):
     """The display cannot listen where the config says; the message names the address."""
 
@@ -344,7 +358,7 @@ class ScreenLink:
             # SCHED_OTHER from the start: this thread may be real-time (realtime.py), and a
             # process it starts would otherwise inherit that
             pid = os.posix_spawn(
-                shutil.which(argv[0]) or argv[0], argv, dict(os.environ),
+                shutil.which(argv[0]) or argv[0], argv, screen_environment(dict(os.environ)),
                 file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0),
                               (os.POSIX_SPAWN_DUP2, self._listening.fileno(), 3), *logs],
                 scheduler=(os.SCHED_OTHER, os.sched_param(0)),
