@@ -5,6 +5,7 @@ showing the round the table is at (docs/display.md, "How it works")."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.service.screens.link import STUCK_S
-from support.display_helpers import SseReader
+from support.display_helpers import SseReader, request
 from support.screen_siege import DealingTable, cmdline, short_root
 from support.waiting import wait_until
 
@@ -96,3 +97,23 @@ def test_the_screen_process_is_not_handed_the_daemons_secrets_or_service_handles
         assert not exposed, f"the screen process was handed {exposed}"
         seen = Path(f"/proc/{screen}/environ").read_text() + " ".join(cmdline(screen))
         assert "s3cret" not in seen and "t0ken" not in seen and str(credentials) not in seen
+
+
+@pytest.mark.slow
+def test_a_request_that_waited_through_a_restart_is_shown_the_table(
+        table: DealingTable) -> None:
+    """A studio overlay's ``/state.json`` and ``/roadmap.svg``, asked while the screen
+    process is being started again, wait in the socket's backlog: the new process answers
+    them with the table as it stands, never a blank screen with an empty roadmap."""
+    table.deal_round()
+    # one kill each: a process that keeps ending is started again later each time (doubling)
+    killed = wait_until(table.screen_pid, COMES_BACK_S, "the screen process")
+    assert shows_round(table.port, 1)
+    os.kill(killed, signal.SIGKILL)
+    status, _, body = request(table.port, "/state.json")
+    screen = json.loads(body)
+    assert status == 200 and screen["status"]["rounds_played"] == 1, screen["status"]
+    assert screen["roadmap"]["rounds"] == 1
+    os.kill(wait_until(table.screen_pid, COMES_BACK_S, "the screen process"), signal.SIGKILL)
+    status, _, svg = request(table.port, "/roadmap.svg")
+    assert status == 200 and b"<circle" in svg, svg[:300]
