@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.service.screens.link import STUCK_S
+from support.daemon_helpers import stop_daemon
 from support.display_helpers import SseReader, request
 from support.screen_siege import DealingTable, cmdline, short_root
 from support.waiting import wait_until
@@ -117,3 +118,18 @@ def test_a_request_that_waited_through_a_restart_is_shown_the_table(
     os.kill(wait_until(table.screen_pid, COMES_BACK_S, "the screen process"), signal.SIGKILL)
     status, _, svg = request(table.port, "/roadmap.svg")
     assert status == 200 and b"<circle" in svg, svg[:300]
+
+
+@pytest.mark.slow
+def test_a_daemon_stopped_while_its_screen_process_is_stopped_ends_both(
+        table: DealingTable) -> None:
+    """SIGTERM to the daemon while its screen process is SIGSTOPped (as the unit does,
+    KillMode=mixed: the daemon alone is signalled): the daemon stops cleanly with every card
+    sent, and leaves no screen process behind, stopped or orphaned."""
+    table.deal_round()
+    screen = wait_until(table.screen_pid, COMES_BACK_S, "the screen process")
+    os.kill(screen, signal.SIGSTOP)
+    table.deal_round()
+    assert stop_daemon(table.proc) == 0, table.log.read_text()[-2000:]
+    assert not Path(f"/proc/{screen}").exists(), "the screen process outlived the daemon"
+    assert table.delivered_rounds() == table.dealt_rounds()

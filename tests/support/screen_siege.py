@@ -35,7 +35,11 @@ CHILD_MODULE = "controller.service.screens.child"
 def children(pid: int) -> list[int]:
     """The processes ``pid`` started that are still there (from /proc)."""
     found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found  # it ended
+    for task in tasks:
         try:
             found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
         except OSError:
