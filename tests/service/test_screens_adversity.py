@@ -133,3 +133,22 @@ def test_a_daemon_stopped_while_its_screen_process_is_stopped_ends_both(
     assert stop_daemon(table.proc) == 0, table.log.read_text()[-2000:]
     assert not Path(f"/proc/{screen}").exists(), "the screen process outlived the daemon"
     assert table.delivered_rounds() == table.dealt_rounds()
+
+
+@pytest.mark.slow
+def test_rounds_dealt_while_the_screen_process_is_stopped_all_reach_the_backend(
+        table: DealingTable) -> None:
+    """SIGSTOP while the dealer deals on: every card reaches the backend in order, and the
+    screens come back by themselves at the table's round."""
+    table.deal_round()
+    stopped = wait_until(table.screen_pid, COMES_BACK_S, "the screen process")
+    os.kill(stopped, signal.SIGSTOP)
+    for _ in range(12):
+        table.deal_round()
+    assert table.delivered_rounds() == table.dealt_rounds()
+    wait_until(lambda: table.screen_pid() not in (None, stopped), COMES_BACK_S,
+               "a new screen process", interval=0.2)
+    assert shows_round(table.port, 13)
+    table.deal_round()
+    assert shows_round(table.port, 14)
+    assert table.delivered_rounds() == table.dealt_rounds()
