@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,6 @@ from support.daemon_helpers import (
     LinePanelPty,
     NotifyListener,
     daemon_config,
-    open_shoe,
     start_daemon,
     stop_daemon,
     wait_status,
@@ -29,6 +30,15 @@ from support.display_helpers import free_port
 #: the dealing order of a round's 12 hand cards (docs/rules.md §4), after its burn
 SEATS = ("P1", "P2", "P3", "P4", "P5", "banker")
 CHILD_MODULE = "controller.service.screens.child"
+SUPPORT = Path(__file__).parent
+#: how long a step of the table may take before a test fails: generous, as two cores shared
+#: with other suites have taken 7 s for the start's journal check of a few records
+WAIT_S = 90.0
+
+
+def misbehaving_screen(how: str) -> list[str]:
+    """The wrapper of a screen process gone wrong ``how`` (misbehaving_screen.py)."""
+    return [sys.executable, str(SUPPORT / "misbehaving_screen.py"), how]
 
 
 def children(pid: int) -> list[int]:
@@ -57,7 +67,8 @@ class DealingTable:
     """One daemon (``run --config``, a process of its own) with its display on; ``deal_round``
     plays a whole round on the shoe and the panel."""
 
-    def __init__(self, root: Path, betting_seconds: float = 1, **env: str):
+    def __init__(self, root: Path, betting_seconds: float = 1,
+                 wrapper: list[str] | None = None, **env: str):
         self.root = root
         self.shoe = ShoeSimulator(root / "shoe", "beetek", heartbeat_seconds=3600).start()
         self.panel = LinePanelPty()
@@ -67,7 +78,13 @@ class DealingTable:
                                     display={"listen": f"127.0.0.1:{self.port}"})
         self.notify = NotifyListener(root / "notify")
         self.log = root / "daemon.log"
-        self.proc = start_daemon(self.config, self.notify.path, self.log, **env)
+        if wrapper is None:
+            self.proc = start_daemon(self.config, self.notify.path, self.log, **env)
+        else:  # the daemon as run starts it, its screen process started through ``wrapper``
+            self.proc = subprocess.Popen(
+                [sys.executable, str(SUPPORT / "wrapped_daemon.py"), str(self.config),
+                 *wrapper], stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                env={**os.environ, "NOTIFY_SOCKET": str(self.notify.path), **env})
         self.client = ControlClient(str(root / "control.sock"))
         codes = [card.code for card in shuffled_shoe(7)]
         for used in (FLIP, *BURNS):
@@ -78,37 +95,29 @@ class DealingTable:
 
     def ready(self) -> None:
         """At READY with the panel connected and a shoe open: the first round can start."""
-        self.notify.wait_for("READY", "1", timeout=30)
-        self.panel.wait_connected()
+        self.notify.wait_for("READY", "1", timeout=WAIT_S)
+        self.panel.wait_connected(timeout=WAIT_S)
         self.panel.send("switch pause off")  # its answer to the daemon's status?
         wait_status(self.client, lambda s: s["devices"].get("shoe") is True
-                    and s["devices"].get("panel") is True and s["switch"] == "run")
-        open_shoe(self.client, self.panel, self.shoe)
+                    and s["devices"].get("panel") is True and s["switch"] == "run",
+                    timeout=WAIT_S)
+        self.panel.send("new_shoe")
+        wait_status(self.client, lambda s: s["state"] == "awaiting_flip", timeout=WAIT_S)
+        for card in (FLIP, *BURNS):
+            self.shoe.send_card(card)
+        wait_status(self.client, lambda s: s["state"] == "ready", timeout=WAIT_S)
 
     def deal_round(self) -> dict[str, Any]:
         """START ROUND, 13 cards while betting is open, and the round settled: the status."""
-        self._press_until("start_round", lambda s: s["betting_open"])
+        self.panel.send("start_round")
+        wait_status(self.client, lambda s: s["betting_open"], timeout=WAIT_S)
         cards = [next(self._cards) for _ in range(13)]
         for card in cards:
             self.shoe.send_card(card)
         self.rounds.append(cards)
         played = len(self.rounds)
         return wait_status(self.client, lambda s: s["state"] == "ready"
-                           and s["rounds_played"] == played, timeout=60)
-
-    def _press_until(self, button: str, done: Callable[[dict[str, Any]], bool]) -> None:
-        """Press ``button`` until the status says ``done``: on a loaded two-core machine a
-        line panel's press has been seen lost, the table still waiting (a dealer presses
-        again); pressed again only while nothing changed."""
-        for _ in range(3):
-            self.panel.send(button)
-            try:
-                wait_status(self.client, done, timeout=10)
-                return
-            except AssertionError:
-                if self.client.status()["state"] not in ("ready", "no_shoe"):
-                    raise
-        wait_status(self.client, done)
+                           and s["rounds_played"] == played, timeout=WAIT_S)
 
     def screen_pid(self) -> int | None:
         """The screen process now running (the daemon's child running its module)."""
@@ -124,7 +133,11 @@ class DealingTable:
             else []
 
     def delivered_rounds(self) -> list[list[str]]:
-        """Each settled round's 12 hand cards in dealing order, as the backend was sent them."""
+        """Each settled round's 12 hand cards in dealing order, as the backend was sent them
+        (once it was sent every event the table has)."""
+        last = self.client.status()["seq"]
+        wait_status(self.client, lambda s: s["backend"]["file"]["delivered_seq"] >= last,
+                    timeout=WAIT_S)
         dealt = []
         for event in self.events():
             if event["type"] == "round_result":
