@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.service.screens.link import STUCK_S
-from support.daemon_helpers import log_records, stop_daemon
+from support.daemon_helpers import NotifyListener, log_records, start_daemon, stop_daemon
 from support.display_helpers import SseReader, request
 from support.screen_siege import DealingTable, cmdline, misbehaving_screen, short_root
 from support.waiting import wait_until
@@ -189,3 +189,26 @@ def test_a_line_the_screen_process_writes_is_not_taken_for_the_daemons() -> None
         forged = [record for record in log_records(table.log, "stopped")
                   if record.get("logger") == "pokdeng.daemon" and "forged_by" in record]
         assert not forged, f"the daemon's log holds {forged}"
+
+
+@pytest.mark.slow
+def test_a_daemon_killed_while_its_screen_process_is_stopped_leaves_the_port_free(
+        table: DealingTable) -> None:
+    """SIGKILL to the daemon (no way down of its own) while its screen process is
+    SIGSTOPped: no stopped screen process is left holding the display's port (its process
+    group of its own is orphaned, and the kernel ends it), so the daemon started again
+    serves the display at the same address."""
+    table.deal_round()
+    screen = wait_until(table.screen_pid, COMES_BACK_S, "the screen process")
+    os.kill(screen, signal.SIGSTOP)
+    stop_daemon(table.proc, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{screen}").exists(), COMES_BACK_S,
+               "the stopped screen process to end", interval=0.2)
+    notify = NotifyListener(table.root / "notify-again")
+    again = start_daemon(table.config, notify.path, table.root / "again.log")
+    try:
+        notify.wait_for("READY", "1", timeout=COMES_BACK_S)
+        assert shows_round(table.port, 1)
+    finally:
+        stop_daemon(again)
+        notify.close()
