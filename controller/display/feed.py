@@ -151,9 +151,11 @@ class DisplayFeed:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        """The whole screen as it stands, then the feed thread (which loads the history
-        before it takes live events)."""
+        """The whole screen as it stands (the history, then what was offered so far), then
+        the feed thread: a page served from then on is shown the table, never a blank
+        screen of the moment before."""
         self._render_all()
+        self._catch_up()
         self._thread = threading.Thread(target=self._feed, name="display-feed", daemon=True)
         self._thread.start()
 
@@ -182,7 +184,6 @@ class DisplayFeed:
             self._screen.apply(event)
 
     def _feed(self) -> None:
-        self._catch_up()
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
             if self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S)):

@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -97,14 +97,21 @@ class FeedState:
                 status["betting_seconds_left"] = seconds_left_now(status, status["now"])
         return version, status
 
+    def has_status(self) -> bool:
+        """Whether the daemon sent the table's status yet."""
+        with self._lock:
+            return self._clock is not None
+
     def backends(self) -> dict[str, Any]:
         with self._lock:
             return dict(self._backends)
 
 
-def follow(lines: Iterable[bytes], display: DisplayServer, state: FeedState) -> int:
-    """Apply the feed's messages until it ends; returns how many were refused (each logged,
-    naming the line: one bad message costs that message, not the screen)."""
+def follow(lines: Iterable[bytes], display: DisplayServer, state: FeedState,
+           until: Callable[[], bool] | None = None) -> int:
+    """Apply the feed's messages until it ends (or ``until`` holds after one); returns how
+    many were refused (each logged, naming the line: one bad message costs that message,
+    not the screen)."""
     refused = 0
     for number, line in enumerate(lines, 1):
         try:
@@ -128,6 +135,8 @@ def follow(lines: Iterable[bytes], display: DisplayServer, state: FeedState) -> 
         except (ValueError, KeyError, TypeError) as exc:
             refused += 1
             log.error("screens: a feed message refused", line=number, problem=str(exc))
+        if until is not None and until():
+            break
         while display.feed.backlog() > MAX_BACKLOG:
             time.sleep(0.01)  # the pipe fills meanwhile: the daemon catches up instead
     return refused
@@ -158,9 +167,14 @@ def main(argv: list[str] | None = None) -> int:
                             listening=socket.socket(fileno=LISTEN_FD), live=state.live,
                             settle_s=SETTLE_S)
     display.feed.language = settings.language
+    feed = iter(sys.stdin.buffer)
+    # the shoe and the status first (the daemon sends them before anything else): the pages
+    # that waited in the socket's backlog while this process started are shown the table,
+    # not a blank "starting" screen with an empty roadmap
+    follow(feed, display, state, until=state.has_status)
     display.start()
     try:
-        follow(sys.stdin.buffer, display, state)
+        follow(feed, display, state)
     finally:
         display.close()
     return 0

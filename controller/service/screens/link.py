@@ -20,13 +20,15 @@ The feed is one-way and never waits:
 The listening socket is the daemon's (bound before READY, so a port in use is said at once):
 each screen process serves it, so a restarted one has the same address and a page that
 reconnects meanwhile waits in the socket's backlog. A process that ends is started again
-after ``RESTART_FIRST_S``, doubling to ``RESTART_MAX_S`` while it keeps ending; one that takes
-nothing of its feed for ``STUCK_S`` (stopped, hung) is killed and started again.
+after ``RESTART_FIRST_S``, doubling to ``RESTART_MAX_S`` while it keeps ending; one that leaves
+its feed unread for ``STUCK_S`` (stopped, hung) is killed and started again.
 """
 
 from __future__ import annotations
 
+import array
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -35,6 +37,7 @@ import shutil
 import signal
 import socket
 import sys
+import termios
 import threading
 import time
 from collections import deque
@@ -60,7 +63,7 @@ BACKENDS_POLL_S = 2.0       # how often the backends' backlog is read
 WRITE_WAIT_S = 0.1          # how long one look at a full pipe waits for room
 MAX_PENDING_BYTES = 1 << 20  # the feed's buffer beyond the pipe's own; beyond: a catch-up
 MAX_PENDING_BATCHES = 1000  # event batches offered and not yet taken; beyond: a catch-up
-STUCK_S = 30.0              # a process that takes nothing for this long is restarted
+STUCK_S = 30.0              # a process that leaves its feed unread this long is restarted
 RESTART_FIRST_S = 0.5       # a process that ended is started again after this, doubling...
 RESTART_MAX_S = 30.0        # ...up to this while it keeps ending
 HEALTHY_AFTER_S = 60.0      # a process that lived this long starts the doubling afresh
@@ -84,8 +87,29 @@ def log_stream_fd() -> int | None:
     return None
 
 
+#: what of the daemon's environment the screen process is given: what Python, the locale and
+#: the log need. Not the service manager's handles (NOTIFY_SOCKET: it is not the daemon), nor
+#: where the credentials and the journal are (CREDENTIALS_DIRECTORY, STATE_DIRECTORY): it
+#: answers the network and needs none of them.
+KEPT_ENVIRONMENT = ("PATH", "TZ", "LANG", "LANGUAGE", "JOURNAL_STREAM", "VIRTUAL_ENV")
+KEPT_ENVIRONMENT_PREFIXES = ("LC_", "PYTHON", "COVERAGE_")
+
+
+def screen_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The screen process's environment, from the daemon's ``environ``."""
+    return {name: value for name, value in environ.items()
+            if name in KEPT_ENVIRONMENT or name.startswith(KEPT_ENVIRONMENT_PREFIXES)}
+
+
 class ScreenStartError(Exception):
     """The display cannot listen where the config says; the message names the address."""
+
+
+def pipe_unread(fd: int) -> int:
+    """Bytes written to the pipe of ``fd`` (either end) that its reader has not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return int(count[0])
 
 
 class ScreenChild:
@@ -95,8 +119,20 @@ class ScreenChild:
         self.pid = pid
         self.feed_fd = feed_fd
         self.started = time.monotonic()
-        self.last_write = self.started
+        self.written = 0            # bytes of feed the pipe took
+        self.taken = 0              # of those, the bytes the process read
+        self.last_progress = self.started
         self.returncode: int | None = None
+
+    def stalled(self, now: float) -> bool:
+        """Whether it left its feed unread for ``STUCK_S``. Judged by what it read, not by
+        what the pipe took: on a quiet table a stopped process's pipe has room for an hour
+        of keep-alives, and its pages would hang all that while."""
+        unread = pipe_unread(self.feed_fd)
+        taken = self.written - unread
+        if unread == 0 or taken > self.taken:
+            self.taken, self.last_progress = taken, now
+        return now - self.last_progress > STUCK_S
 
     def poll(self) -> int | None:
         """Its exit status once it ended (reaped here), else None."""
@@ -265,8 +301,7 @@ class ScreenLink:
         one started when its time came."""
         child = self._child
         now = time.monotonic()
-        if child is not None and child.poll() is None and self._pending \
-                and now - child.last_write > STUCK_S:
+        if child is not None and child.poll() is None and child.stalled(now):
             log.warning("screens: the screen process took nothing for a while; restarting it",
                         pid=child.pid, seconds=STUCK_S)
             child.kill()
@@ -323,7 +358,7 @@ class ScreenLink:
             # SCHED_OTHER from the start: this thread may be real-time (realtime.py), and a
             # process it starts would otherwise inherit that
             pid = os.posix_spawn(
-                shutil.which(argv[0]) or argv[0], argv, dict(os.environ),
+                shutil.which(argv[0]) or argv[0], argv, screen_environment(dict(os.environ)),
                 file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0),
                               (os.POSIX_SPAWN_DUP2, self._listening.fileno(), 3), *logs],
                 scheduler=(os.SCHED_OTHER, os.sched_param(0)),
@@ -453,7 +488,7 @@ class ScreenLink:
                     self._drop_child("its feed broke")
                     return
                 raise
-            child.last_write = time.monotonic()
+            child.written += n
             self._written += n
             if self._written == len(head):
                 self._pending.popleft()
