@@ -13,6 +13,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from controller.display.catalogues import catalogue_files, ordered
 from controller.service.control.client import (
     EX_UNAVAILABLE,
     ControlClient,
@@ -22,8 +23,6 @@ from controller.service.control.client import (
 )
 
 CLEAR = "\x1b[H\x1b[2J"
-#: controller.display.words.LANGUAGES, spelled here: building the parser imports no catalogue
-LANGUAGES = ("en", "fil", "ms", "fa", "ja")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Follow the table live and show the dealer what to do next.")
     add_socket_arguments(parser)
     parser.add_argument("--once", action="store_true", help="print the current view and exit")
-    parser.add_argument("--lang", choices=LANGUAGES, default=None,
+    # the catalogue files' names: building the parser reads no catalogue
+    parser.add_argument("--lang", choices=ordered(catalogue_files()), default=None,
                         help="the words' language (default: the config's display.language "
                              "with --config, else en)")
     parser.set_defaults(func=watch)

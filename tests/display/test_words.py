@@ -39,7 +39,7 @@ def test_a_translation_is_not_the_english_left_in_place(lang: str) -> None:
                        "flush", "odds", "health.run", "health.pause", "health.ok",
                        "clock.seconds", "link.live", "seat.burn", "combo.face_card_combo",
                        "seat.flip", "roadmap", "round", "shoe", "watch.shoe", "watch.round",
-                       "by.supervisor", "state.connecting"}
+                       "by.supervisor", "state.connecting", "language.direction"}
     left = [key for key, text in words.CATALOGUE[lang].items()
             if text == words.EN[key] and key not in same_on_purpose and key != "language"]
     assert not left, f"{lang} says these in English: {left}"
@@ -124,9 +124,13 @@ def test_one_next_step_for_the_pages_and_watch(status: dict[str, Any], english: 
 
 
 def test_watch_offers_every_language() -> None:
-    from controller.commands import watch
+    from controller.commands.cli import build_parser
 
-    assert watch.LANGUAGES == words.LANGUAGES
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["watch", "--lang", "xx"])
+    for lang in words.LANGUAGES:
+        assert parser.parse_args(["watch", "--lang", lang]).lang == lang
 
 
 def test_the_table_language_is_validated_in_the_config(tmp_path: Path) -> None:
@@ -140,4 +144,5 @@ def test_the_table_language_is_validated_in_the_config(tmp_path: Path) -> None:
     assert settings is not None and settings.language == "fa"
     with pytest.raises(ConfigError) as failed:
         parse_config(config({"listen": "127.0.0.1:0", "language": "th"}), "t")
-    assert "display.language" in str(failed.value) and "en, fil, ms, fa, ja" in str(failed.value)
+    assert "display.language" in str(failed.value)
+    assert "no catalogue th.po (languages: en, fa, fil, ja, ms)" in str(failed.value)
