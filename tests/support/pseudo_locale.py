@@ -2,9 +2,10 @@
 ``qps.po`` in a locales directory (controller/display/catalogues.py) and ``display.language``
 or ``?lang=qps``.
 
-Every English word is bracketed, its letters accented and the text lengthened by a third
-(``Player {n}`` -> ``[Ƥļàýéŕ {n}·····]``): a word left in English, a key missing, a text cut
-short or a box too small for a longer language shows at once, on a page or in ``watch``.
+Every English word is bracketed, its letters accented and the text lengthened by a fifth
+(``Player {n}`` -> ``[Ƥļàýéŕ {n}··]``): a word left in English, a key missing, a text cut
+short or a box too small for a longer language shows at once, on a page or in ``watch``. (A
+third longer overflows the scoreboard's one-line header at 1920x1080: its items never wrap.)
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ _PLACEHOLDER = re.compile(r"(\{\w+\})")
 
 
 def pseudo(text: str) -> str:
-    """``[`` accented words, placeholders as they are, ``·`` for a third more length ``]``."""
+    """``[`` accented words, placeholders as they are, ``·`` for a fifth more length ``]``;
+    a number's format with no letters (the odds ``{a}:{b}``) stays as it is, as in any
+    language."""
     parts = _PLACEHOLDER.split(text)
+    if not any(c.isalpha() for p in parts[::2] for c in p):
+        return text
     said = "".join(p if _PLACEHOLDER.fullmatch(p) else p.translate(_ACCENTS) for p in parts)
-    return f"[{said}{'·' * (len(text) // 3)}]"
+    return f"[{said}{'·' * (len(text) // 5)}]"
 
 
 def pseudo_words() -> dict[str, str]:
