@@ -80,3 +80,27 @@ def test_watch_speaks_the_tables_language_reached_by_its_socket_alone(
         assert words.step_words("en", status) not in shown.stdout
         asked = cli("watch", "--once", "--lang", "ja", "--socket", str(short_dir / "control.sock"))
         assert words.step_words("ja", status) in asked.stdout  # --lang still wins
+
+
+@pytest.mark.slow
+def test_a_language_added_as_one_file_is_the_tables_and_watch_speaks_it(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    """An operator's ``qps.po`` on the catalogues' search path and ``display.language: qps``:
+    the daemon takes the config, its status names the language, ``watch`` says its words."""
+    from controller.display import catalogues
+    from support.pseudo_locale import pseudo_words, write_catalogue
+
+    write_catalogue(short_dir / "locales")
+    env = {catalogues.ENV: str(short_dir / "locales")}
+    shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path,
+                           display={"listen": f"127.0.0.1:{free_port()}", "language": "qps"})
+    checked = cli("config", "check", str(config), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with running_daemon(config, short_dir, env=env):
+        assert ControlClient(str(short_dir / "control.sock")).status()["language"] == "qps"
+        shown = cli("watch", "--once", "--socket", str(short_dir / "control.sock"), env=env)
+        assert shown.returncode == 0, shown.stderr
+        own = pseudo_words()
+        assert own["step.new_shoe"] in shown.stdout, shown.stdout
+        assert own["watch.head"].replace("{id}", "T1") in shown.stdout, shown.stdout
