@@ -78,6 +78,36 @@ SHEET_TERMS = {  # as the sheets write them (the Filipino sheet keeps the Englis
 }
 
 
+#: the sheets' own words for the roadmap key, a pause, a cancelled round and its refund
+SHEET_WORDS = {
+    "fil": {"legend.flush": "panlabas na bilog", "legend.pair": "dilaw na tuldok",
+            "notice.cancelled": "ibabalik", "notice.paused": "pansamantalang"},
+    "ms": {"legend.flush": "bulatan luar", "legend.pair": "titik kuning",
+           "state.paused": "DIGANTUNG", "notice.cancelled": "dikembalikan",
+           "notice.paused": "digantung"},
+    "fa": {"legend.flush": "دایره بیرونی", "legend.pair": "نقطه زرد",
+           "legend.win": "بازیکن برنده است", "legend.lose": "بازیکن بازنده است",
+           "clock.frozen": "شمارش معکوس", "notice.cancelled": "بازپرداخت"},
+    "ja": {"legend.flush": "アウターサークル", "legend.pair": "イエロードット",
+           "legend.tie": "タイ", "notice.cancelled": "返金", "way.misread": "キャンセル"},
+}
+#: wordings the sheets do not use (a literal copy of the English, another word for cancel)
+NOT_THE_SHEETS = {"fil": ["ng ang"], "ms": ["jeda"], "fa": ["پایان شرط‌بندی تا"],
+                  "ja": ["取り消", "停止した人", "異常"]}
+
+
+@pytest.mark.parametrize("lang", sorted(SHEET_WORDS))
+def test_the_screens_say_it_as_the_sheets_do(lang: str) -> None:
+    for key, term in SHEET_WORDS[lang].items():
+        assert term.lower() in words.CATALOGUE[lang][key].lower(), f"{lang}:{key}"
+    by = [words.say(lang, "banner.by", who=words.words_of(lang, {"key": key, "args": {
+        "user": "ana"}})) for key in ("by.supervisor", "by.a_supervisor", "by.key", "by.storage",
+                                      "by.fault")]
+    for text in [*words.CATALOGUE[lang].values(), *by]:
+        for wrong in NOT_THE_SHEETS[lang]:
+            assert wrong not in text.lower(), (lang, wrong, text)
+
+
 @pytest.mark.parametrize("lang", sorted(SHEET_TERMS))
 def test_the_game_terms_are_the_sheets(lang: str) -> None:
     for key, term in SHEET_TERMS[lang].items():
