@@ -474,16 +474,40 @@ BEADS_AND_HEADS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("lang", words.LANGUAGES)
 def test_bead_letters_sit_inside_their_beads_and_plate_names_apart_from_their_counts(
-        table: DemoTable, page: Any, lang: str) -> None:
+        browser: Any) -> None:
     """A bead's letter drawn inside its bead (勝/負/引 at the legible 28 px stuck out of
-    Japanese beads), and a plate's name never running into its counts ("Manlalaro 311 11 0")."""
-    wait_until(lambda: len(table.results()) >= 2, 90, "two round results")
-    for which in sorted(PAGES):
-        page.goto(url(table, which, lang))
-        wait_until(lambda: drawn(page), 20, f"the {which} page drawn in {lang}")
-        seen = page.evaluate(BEADS_AND_HEADS)
-        where = f"{which} in {lang}"
-        assert seen["letters"] and not seen["outside"], (where, seen)
-        assert seen["heads"] == 5 and not seen["touching"], (where, seen["touching"])
+    Japanese beads), and a plate's name never running into its counts ("Manlalaro 311 11 0"):
+    a whole shoe from a real table machine (two-digit counts), both pages, every language."""
+    from controller.display.server import DisplayServer
+    from controller.display.settings import DisplaySettings
+    from controller.table.generators.scriptgen import shoe_script
+    from controller.table.machine import MachineSettings, TableMachine
+
+    machine = TableMachine(MachineSettings())
+    shown = {"version": 0, "status": machine.status()}
+    display = DisplayServer(DisplaySettings(port=0), lambda: (
+        shown["version"], dict(shown["status"], now=shown["status"].get("clock"))))
+    display.start()
+    try:
+        for inp in shoe_script(1):
+            display.offer_events(machine.handle(inp))
+            shown["version"] += 1
+            shown["status"] = machine.status()
+            display.status_changed()
+        for lang in words.LANGUAGES:
+            for which in sorted(PAGES):
+                page = browser.new_page(viewport={"width": 1920, "height": 1080})
+                try:
+                    page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
+                    wait_until(lambda page=page: page.evaluate(
+                        "() => document.querySelectorAll('#roadmap g.bead').length >= 100"),
+                        20, "the shoe's beads on the page")
+                    seen = page.evaluate(BEADS_AND_HEADS)
+                    where = f"{which} in {lang}"
+                    assert seen["letters"] and not seen["outside"], (where, seen["outside"][:3])
+                    assert seen["heads"] == 5 and not seen["touching"], (where, seen["touching"])
+                finally:
+                    page.close()
+    finally:
+        display.close()
