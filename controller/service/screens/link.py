@@ -46,6 +46,7 @@ from typing import Any
 
 import structlog
 
+from controller.display.catalogues import ENV as LOCALES_ENV
 from controller.display.server import listening_socket
 from controller.display.settings import DisplaySettings
 from controller.service.clock.table_clock import TableClock
@@ -91,7 +92,8 @@ def log_stream_fd() -> int | None:
 #: the log need. Not the service manager's handles (NOTIFY_SOCKET: it is not the daemon), nor
 #: where the credentials and the journal are (CREDENTIALS_DIRECTORY, STATE_DIRECTORY): it
 #: answers the network and needs none of them.
-KEPT_ENVIRONMENT = ("PATH", "TZ", "LANG", "LANGUAGE", "JOURNAL_STREAM", "VIRTUAL_ENV")
+KEPT_ENVIRONMENT = ("PATH", "TZ", "LANG", "LANGUAGE", "JOURNAL_STREAM", "VIRTUAL_ENV",
+                    LOCALES_ENV)  # the catalogues the daemon checked the config's language in
 KEPT_ENVIRONMENT_PREFIXES = ("LC_", "PYTHON", "COVERAGE_")
 
 
