@@ -59,8 +59,8 @@ def test_pair_ratios_pair_by_pair_and_refuse_mismatched_or_empty_pairs() -> None
 
 
 def test_the_note_names_goal_word_floor_and_every_pair() -> None:
-    note = judge_ratio([1.0, 1.2, 1.1], [0.9, 1.1, 1.0], goal=1.3).text()
-    assert note == "goal <= x1.3: cannot tell on this machine (A/A floor x0.90-1.10; " \
+    note = judge_ratio([1.0, 1.2, 1.1], [0.9, 1.1, 1.0], goal=1.2).text()
+    assert note == "goal <= x1.2: cannot tell on this machine (A/A floor x0.90-1.10; " \
                    "3 pairs x1.00, x1.20, x1.10)"
 
 
