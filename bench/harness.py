@@ -450,12 +450,12 @@ def figures(values: list[float]) -> dict[str, float]:
             "over_goal": sum(1 for v in values if v > GOAL_MAX_MS), "cards": len(values)}
 
 
-def judged(measured: Sequence[float], yardstick: Sequence[float],
-           yardstick_again: Sequence[float], goal: float) -> dict[str, Any]:
-    """Per-pair figures of the measured case, its yardstick and the yardstick's second copy
-    -> the median ratio, its A/A floor and the verdict (bench/verdict.py), as JSON."""
-    judgement = judge_ratio(pair_ratios(measured, yardstick),
-                            pair_ratios(yardstick_again, yardstick), goal)
+def judged(measured: Sequence[float], yardstick: Sequence[float], goal: float, *,
+           aa: tuple[Sequence[float], Sequence[float]]) -> dict[str, Any]:
+    """Per-pair figures of the measured case and its yardstick, and ``aa``: a yardstick's
+    second copy and that yardstick, pair by pair -> the median ratio, its A/A floor and the
+    verdict (bench/verdict.py), as JSON."""
+    judgement = judge_ratio(pair_ratios(measured, yardstick), pair_ratios(*aa), goal)
     return {"ratio": judgement.ratio, "ratios": list(judgement.ratios),
             "floor": [judgement.floor.low, judgement.floor.high], "goal": goal,
             "verdict": judgement.word, "note": judgement.text()}

@@ -292,9 +292,8 @@ def measure(work: Path, rounds: int = 8, pairs: int = 5, *,
 
         summary["goals"][t] = [
             {"figure": figure, "against": against} | harness.judged(
-                per_pair("daemon", figure), per_pair(against, figure),
-                per_pair("durable-aa", figure) if against == "durable"
-                else per_pair("durable", figure), goal)
+                per_pair("daemon", figure), per_pair(against, figure), goal,
+                aa=(per_pair("durable-aa", figure), per_pair("durable", figure)))
             for figure, against, goal in GOALS]
     return summary
 

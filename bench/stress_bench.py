@@ -301,7 +301,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             | {"max": max(per_run(case, "max")), "over_goal": int(sum(per_run(case, "over_goal")))}
             for case in CASES
         } | {"p99": harness.judged(per_run("stressed", "p99"), per_run("quiet", "p99"),
-                                   per_run("quiet-aa", "p99"), GOAL_P99_RATIO),
+                                   GOAL_P99_RATIO,
+                                   aa=(per_run("quiet-aa", "p99"), per_run("quiet", "p99"))),
              "p50_ratio": statistics.median(
                  s / q for s, q in zip(per_run("stressed", "p50"), per_run("quiet", "p50"))),
              "over_goal": {"stressed": stressed_over, "quiet": int(quiet_over),
