@@ -3,7 +3,7 @@ one batch on the way at a time against several (``in_flight_batches``), on loopb
 a link that delays every byte (a studio network's round trip).
 
 The outbox and the MQTT transport (MQTT 5) are the daemon's; the broker runs with the settings we
-ship (bench/latency_bench.py's Broker); a subscriber on the broker counts the events, and a run
+ship (bench/harness.py's Broker); a subscriber on the broker counts the events, and a run
 ends when the last event is both PUBACKed and received. The delayed link is a TCP
 relay in this process that forwards each chunk ``--delay-ms`` after it arrived, both ways.
 Prints the time to deliver the backlog and events per second, min / median / max over
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
-from bench.latency_bench import Broker, free_port  # noqa: E402
+from bench.harness import Broker, free_port  # noqa: E402
 from bench.measuring import wait_listening  # noqa: E402
 from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402

@@ -35,7 +35,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -72,30 +71,15 @@ def environment(repo: Path, pycache: Path) -> dict[str, str]:
 @contextmanager
 def running_daemon(repo: Path, work: Path, env: dict[str, str]) -> Iterator[Path]:
     """``pokdeng-table run`` of ``repo`` on simulated devices, READY; yields its socket."""
-    from bench.daemon_bench import wait_ready
-    from bench.measuring import write_table_config
-    from drivers.sim.shoe import ShoeSimulator
+    from bench.harness import notified_table, stop
 
-    shoe = ShoeSimulator(work / "shoe", "beetek").start()
-    master, slave = os.openpty()
-    config = write_table_config(work, os.ttyname(slave), level="warning")
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(work / "notify"))
-    log = open(work / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=repo,
-                            env={**env, "NOTIFY_SOCKET": str(work / "notify")})
-    try:
-        wait_ready(notify)
-        yield work / "control.sock"
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        log.close()
-        notify.close()
-        shoe.close(drain_timeout=0.2)
-        os.close(master)
-        os.close(slave)
+    with notified_table(work, level="warning", repo=repo, env=env) as table:
+        daemon = table.spawn()
+        try:
+            table.notify.wait_ready(daemon)
+            yield work / "control.sock"
+        finally:
+            stop(daemon, 20)
 
 
 def cpu_of_children() -> float:

@@ -19,7 +19,6 @@ import json
 import os
 import pty
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -352,12 +351,7 @@ def start_daemon(work: Path, backends: Receivers, *, extra_config: str = "",
     try:
         yield Table(work, daemon, shoe, panel, log)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(5)
+        stop(daemon)
         shoe.close(drain_timeout=0.5)
         panel.close()
 
@@ -426,6 +420,120 @@ def deal(table: Table, backends: Receivers, rounds: int, *, seed: int = 7,
             last_card_at = time.perf_counter()
             until(f"round {number} has no result", lambda n=number: seen("round_result") >= n)
     return latencies
+
+
+# --- a daemon under a notify socket, as systemd starts it ----------------------------------------
+
+class NotifySocket:
+    """A systemd notify socket: the daemon's READY=1, then read on as systemd reads it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+
+    def wait_ready(self, daemon: subprocess.Popen[bytes] | None = None,
+                   timeout: float = 30.0) -> float:
+        """When READY=1 arrived (monotonic); RuntimeError when ``daemon`` exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.sock], [], [], 0.05)
+            if ready and b"READY=1" in self.sock.recv(4096):
+                return time.monotonic()
+            if daemon is not None and daemon.poll() is not None:
+                raise RuntimeError(f"the daemon exited ({daemon.returncode}) before READY=1")
+        raise RuntimeError(f"the daemon did not send READY=1 within {timeout:g} s")
+
+    def drain(self) -> None:
+        """From now on read (and drop) what the daemon sends: WATCHDOG=1, STATUS=."""
+        def read() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    self.sock.recv(4096)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def close(self) -> None:
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+def write_table_config(work: Path, panel_tty: str, level: str = "info",
+                       **sections: Any) -> Path:
+    """``work/table.yaml``: a table on a simulated Bee-Tek shoe at ``work/shoe`` and a line panel
+    on ``panel_tty``, its state, socket and events file in ``work``; ``sections`` add to it or
+    replace its own (``display=…``, ``table=…``)."""
+    import yaml
+
+    config = work / "table.yaml"
+    config.write_text(yaml.safe_dump({
+        "table": {"id": TABLE},
+        "state_dir": str(work / "state"),
+        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
+        "panel": {"driver": "line_panel", "url": panel_tty},
+        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
+        "transports": {"file": {"path": str(work / "events.jsonl")}},
+        "logging": {"level": level, "format": "json"},
+        **sections,
+    }))
+    return config
+
+
+@dataclass
+class NotifiedTable:
+    """A table's config on simulated devices and the notify socket its daemon reports to;
+    ``spawn`` starts a daemon, as many times as asked; ``press`` writes a panel line."""
+    config: Path
+    notify: NotifySocket
+    env: dict[str, str]
+    log: Path
+    repo: Path
+    panel: int  # the panel pty's master side
+
+    def press(self, button: str) -> None:
+        os.write(self.panel, f"{button}\n".encode())
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            return subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
+                                     str(self.config)], stdout=log, stderr=subprocess.STDOUT,
+                                    env=self.env, cwd=self.repo)
+
+
+@contextlib.contextmanager
+def notified_table(work: Path, *, level: str = "info", watchdog: bool = False,
+                   repo: Path = ROOT, env: dict[str, str] | None = None,
+                   **sections: Any) -> Iterator[NotifiedTable]:
+    """A table in ``work`` (write_table_config, ``sections`` added) on a simulated shoe and a
+    pty panel, its daemon run from ``repo`` under a notify socket (and the watchdog on, as
+    under systemd, with ``watchdog``); ``env``: the daemon's environment (default ours)."""
+    from drivers.sim.shoe import ShoeSimulator
+
+    shoe = ShoeSimulator(work / "shoe", "beetek").start()
+    master, slave = os.openpty()
+    notify = NotifySocket(work / "notify")
+    daemon_env = {**(os.environ if env is None else env), "NOTIFY_SOCKET": str(notify.path),
+                  "PYTHONPATH": str(repo)}
+    if watchdog:
+        daemon_env["WATCHDOG_USEC"] = "10000000"
+    try:
+        yield NotifiedTable(write_table_config(work, os.ttyname(slave), level, **sections),
+                            notify, daemon_env, work / "daemon.log", repo, master)
+    finally:
+        notify.close()
+        shoe.close(drain_timeout=0.2)
+        os.close(master)
+        os.close(slave)
+
+
+def stop(daemon: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+    """SIGTERM, as systemd stops it; killed after ``timeout``. Its exit status."""
+    daemon.terminate()
+    try:
+        return daemon.wait(timeout)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        return daemon.wait(5)
 
 
 # --- alternated pairs and their figures ----------------------------------------------------------
