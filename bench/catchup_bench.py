@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import json
 import multiprocessing
 import socket
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
 from bench.harness import Broker, free_port  # noqa: E402
-from bench.measuring import wait_listening  # noqa: E402
+from bench.measuring import save_json, wait_listening  # noqa: E402
 from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
 from controller.table.inputs import Button  # noqa: E402
@@ -206,8 +205,7 @@ def main() -> int:
         finally:
             counter.close()
             broker.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    save_json(args.json, results)
     return 0
 
 

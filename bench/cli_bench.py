@@ -31,7 +31,6 @@ compile the sources again.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -48,6 +47,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.measuring import save_json  # noqa: E402
 
 GOALS = {  # command -> (the most its median may be, as a ratio to python -c pass, or seconds)
     "--version": ("ratio", 3.0),
@@ -190,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{figures['repeat']} interleaved runs each, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(table(figures))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    save_json(args.json, figures)
     return 0
 
 

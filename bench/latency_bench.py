@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import harness  # noqa: E402
 from bench.harness import CARDS_A_ROUND, RELAY_TOPIC, Receivers  # noqa: E402
+from bench.measuring import save_json  # noqa: E402
 
 #: the paths, in the order of even pairs (odd pairs reverse it: the relays take the rhythm of
 #: the daemon's run before them)
@@ -354,8 +355,7 @@ def main() -> int:
         if not args.state_dir:
             shutil.rmtree(work, ignore_errors=True)
     print_summary(summary)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+    save_json(args.json, summary)
     return 0
 
 

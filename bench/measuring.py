@@ -1,8 +1,9 @@
 """What the benchmark scripts share: a sink that timestamps what drivers post, percentiles, a
-daemon's idle figures from /proc, and waiting for a server to listen."""
+daemon's idle figures from /proc, waiting for a server to listen, and the scripts' ``--json``."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -24,6 +25,12 @@ def wait_listening(port: int, what: str, alive: Callable[[], bool] = lambda: Tru
             if time.monotonic() > deadline or not alive():
                 raise SystemExit(f"{what} did not start") from None
             time.sleep(0.02)
+
+
+def save_json(path: str | None, figures: object) -> None:
+    """A script's ``--json FILE``: its figures, indented, when a file was named."""
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def percentile(values: list[float], percent: float) -> float:

@@ -65,6 +65,7 @@ PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "da
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 from bench.harness import GOAL_MAX_MS, mosquitto_missing  # noqa: E402
+from bench.measuring import save_json  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
 
@@ -425,9 +426,7 @@ def run(args: argparse.Namespace) -> int:
           f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}; load average "
           f"{load_before} at the start, {load_text()} at the end (1 / 5 / 15 min)")
     print_table(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps([dict(zip(("figure", "value", "note"), r))
-                                               for r in rows], indent=2) + "\n")
+    save_json(args.json, [dict(zip(("figure", "value", "note"), r)) for r in rows])
     return 1 if failed else 0
 
 

@@ -27,7 +27,6 @@ Goals (issue 21), judged by bench/verdict.py on the median pair against the 1-sh
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sqlite3
@@ -41,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import harness  # noqa: E402
+from bench.measuring import save_json  # noqa: E402
 from bench.verdict import judge_count  # noqa: E402
 from controller.table.machine import MachineSettings  # noqa: E402
 from testkit.journals import cached_journal, journal_in_cache  # noqa: E402
@@ -153,8 +153,7 @@ def main() -> int:
     result = measure(shoes, args.rounds, args.pairs, args.repo.resolve())
     for name, value, note in rows(result):
         print(f"{name:<40}{value:>26}  {note}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    save_json(args.json, result)
     return 0
 
 

@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import harness  # noqa: E402
 from bench.card_trace import CardTrace  # noqa: E402
+from bench.measuring import save_json  # noqa: E402
 from bench.verdict import judge_count  # noqa: E402
 
 SSE_CLIENTS = 16
@@ -378,8 +379,7 @@ def main() -> int:
     summary = measure(args.rounds, args.pairs, args.state_dir, stressors, priority,
                       not args.receivers_normal, args.trace, args.trace_over)
     print_summary(summary)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+    save_json(args.json, summary)
     return 0
 
 
