@@ -293,7 +293,8 @@ def cli_rows() -> list[Row]:
     for row in f["rows"]:
         name = row["command"] if row["command"].startswith("python") else \
             f"pokdeng-table {row['command']}"
-        goal = f"; goal {row['goal']}" if row["goal"] else ""
+        goal = f"; {row['judged']['note']}" if row["judged"] else \
+            f"; goal {row['goal']}" if row["goal"] else ""
         rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
                                       for key in ("min_s", "median_s", "max_s")) + " ms",
                      f"whole process, min / median / max of {row['runs']}; "
