@@ -275,7 +275,8 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
                          f"{k['p50']:.2f} / {k['p99']:.2f} / {k['max']:.1f} ms",
                          f"{note}; {k['over_goal']} card(s) > {GOAL_MAX_MS:g} ms"))
         rows.append((f"  {name} p99 stressed / quiet", f"x{f['p99']['ratio']:.2f}",
-                     f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f}"))
+                     f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f} (A/A floor "
+                     f"{f['p50_floor']})"))
         over = f["over_goal"]
         rows.append((f"  {name} stressed cards > {GOAL_MAX_MS:g} ms", str(over["stressed"]),
                      f"goal none: {over['verdict']} (quiet runs: {over['quiet']})"))

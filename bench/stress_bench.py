@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 from bench import harness  # noqa: E402
 from bench.card_trace import CardTrace  # noqa: E402
 from bench.measuring import save_json  # noqa: E402
-from bench.verdict import judge_count  # noqa: E402
+from bench.verdict import Floor, judge_count, pair_ratios  # noqa: E402
 
 SSE_CLIENTS = 16
 STATUS_HZ = 10.0
@@ -304,8 +304,10 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
         } | {"p99": harness.judged(per_run("stressed", "p99"), per_run("quiet", "p99"),
                                    GOAL_P99_RATIO,
                                    aa=(per_run("quiet-aa", "p99"), per_run("quiet", "p99"))),
-             "p50_ratio": statistics.median(
-                 s / q for s, q in zip(per_run("stressed", "p50"), per_run("quiet", "p50"))),
+             "p50_ratio": statistics.median(pair_ratios(per_run("stressed", "p50"),
+                                                        per_run("quiet", "p50"))),
+             "p50_floor": Floor.of(pair_ratios(per_run("quiet-aa", "p50"),
+                                               per_run("quiet", "p50"))).text(),
              "over_goal": {"stressed": stressed_over, "quiet": int(quiet_over),
                            "verdict": judge_count(stressed_over, int(quiet_over))}}
     return summary
@@ -329,7 +331,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                   f"{k['max']:>8.2f}{k['over_goal']:>9}")
         over = f["over_goal"]
         print(f"{transport.upper()} p99 stressed / quiet: x{f['p99']['ratio']:.2f}, "
-              f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f}")
+              f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f} (A/A floor {f['p50_floor']})")
         print(f"{transport.upper()} stressed cards over {harness.GOAL_MAX_MS:g} ms: "
               f"{over['stressed']} (quiet: {over['quiet']}), goal none: {over['verdict']}")
     trace = summary["trace"]
