@@ -384,11 +384,13 @@ def deal(table: Table, backends: Receivers, rounds: int, *, seed: int = 7,
     if trace is not None:
         trace.follow(table.daemon.pid, label)
 
-    def timed(kind: str) -> None:
+    def timed(kind: str, keep: bool = True) -> None:
         card = next(cards)
-        if trace is not None:
+        if trace is not None and keep:
             trace.before()
         times = arrivals.time_one(lambda: table.shoe.send_card(card), "daemon", names, kind)
+        if not keep:
+            return
         for r, ms in times.items():
             latencies[r].append(ms)
         if trace is not None:
@@ -401,11 +403,7 @@ def deal(table: Table, backends: Receivers, rounds: int, *, seed: int = 7,
     table.shoe.send_card(next(cards))  # the flip card: its value is the number of burns
     until("the flip card was not shown", lambda: seen("burn_card_shown") > 0)
     while not seen("burn_completed"):
-        if time_burns:
-            timed("card_burned")
-        else:
-            table.shoe.send_card(next(cards))
-            arrivals.wait(lambda: seen("burn_completed") > 0, 1.0)
+        timed("card_burned", keep=time_burns)
     with contextlib.ExitStack() as stack:
         if load is not None:
             stack.enter_context(load(table.work))
