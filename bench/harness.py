@@ -1,4 +1,4 @@
-"""The table under test, as every dealing benchmark runs it (latency, stress, start parts).
+"""The table under test, as every benchmark that runs the daemon runs it.
 
 * the receivers: an HTTP server and an MQTT subscriber on a mosquitto of our own, in this
   process, noting when each event arrived on one monotonic clock (``Receivers``);
@@ -6,6 +6,8 @@
   both on ptys, its config written for those receivers (``start_daemon``);
 * the dealer: a new shoe, the flip card and the burns, then rounds of 13 cards, each card
   timed from its frame on the pty to its event at every receiver (``deal``);
+* a daemon under a systemd notify socket, on simulated devices, with a file transport
+  (``notified_table``: start to READY, idle figures, a daemon for the commands to ask);
 * alternated pairs: every case once a pair, the order reversed every other pair, so a busy
   moment of the machine falls on every case alike (``alternate``);
 * each run's figures (``figures``) and a ratio judged against its A/A floor (``judged``,
