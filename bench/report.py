@@ -282,7 +282,9 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
                      f"goal none: {over['verdict']} (quiet runs: {over['quiet']})"))
     t = found["trace"]
     rows.append(("cards traced (stress)", str(t["cards"]),
-                 f"slower than {t['over_ms']:g} ms: what the daemon waited on, in {t['file']}"))
+                 f"slower than {t['over_ms']:g} ms: what the daemon waited on, in {t['file']}"
+                 + ("" if t["block_io_counted"] else
+                    " (block I/O waits not counted: kernel.task_delayacct is 0)")))
     return rows
 
 

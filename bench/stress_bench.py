@@ -289,6 +289,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
                                "stressors": list(stressors), "load": load_counts,
                                "trace": {"file": str(trace_file) if trace_file else None,
                                          "over_ms": trace_over_ms,
+                                         "block_io_counted": bool(trace and
+                                                                  trace.block_io_counted),
                                          "cards": trace.traced if trace else 0},
                                "transports": {}}
     for t in backends.names:

@@ -84,7 +84,8 @@ def test_latency_and_stress_print_their_floor_and_a_verdict(tmp_path: Path) -> N
     assert str(trace) in traced["note"]
     assert {line["run"] for line in lines} == {f"{case} {pair}" for pair in (1, 2)
                                                for case in ("quiet", "stressed", "quiet-aa")}
-    assert all(line["on_cpu_us"] and "write_bytes" in line["io"] for line in lines)
+    assert all(line["on_cpu_us"] and "write_bytes" in line["io"] and "block_io_wait_us" in line
+               for line in lines)
 
 
 @pytest.mark.slow
