@@ -7,9 +7,10 @@ itself, 1 on a machine without noise. The **floor** is the spread of the A/A rat
 lowest to their highest: how far one pair's ratio strays from the truth on this machine, in
 this run, through noise alone.
 
-The **ratio** is the median of the pairs' B/A. Laid over it, the floor gives the band the
-ratio could have come out anywhere in by noise alone: ``ratio x low .. ratio x high`` (the
-floor widened to hold x1, so the band always holds the ratio itself). Then:
+The **ratio** is the median of the pairs' B/A. A ratio measured is the true one times the
+machine's noise, and the floor is how far that noise went in this run, so the true ratio lies
+between ``ratio / high`` and ``ratio / low``: the **band** (the floor widened to hold x1, so
+the band always holds the measured ratio itself). Then:
 
 * ``met``: the whole band is at or under the goal;
 * ``not met``: the whole band is over the goal;
@@ -81,9 +82,9 @@ def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float
         raise ValueError("a ratio goal needs at least one pair")
     floor = Floor.of(aa_ratios)
     ratio = statistics.median(ratios)
-    if ratio * floor.high <= goal:
+    if ratio / floor.low <= goal:
         word = MET
-    elif ratio * floor.low > goal:
+    elif ratio / floor.high > goal:
         word = NOT_MET
     else:
         word = CANNOT_TELL
