@@ -52,6 +52,11 @@ GOAL_MAX_MS = 20.0
 WAIT_S = 20.0
 
 
+class Stalled(RuntimeError):
+    """A run that did not get through: a simulated device or the daemon too slow on a busy
+    machine. ``alternate`` runs it again."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -103,7 +108,7 @@ class Arrivals:
         send()
         if not self.wait(lambda: all(len(self.times.get((r, source, kind), [])) > before[r]
                                      for r in receivers)):
-            raise SystemExit(f"{source}: a {kind} did not arrive within {WAIT_S:g} s ("
+            raise Stalled(f"{source}: a {kind} did not arrive within {WAIT_S:g} s ("
                              + ", ".join(f"{r} {self.seen(r, source, kind)}"
                                          for r in receivers) + ")")
         with self.lock:
@@ -198,7 +203,7 @@ def start_subscriber(port: int, arrivals: Arrivals) -> Any:
     client.connect("127.0.0.1", port)
     client.loop_start()
     if not subscribed.wait(10):
-        raise SystemExit("MQTT subscriber did not subscribe")
+        raise RuntimeError("the MQTT subscriber did not subscribe")
     return client
 
 
@@ -247,7 +252,7 @@ class PanelPty:
         while b"status?" not in seen:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SystemExit("the daemon did not open the panel pty")
+                raise Stalled("the daemon did not open the panel pty")
             if select.select([self.master], [], [], left)[0]:
                 seen += os.read(self.master, 1024)
         os.write(self.master, b"switch pause off\n")
@@ -379,7 +384,7 @@ def deal(table: Table, backends: Receivers, rounds: int, *, seed: int = 7,
 
     def until(what: str, predicate: Callable[[], bool]) -> None:
         if not arrivals.wait(predicate):
-            raise SystemExit(f"{what}; the daemon's log: {log}")
+            raise Stalled(f"{what}; the daemon's log: {log}")
 
     cards = iter(shuffled_shoe(seed))
     latencies: dict[str, list[float]] = {r: [] for r in names}
@@ -541,15 +546,31 @@ def stop(daemon: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
 T = TypeVar("T")
 
 
-def alternate(cases: Sequence[str], pairs: int, run: Callable[[str, int], T]
-              ) -> dict[str, list[T]]:
+def alternate(cases: Sequence[str], pairs: int, run: Callable[[str, int], T],
+              stalled: list[str] | None = None) -> dict[str, list[T]]:
     """``run(case, pair)`` for every case once a pair, ``pairs`` times; the order of the cases
-    reversed every other pair. Each case's results, pair by pair."""
+    reversed every other pair. Each case's results, pair by pair. A run that stalls is run
+    again and noted in ``stalled``, up to ``pairs`` times in all; its partial figures are not
+    kept."""
+    stalled = [] if stalled is None else stalled
     results: dict[str, list[T]] = {case: [] for case in cases}
     for pair in range(pairs):
         for case in (cases if pair % 2 == 0 else list(reversed(cases))):
-            results[case].append(run(case, pair))
+            while True:
+                try:
+                    results[case].append(run(case, pair))
+                    break
+                except Stalled as exc:
+                    stalled.append(f"{case} {pair + 1}: {exc}")
+                    print(f"bench: {stalled[-1]}; running it again", file=sys.stderr)
+                    if len(stalled) > pairs:
+                        raise
     return results
+
+
+def stalled_text(stalled: list[str]) -> str:
+    """A row's note on the runs ``alternate`` ran again."""
+    return f" ({len(stalled)} stalled and ran again)" if stalled else ""
 
 
 def figures(values: list[float]) -> dict[str, float]:

@@ -227,7 +227,7 @@ class RelayPath:
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "ready":
             self.close()
-            raise SystemExit(f"the {kind} relay did not start")
+            raise harness.Stalled(f"the {kind} relay did not start")
         for _ in range(3):  # warm-up, as the flip and burn cards warm up the daemon
             self._one()
 
@@ -259,12 +259,12 @@ def measure(work: Path, rounds: int = 8, pairs: int = 5, *,
     """Every path once a pair, ``pairs`` times, alternated (the relays to the rhythm of the
     daemon's last run); per path and transport each pair's figures, and the goals judged."""
     gaps: list[float] = []
+    stalled: list[str] = []
     runs: dict[str, list[dict[str, dict[str, float]]]]
 
     with harness.receivers(work, receivers, shipped_broker) as backends:
         def run(path: str, pair: int) -> dict[str, dict[str, float]]:
-            run_dir = work / f"{path}{pair + 1}"
-            run_dir.mkdir()
+            run_dir = Path(tempfile.mkdtemp(prefix=f"{path}{pair + 1}-", dir=work))
             if path == "daemon":
                 gaps.clear()
                 with harness.start_daemon(run_dir, backends, log_level=log_level) as table:
@@ -278,8 +278,9 @@ def measure(work: Path, rounds: int = 8, pairs: int = 5, *,
                     relay.close()
             return {t: harness.figures(v) for t, v in samples.items()}
 
-        runs = harness.alternate(list(PATHS), pairs, run)
+        runs = harness.alternate(list(PATHS), pairs, run, stalled)
     summary: dict[str, Any] = {"cards": rounds * CARDS_A_ROUND, "pairs": pairs, "runs": runs,
+                               "stalled": stalled,
                                "broker": "shipped" if shipped_broker else "mosquitto defaults",
                                "transports": list(receivers), "daemon_log_level": log_level,
                                "paths": {}, "goals": {}}
@@ -313,6 +314,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         for goal in summary["goals"][t]:
             print(f"{t.upper()} daemon {goal['figure']} / {PATHS[goal['against']]}: "
                   f"x{goal['ratio']:.2f}, {goal['note']}")
+    for stall in summary["stalled"]:
+        print(f"run again after: {stall}")
 
 
 def main() -> int:

@@ -64,7 +64,7 @@ PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "da
          "start", "stress", "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
-from bench.harness import GOAL_MAX_MS, mosquitto_missing  # noqa: E402
+from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
 from bench.measuring import save_json  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -138,7 +138,8 @@ def latency_rows(rounds: int, pairs: int) -> list[Row]:
     summary = run_json("latency_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
                        timeout=300 * pairs)
     rows: list[Row] = []
-    runs = f"median of {summary['pairs']} alternated pairs of {summary['cards']} cards"
+    runs = f"median of {summary['pairs']} alternated pairs of {summary['cards']} cards" + \
+        stalled_text(summary["stalled"])
     for transport in summary["transports"]:
         name = transport.upper()
         for path, label, note in (("daemon", f"card -> {name}", runs),
@@ -264,7 +265,8 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
                      "--trace", trace, "--trace-over", f"{trace_over:g}",
                      timeout=600 * pairs)
     rows: list[Row] = []
-    runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display on"
+    runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
+        f"on{stalled_text(found['stalled'])}"
     for transport, f in found["transports"].items():
         name = transport.upper()
         for case, note in (("quiet", runs), ("quiet-aa", "the quiet run's A/A copy"),
@@ -423,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bench: {name} …", file=sys.stderr, flush=True)
         try:
             rows += part()
-        except Exception as exc:  # one broken part must not hide the others' figures
+        except (Exception, SystemExit) as exc:  # one broken part must not hide the others
             rows.append((name, "FAILED", f"{type(exc).__name__}: {exc}"[:160]))
         failed |= any(value == "FAILED" for _, value, _ in rows)
     print(f"pokdeng-table benchmarks, {began} to {time.strftime('%H:%M UTC', time.gmtime())}, "

@@ -79,6 +79,7 @@ def measure(shoes: int = SHOES, rounds: int = 5, pairs: int = 5,
     # filesystem mounted with ``discard`` sends the disk a storm of discards for seconds,
     # which would fall on the next run's cards (a 37 ms card on the 1-shoe journal here).
     works: list[Path] = []
+    stalled: list[str] = []
     try:
         with harness.receivers(Path(tempfile.gettempdir()), ("http",)) as backends:
             def run(case: str, pair: int) -> dict[str, float]:
@@ -91,7 +92,7 @@ def measure(shoes: int = SHOES, rounds: int = 5, pairs: int = 5,
                     return harness.figures(harness.deal(table, backends, rounds, seed=11,
                                                         time_burns=True)["http"])
 
-            runs = harness.alternate(list(cases), pairs, run)
+            runs = harness.alternate(list(cases), pairs, run, stalled)
     finally:
         for work in works:
             shutil.rmtree(work, ignore_errors=True)
@@ -101,7 +102,7 @@ def measure(shoes: int = SHOES, rounds: int = 5, pairs: int = 5,
 
     base, big, on, again = cases
     result: dict[str, Any] = {
-        "shoes": shoes, "rounds": rounds, "pairs": pairs, "runs": runs,
+        "shoes": shoes, "rounds": rounds, "pairs": pairs, "runs": runs, "stalled": stalled,
         "cases": {case: {f: statistics.median(per_pair(case, f)) for f in ("p50", "p99")}
                   | {"max": max(per_pair(case, "max")),
                      "over_goal": int(sum(per_pair(case, "over_goal"))),
@@ -121,11 +122,12 @@ def measure(shoes: int = SHOES, rounds: int = 5, pairs: int = 5,
 def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The bench table's rows (bench/report.py, ``start`` part)."""
     out = []
+    again = harness.stalled_text(result["stalled"])
     for name, f in result["cases"].items():
         out.append((f"deal after start, {name}",
                     f"{f['p50']:.2f} / {f['p99']:.2f} / {f['max']:.1f} ms",
                     f"card -> HTTP p50 / p99 / max, {f['cards']} cards in {result['pairs']} "
-                    f"runs; {f['over_goal']} over {harness.GOAL_MAX_MS:.0f} ms"))
+                    f"runs{again}; {f['over_goal']} over {harness.GOAL_MAX_MS:.0f} ms"))
     for key, label in (("size", f"{result['shoes']} shoes / 1 shoe p99"),
                        ("archive", "archive on / off p99")):
         r = result[key]

@@ -203,7 +203,7 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
         assert proc.stdout is not None
         try:
             if proc.stdout.readline().strip() != "ready":
-                raise SystemExit("the stress load did not start")
+                raise harness.Stalled("the stress load did not start")
             # every page connected before the first card
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
@@ -261,6 +261,7 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
     work = Path(state_dir or tempfile.mkdtemp(prefix="pokdeng-stress-"))
     work.mkdir(parents=True, exist_ok=True)
     load_counts: list[dict[str, int]] = []
+    stalled: list[str] = []
     with contextlib.ExitStack() as stack:
         stack.callback(lambda: None if state_dir else shutil.rmtree(work, ignore_errors=True))
         trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms) \
@@ -269,8 +270,7 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
         backends = stack.enter_context(harness.receivers(work))
 
         def run(case: str, pair: int) -> dict[str, dict[str, float]]:
-            run_dir = work / f"{case}{pair + 1}"
-            run_dir.mkdir()
+            run_dir = Path(tempfile.mkdtemp(prefix=f"{case}{pair + 1}-", dir=work))
             display_port = harness.free_port()
             load = stress_load(display_port, backends.mqtt_port, load_counts, stressors)
             with harness.start_daemon(run_dir, backends, priority=priority,
@@ -281,12 +281,13 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
                                        trace=trace, label=f"{case} {pair + 1}")
             return {t: harness.figures(v) for t, v in samples.items()}
 
-        runs = harness.alternate(CASES, pairs, run)
+        runs = harness.alternate(CASES, pairs, run, stalled)
     summary: dict[str, Any] = {"cards": rounds * harness.CARDS_A_ROUND, "pairs": pairs,
                                "runs": runs, "daemon_nice": priority.nice,
                                "daemon_rtprio": priority.rtprio,
                                "receivers_rtprio": RECEIVERS_RTPRIO if receivers_rt else 0,
                                "stressors": list(stressors), "load": load_counts,
+                               "stalled": stalled,
                                "trace": {"file": str(trace_file) if trace_file else None,
                                          "over_ms": trace_over_ms,
                                          "block_io_counted": bool(trace and
@@ -336,6 +337,8 @@ def print_summary(summary: dict[str, Any]) -> None:
               f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f} (A/A floor {f['p50_floor']})")
         print(f"{transport.upper()} stressed cards over {harness.GOAL_MAX_MS:g} ms: "
               f"{over['stressed']} (quiet: {over['quiet']}), goal none: {over['verdict']}")
+    for stall in summary["stalled"]:
+        print(f"run again after: {stall}")
     trace = summary["trace"]
     if trace["file"]:
         print(f"cards over {trace['over_ms']:g} ms traced: {trace['cards']}, in {trace['file']}")
