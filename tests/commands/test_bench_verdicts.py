@@ -42,12 +42,15 @@ def check_judgement(value: str, match: re.Match[str], pairs: int) -> None:
     low, high, goal, word = float(match["low"]), float(match["high"]), float(match["goal"]), \
         match["word"]
     assert low <= 1.0 <= high
-    least, most = median / high, median / low  # where the true ratio lies, noise allowed for
-    if most < goal - 0.02:
+    # where the true ratio lies (median / high .. median / low), each end as low and as high
+    # as the printed rounding (0.005 on the floor, 0.01 on the median) lets it be
+    least = ((median - 0.01) / (high + 0.005), (median + 0.01) / (high - 0.005))
+    most = ((median - 0.01) / (low + 0.005), (median + 0.01) / max(low - 0.005, 1e-9))
+    if most[1] < goal:
         assert word == MET
-    elif least > goal + 0.02:
+    elif least[0] > goal:
         assert word == NOT_MET
-    elif least < goal - 0.02 and most > goal + 0.02:
+    elif least[1] < goal < most[0]:
         assert word == CANNOT_TELL
 
 
@@ -79,12 +82,14 @@ def test_latency_and_stress_print_their_floor_and_a_verdict(tmp_path: Path) -> N
     assert any(row["figure"].strip().startswith("durable relay again") for row in rows)
     assert any("quiet-aa" in row["figure"] for row in rows)
     # every card is over 0 ms: each one has a line naming its run and its daemon's threads
+    # (a run that stalled on a busy machine and ran again has its first cards there too)
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     traced = next(row for row in rows if row["figure"] == "cards traced (stress)")
-    assert int(traced["value"]) == len(lines) == 2 * 3 * 13  # pairs x runs x cards
+    assert int(traced["value"]) == len(lines) >= 2 * 3 * 13  # pairs x runs x cards
     assert str(trace) in traced["note"]
-    assert {line["run"] for line in lines} == {f"{case} {pair}" for pair in (1, 2)
-                                               for case in ("quiet", "stressed", "quiet-aa")}
+    runs = {f"{case} {pair}" for pair in (1, 2) for case in ("quiet", "stressed", "quiet-aa")}
+    assert {line["run"] for line in lines} == runs
+    assert all(sum(line["run"] == run for line in lines) >= 13 for run in runs)
     assert all(line["on_cpu_us"] and "write_bytes" in line["io"] and "block_io_wait_us" in line
                for line in lines)
 
