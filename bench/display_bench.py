@@ -93,7 +93,8 @@ def measure(seconds: float = 20.0, presses: int = 20) -> dict[str, Any]:
                 table.notify.wait_ready(proc)
                 table.notify.drain()
                 clients = [StreamClient(port) for _ in range(CLIENTS)]
-                clients[0].wait_state("no_shoe", 0)
+                # the screen process starts after READY: on a busy machine, seconds after
+                clients[0].wait_state("no_shoe", 0, timeout=60)
                 # Button to page, first: it also shows the panel is connected before the idle
                 # window.
                 latencies = []
