@@ -13,7 +13,6 @@ burst the time and the commits, min / median / max over the rounds. A figure, no
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
+from bench.measuring import save_json  # noqa: E402
 from controller.rules.cards import parse_card  # noqa: E402
 from controller.service.config.settings import parse_config  # noqa: E402
 from controller.service.control.access import own_group  # noqa: E402
@@ -148,8 +148,7 @@ def main() -> int:
     ratio = statistics.median(results["one by one"]["ms"]) / statistics.median(
         results["grouped"]["ms"])
     print(f"grouped is x{ratio:.1f} faster (medians)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    save_json(args.json, results)
     return 0
 
 

@@ -3,7 +3,7 @@ one batch on the way at a time against several (``in_flight_batches``), on loopb
 a link that delays every byte (a studio network's round trip).
 
 The outbox and the MQTT transport (MQTT 5) are the daemon's; the broker runs with the settings we
-ship (bench/latency_bench.py's Broker); a subscriber on the broker counts the events, and a run
+ship (bench/harness.py's Broker); a subscriber on the broker counts the events, and a run
 ends when the last event is both PUBACKed and received. The delayed link is a TCP
 relay in this process that forwards each chunk ``--delay-ms`` after it arrived, both ways.
 Prints the time to deliver the backlog and events per second, min / median / max over
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import json
 import multiprocessing
 import socket
 import statistics
@@ -29,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
-from bench.latency_bench import Broker, free_port  # noqa: E402
-from bench.measuring import wait_listening  # noqa: E402
+from bench.harness import Broker, free_port  # noqa: E402
+from bench.measuring import save_json, wait_listening  # noqa: E402
 from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
 from controller.table.inputs import Button  # noqa: E402
@@ -206,8 +205,7 @@ def main() -> int:
         finally:
             counter.close()
             broker.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    save_json(args.json, results)
     return 0
 
 

@@ -10,11 +10,13 @@ that a busy moment of the machine falls on every command alike:
 - ``pokdeng-table replay`` of one whole 8-deck shoe
   (``controller.table.generators.scriptgen --seed 1``);
 - ``pokdeng-table rtp --json`` (8 decks: mostly the exact enumeration itself);
+- ``python -c pass`` again, last in each round: the interpreter's A/A copy;
 
 each with its median's ratio to ``python -c pass``, what it adds to it (median minus median:
 the part that is ours; the interpreter's own start-up depends on the machine and on the .pth
 files of its site-packages) and the goal (issue 13): ``--version`` and ``status --json``
-within x3 of the interpreter, a shoe's replay under 0.2 s. The CPU time (user + system,
+within x3 of the interpreter (judged by bench/verdict.py, each round a pair, against the A/A
+floor of the two ``python -c pass``), a shoe's replay under 0.2 s. The CPU time (user + system,
 median) is shown beside the wall time: on a machine shared with other work it is the steadier
 of the two.
 
@@ -31,11 +33,9 @@ compile the sources again.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +50,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.measuring import save_json  # noqa: E402
+
+PASS = "python -c pass"
+AGAIN = "python -c pass, again"  # the interpreter's A/A copy, at the end of every round
 GOALS = {  # command -> (the most its median may be, as a ratio to python -c pass, or seconds)
     "--version": ("ratio", 3.0),
     "status --json": ("ratio", 3.0),
@@ -72,30 +76,15 @@ def environment(repo: Path, pycache: Path) -> dict[str, str]:
 @contextmanager
 def running_daemon(repo: Path, work: Path, env: dict[str, str]) -> Iterator[Path]:
     """``pokdeng-table run`` of ``repo`` on simulated devices, READY; yields its socket."""
-    from bench.daemon_bench import wait_ready
-    from bench.measuring import write_table_config
-    from drivers.sim.shoe import ShoeSimulator
+    from bench.harness import notified_table, stop
 
-    shoe = ShoeSimulator(work / "shoe", "beetek").start()
-    master, slave = os.openpty()
-    config = write_table_config(work, os.ttyname(slave), level="warning")
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(work / "notify"))
-    log = open(work / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=repo,
-                            env={**env, "NOTIFY_SOCKET": str(work / "notify")})
-    try:
-        wait_ready(notify)
-        yield work / "control.sock"
-    finally:
-        proc.terminate()
-        proc.wait(20)
-        log.close()
-        notify.close()
-        shoe.close(drain_timeout=0.2)
-        os.close(master)
-        os.close(slave)
+    with notified_table(work, level="warning", repo=repo, env=env) as table:
+        daemon = table.spawn()
+        try:
+            table.notify.wait_ready(daemon)
+            yield work / "control.sock"
+        finally:
+            stop(daemon, 20)
 
 
 def cpu_of_children() -> float:
@@ -137,6 +126,7 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
                 "status --json": [*pdt, "status", "--json", "--socket", str(control)],
                 "replay (one shoe)": [*pdt, "replay", str(shoe_script)],
                 "rtp --json": [*pdt, "rtp", "--json"],
+                AGAIN: [sys.executable, "-c", "pass"],
             }
             for argv in commands.values():  # fills the bytecode cache; not timed
                 run_once(argv, env, work)
@@ -149,8 +139,8 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
                     cpu[name].append(used)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    floor = statistics.median(times["python -c pass"])
-    cpu_floor = statistics.median(cpu["python -c pass"])
+    floor = statistics.median(times[PASS])
+    cpu_floor = statistics.median(cpu[PASS])
     rows = []
     for name, values in times.items():
         median = statistics.median(values)
@@ -159,9 +149,22 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
                      "max_s": max(values), "ratio": median / floor, "runs": len(values),
                      "added_s": median - floor,
                      "cpu_median_s": cpu_median, "cpu_ratio": cpu_median / cpu_floor,
-                     "goal": goal_text(name), "met": goal_met(name, median, median / floor)})
+                     "goal": goal_text(name), "met": goal_met(name, median, median / floor),
+                     "judged": judged_ratio(name, times)})
     return {"repo": str(repo), "runs_as": " ".join(Path(part).name for part in pdt),
             "repeat": repeat, "rows": rows}
+
+
+def judged_ratio(name: str, times: dict[str, list[float]]) -> dict[str, Any] | None:
+    """A ratio goal judged on the runs as pairs (each round of the interleaved runs one pair)
+    against the interpreter's A/A floor: ``python -c pass`` at the start of each round against
+    itself at its end (bench/verdict.py)."""
+    from bench.harness import judged
+
+    kind, limit = GOALS.get(name, ("", 0.0))
+    if kind != "ratio":
+        return None
+    return judged(times[name], times[PASS], limit, aa=(times[AGAIN], times[PASS]))
 
 
 def goal_text(name: str) -> str:
@@ -170,6 +173,7 @@ def goal_text(name: str) -> str:
 
 
 def goal_met(name: str, median: float, ratio: float) -> bool | None:
+    """Against its goal, the median; a ratio's verdict against the A/A floor is ``judged``."""
     kind, limit = GOALS.get(name, ("", 0.0))
     if kind == "ratio":
         return ratio <= limit
@@ -183,7 +187,8 @@ def table(figures: dict[str, Any]) -> str:
              f"{'command':<20} {'min':>8} {'median':>8} {'max':>8} {'added':>8} {'ratio':>6}"
              f"  {'median':>8} {'ratio':>6}  goal (wall median)", "-" * 105]
     for row in figures["rows"]:
-        met = {True: " met", False: " NOT met", None: ""}[row["met"]]
+        met = f": {row['judged']['note'].split(': ', 1)[1]}" if row["judged"] else \
+            {True: " met", False: " NOT met", None: ""}[row["met"]]
         ms = [f"{row[key] * 1000:6.0f}ms" for key in ("min_s", "median_s", "max_s")]
         lines.append(f"{row['command']:<20} {' '.join(ms)} {row['added_s'] * 1000:+6.0f}ms"
                      f" {row['ratio']:5.1f}x"
@@ -206,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{figures['repeat']} interleaved runs each, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(table(figures))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    save_json(args.json, figures)
     return 0
 
 

@@ -16,79 +16,38 @@ Goals (issue 6): READY < 2 s, idle RSS < 60 MB, idle CPU < 1 % of a core.
 from __future__ import annotations
 
 import argparse
-import os
-import select
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.measuring import idle_figures, idle_report, write_table_config  # noqa: E402
-from drivers.sim.shoe import ShoeSimulator  # noqa: E402
-
-
-def wait_ready(sock: socket.socket, timeout: float = 30.0) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([sock], [], [], 0.05)
-        if ready and b"READY=1" in sock.recv(4096):
-            return time.monotonic()
-    raise RuntimeError("the daemon did not send READY=1")
-
-
-def drain(sock: socket.socket) -> None:
-    try:
-        while True:
-            sock.recv(4096)
-    except OSError:
-        return
+from bench.harness import notified_table, stop  # noqa: E402
+from bench.measuring import idle_figures, idle_report  # noqa: E402
 
 
 def measure(seconds: float = 60.0, starts: int = 5) -> dict[str, float]:
     """Start-to-READY times over ``starts`` starts, then idle RSS and CPU over ``seconds``."""
     work = Path(tempfile.mkdtemp(prefix="pdb-", dir="/tmp"))
-    shoe = ShoeSimulator(work / "shoe", "beetek").start()
-    master, slave = os.openpty()
-    config = write_table_config(work, os.ttyname(slave))
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(work / "notify"))
-    env = {**os.environ, "NOTIFY_SOCKET": str(work / "notify"), "WATCHDOG_USEC": "10000000"}
-    command = [sys.executable, "-m", "controller", "run", "--config", str(config)]
-    log = open(work / "daemon.log", "ab")
     try:
-        ready_times = []
-        proc = None
-        for start in range(starts):
-            began = time.monotonic()
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=REPO)
-            ready_times.append(wait_ready(notify) - began)
-            if start < starts - 1:
-                proc.terminate()
-                if proc.wait(20) != 0:
+        with notified_table(work, watchdog=True) as table:
+            ready_times = []
+            for start in range(starts):
+                began = time.monotonic()
+                proc = table.spawn()
+                ready_times.append(table.notify.wait_ready(proc) - began)
+                if start < starts - 1 and stop(proc, 20) != 0:
                     raise RuntimeError("the daemon did not stop cleanly")
-        assert proc is not None
-        # Read the notify socket from now on, as systemd does (WATCHDOG=1, STATUS=).
-        threading.Thread(target=drain, args=(notify,), daemon=True).start()
-        time.sleep(1.0)  # let start-up settle (drivers connect, first status)
-        idle = idle_figures(proc.pid, seconds)
-        proc.terminate()
-        status = proc.wait(20)
+            table.notify.drain()  # as systemd reads it: WATCHDOG=1, STATUS=
+            time.sleep(1.0)  # let start-up settle (drivers connect, first status)
+            idle = idle_figures(proc.pid, seconds)
+            status = stop(proc, 20)
     finally:
-        log.close()
-        notify.close()
-        shoe.close(drain_timeout=0.2)
-        os.close(master)
-        os.close(slave)
-    shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "starts": len(ready_times), "ready_first_s": ready_times[0],
         "ready_median_s": statistics.median(ready_times), "ready_max_s": max(ready_times),

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,14 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.daemon_bench import drain, wait_ready  # noqa: E402
-from bench.measuring import (  # noqa: E402
-    idle_figures,
-    idle_report,
-    percentile,
-    write_table_config,
-)
-from drivers.sim.shoe import ShoeSimulator  # noqa: E402
+from bench.harness import free_port, notified_table, stop  # noqa: E402
+from bench.measuring import idle_figures, idle_report, percentile  # noqa: E402
 
 CLIENTS = 2
 
@@ -89,56 +81,41 @@ class StreamClient:
         self.sock.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def measure(seconds: float = 20.0, presses: int = 20) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="pdd-", dir="/tmp"))
-    shoe = ShoeSimulator(work / "shoe", "beetek").start()
-    master, slave = os.openpty()
     port = free_port()
-    config = write_table_config(work, os.ttyname(slave),
-                                display={"listen": f"127.0.0.1:{port}"})
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(work / "notify"))
-    env = {**os.environ, "NOTIFY_SOCKET": str(work / "notify"), "WATCHDOG_USEC": "10000000"}
-    log = open(work / "daemon.log", "ab")
     clients: list[StreamClient] = []
-    proc = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config", str(config)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     try:
-        wait_ready(notify)
-        threading.Thread(target=drain, args=(notify,), daemon=True).start()
-        clients = [StreamClient(port) for _ in range(CLIENTS)]
-        clients[0].wait_state("no_shoe", 0)
-        # Button to page, first: it also shows the panel is connected before the idle window.
-        latencies = []
-        for press in range(presses):
-            button, state = ("new_shoe", "awaiting_flip") if press % 2 == 0 else (
-                "end_shoe", "no_shoe")
-            marks = [len(c.states) for c in clients]
-            began = time.monotonic()
-            os.write(master, button.encode() + b"\n")
-            arrived = [c.wait_state(state, mark) for c, mark in zip(clients, marks)]
-            latencies.append((max(arrived) - began) * 1000)
-            time.sleep(0.05)
-        time.sleep(1.0)  # settle
-        idle = idle_figures(proc.pid, seconds)
-        heard = min(len(c.states) for c in clients)
+        with notified_table(work, watchdog=True,
+                            display={"listen": f"127.0.0.1:{port}"}) as table:
+            proc = table.spawn()
+            try:
+                table.notify.wait_ready(proc)
+                table.notify.drain()
+                clients = [StreamClient(port) for _ in range(CLIENTS)]
+                # the screen process starts after READY: on a busy machine, seconds after
+                clients[0].wait_state("no_shoe", 0, timeout=60)
+                # Button to page, first: it also shows the panel is connected before the idle
+                # window.
+                latencies = []
+                for press in range(presses):
+                    button, state = ("new_shoe", "awaiting_flip") if press % 2 == 0 else (
+                        "end_shoe", "no_shoe")
+                    marks = [len(c.states) for c in clients]
+                    began = time.monotonic()
+                    table.press(button)
+                    arrived = [c.wait_state(state, mark) for c, mark in zip(clients, marks)]
+                    latencies.append((max(arrived) - began) * 1000)
+                    time.sleep(0.05)
+                time.sleep(1.0)  # settle
+                idle = idle_figures(proc.pid, seconds)
+                heard = min(len(c.states) for c in clients)
+            finally:
+                for client in clients:
+                    client.close()
+                status = stop(proc, 20)
     finally:
-        for client in clients:
-            client.close()
-        proc.terminate()
-        status = proc.wait(20)
-        log.close()
-        notify.close()
-        shoe.close(drain_timeout=0.2)
-        os.close(master)
-        os.close(slave)
-    shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "clients": CLIENTS, **idle, "presses": presses,
         "press_to_page_p50_ms": percentile(latencies, 50),

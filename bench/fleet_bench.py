@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the clone
 
+from bench.measuring import save_json  # noqa: E402
 from controller.durability.delivery.outbox import Outbox  # noqa: E402
 from controller.durability.journal import Journal  # noqa: E402
 from controller.table.inputs import Tick  # noqa: E402
@@ -281,8 +282,7 @@ def main() -> int:
               f"{'met' if f['last_s'] <= GOAL_S else 'NOT met'}"
               + (f"; {f['missing_at_backend']} events MISSING at the backend"
                  if f["missing_at_backend"] else ""))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    save_json(args.json, results)
     return 1 if any(f["missing_at_backend"] for f in results) else 0
 
 

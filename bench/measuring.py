@@ -1,16 +1,15 @@
-"""What the benchmark scripts share: a sink that timestamps what drivers post, percentiles, the
-config of a simulated table for a real daemon, a daemon's idle figures from /proc, and waiting
-for a server to listen."""
+"""What the benchmark scripts share: a sink that timestamps what drivers post, percentiles, a
+daemon's idle figures from /proc, waiting for a server to listen, and the scripts' ``--json``."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 
 def wait_listening(port: int, what: str, alive: Callable[[], bool] = lambda: True,
@@ -26,6 +25,12 @@ def wait_listening(port: int, what: str, alive: Callable[[], bool] = lambda: Tru
             if time.monotonic() > deadline or not alive():
                 raise SystemExit(f"{what} did not start") from None
             time.sleep(0.02)
+
+
+def save_json(path: str | None, figures: object) -> None:
+    """A script's ``--json FILE``: its figures, indented, when a file was named."""
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def percentile(values: list[float], percent: float) -> float:
@@ -59,29 +64,6 @@ class TimedSink:
             if not self.cond.wait_for(lambda: len(matching()) >= n, timeout):
                 raise SystemExit(f"timed out after {timeout:g} s waiting for {n} inputs")
             return matching()[n - 1]
-
-
-def write_table_config(work: Path, panel_tty: str, level: str = "info",
-                       **sections: Any) -> Path:
-    """``work/table.yaml``: a table on a simulated Bee-Tek shoe at ``work/shoe`` and a line panel
-    on ``panel_tty``, its state, socket and events file in ``work``; ``sections`` add to it
-    (``display=…``)."""
-    import yaml
-
-    from controller.service.control.access import own_group
-
-    config = work / "table.yaml"
-    config.write_text(yaml.safe_dump({
-        "table": {"id": "BENCH"},
-        "state_dir": str(work / "state"),
-        "shoe": {"driver": "beetek", "url": str(work / "shoe")},
-        "panel": {"driver": "line_panel", "url": panel_tty},
-        "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
-        "transports": {"file": {"path": str(work / "events.jsonl")}},
-        "logging": {"level": level, "format": "json"},
-        **sections,
-    }))
-    return config
 
 
 def proc_figures(pid: int) -> tuple[float, int, int]:

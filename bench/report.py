@@ -8,9 +8,9 @@ Runs, in this order, and prints one table of figures at the end:
   how late a writer gets the journal after another process's write transaction
   (bench/write_lock_bench.py);
 - latency: card frame on the shoe's pty -> ``card_dealt`` at an MQTT subscriber and at an HTTP
-  server, through the real daemon, p50/p99 against a durable bare relay (read, parse, one
-  fsync'd SQLite commit, send) with the goals' ratios, and a bare relay (no journal), each
-  --latency-repeat times (bench/latency_bench.py; needs mosquitto);
+  server, through the real daemon, against a durable relay (read, parse, one fsync'd SQLite
+  commit, send), its A/A copy and the same relay on the daemon's threads, in --pairs alternated
+  pairs (bench/latency_bench.py; needs mosquitto);
 - burst: 13 card frames posted at once -> the last one journaled, grouped in one transaction
   against one transaction each (bench/burst_bench.py);
 - catchup: an MQTT backlog of 3,000 events through loopback and a 10 ms link, several batches
@@ -24,19 +24,22 @@ Runs, in this order, and prints one table of figures at the end:
   press -> the page's status, p50/max (bench/display_bench.py; same idle window);
 - start: start to READY and ``journal verify`` on journals of 1, 50 and 500 shoes (--full adds
   1,500), built once and cached (bench/start_bench.py); then (unless --start-shoes names the
-  sizes) dealing right after a start on 500 shoes (--full 1,500) against 1 shoe, archiving off
-  and on (bench/start_deal_bench.py);
-- stress: card -> backend latency through the real daemon, quiet and stressed (16 display
+  sizes) dealing right after a start on 500 shoes (--full 1,500) against 1 shoe and its A/A
+  copy, archiving off and on, in --pairs alternated pairs (bench/start_deal_bench.py);
+- stress: card -> backend latency through the real daemon, quiet, stressed (16 display
   pages, ``status`` 10 Hz, ``journal verify``/``archive`` running, an MQTT catch-up on the
-  broker), alternated runs; p50/p99/max and the ratios against the goals
-  (bench/stress_bench.py; needs mosquitto);
+  broker) and quiet again (the A/A copy), in --pairs alternated pairs; slow cards traced to a
+  file (bench/stress_bench.py; needs mosquitto);
 - cli: each command's whole process against ``python -c pass``: ``--version``, ``status --json``
   (a running daemon), a shoe's ``replay``, ``rtp --json``; min / median / max of 5
   (bench/cli_bench.py);
 - soak: a short soak of --soak-shoes shoes with every fault kind (bench/soak/; needs
   mosquitto), and the figures of the last recorded long soak (docs/soak-figures.json).
 
-``--skip latency,soak`` leaves parts out. Each part is also runnable alone (see its file).
+Every ratio with a goal is the median of its pairs, printed with the A/A floor measured in the
+same run and one word: met, not met, or cannot tell on this machine (the rule:
+bench/verdict.py). ``--skip latency,soak`` leaves parts out. Each part is also runnable alone
+(see its file).
 """
 
 from __future__ import annotations
@@ -57,10 +60,12 @@ REPO = BENCH.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-MOSQUITTO = os.environ.get("MOSQUITTO", "/usr/sbin/mosquitto")
 PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "daemon", "display",
          "start", "stress", "cli", "soak")
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
+
+from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
+from bench.measuring import save_json  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
 
@@ -127,44 +132,30 @@ def write_lock_rows() -> list[Row]:
              f"{busy['p50']:.2f} / {busy['max']:.2f} ms")]
 
 
-def latency_rows(rounds: int, repeat: int) -> list[Row]:
-    if not os.access(MOSQUITTO, os.X_OK):
-        return [("card -> backend latency", "skipped",
-                 f"mosquitto missing at {MOSQUITTO} (apt-get install mosquitto)")]
-    with tempfile.TemporaryDirectory(prefix="pokdeng-bench-") as scratch:
-        figures = Path(scratch) / "latency.json"
-        done = subprocess.run([sys.executable, str(BENCH / "latency_bench.py"), "--rounds",
-                               str(rounds), "--repeat", str(repeat), "--json", str(figures)],
-                              capture_output=True, text=True, timeout=900 * repeat)
-        if done.returncode != 0 or not figures.exists():
-            return [("card -> backend latency", "FAILED", done.stderr.strip()[-100:])]
-        summary = json.loads(figures.read_text())
+def latency_rows(rounds: int, pairs: int) -> list[Row]:
+    if missing := mosquitto_missing():
+        return [("card -> backend latency", "skipped", missing)]
+    summary = run_json("latency_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
+                       timeout=300 * pairs)
     rows: list[Row] = []
-    runs = f"median of {summary['repeat']} runs of {summary['cards']} cards"
-    if summary.get("failed_runs"):
-        runs += f" ({len(summary['failed_runs'])} stalled and ran again)"
-    for transport, name in (("mqtt", "MQTT"), ("http", "HTTP")):
-        paths = summary["paths"]
-        real, durable, threaded, bare = (paths[p][transport]
-                                         for p in ("daemon", "durable", "threaded", "bare"))
-        rows.append((f"card -> {name} p50 / p99", f"{real['p50']['median']:.2f} / "
-                     f"{real['p99']['median']:.2f} ms", runs))
-        rows.append((f"  durable relay -> {name}", f"{durable['p50']['median']:.2f} / "
-                     f"{durable['p99']['median']:.2f} ms", "read, parse, fsync'd commit, send"))
-        rows.append((f"  threaded durable relay -> {name}", f"{threaded['p50']['median']:.2f} / "
-                     f"{threaded['p99']['median']:.2f} ms", "the same on the daemon's threads"))
-        rows.append((f"  bare relay -> {name}", f"{bare['p50']['median']:.2f} / "
-                     f"{bare['p99']['median']:.2f} ms", "read, parse, send"))
-        ratio = summary["ratios"][transport]
-        for figure in ("p50", "p99"):
-            r = ratio[figure]
-            rows.append((f"  {name} {figure} / durable relay", f"x{r['median']:.2f}",
-                         f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
-                         f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
-        r = summary["ratios_to_threaded"][transport]
-        rows.append((f"  {name} p50 / threaded durable relay", f"x{r['median']:.2f}",
-                     f"goal <= x{r['goal']:.1f}: {'met' if r['met'] else 'NOT met'} "
-                     f"(runs x{r['min']:.2f}-x{r['max']:.2f})"))
+    runs = f"median of {summary['pairs']} alternated pairs of {summary['cards']} cards" + \
+        stalled_text(summary["stalled"])
+    for transport in summary["transports"]:
+        name = transport.upper()
+        for path, label, note in (("daemon", f"card -> {name}", runs),
+                                  ("durable", f"  durable relay -> {name}",
+                                   "read, parse, fsync'd commit, send"),
+                                  ("durable-aa", f"  durable relay again -> {name}",
+                                   "its A/A copy: the same relay, the machine's noise"),
+                                  ("threaded", f"  threaded durable relay -> {name}",
+                                   "the same on the daemon's threads")):
+            f = summary["paths"][path][transport]
+            rows.append((f"{label} p50 / p99", f"{f['p50']:.2f} / {f['p99']:.2f} ms", note))
+        for goal in summary["goals"][transport]:
+            against = "durable relay" if goal["against"] == "durable" else \
+                "threaded durable relay"
+            rows.append((f"  {name} {goal['figure']} / {against}", f"x{goal['ratio']:.2f}",
+                         goal["note"]))
     return rows
 
 
@@ -192,8 +183,8 @@ def burst_rows() -> list[Row]:
 
 
 def catchup_rows() -> list[Row]:
-    if not os.access(MOSQUITTO, os.X_OK):
-        return [("MQTT catch-up", "skipped", f"mosquitto missing at {MOSQUITTO}")]
+    if missing := mosquitto_missing():
+        return [("MQTT catch-up", "skipped", missing)]
     found = run_json("catchup_bench.py", "--events", "3000", "--repeat", "3")
     rows: list[Row] = []
     for delay in sorted({r["delay_ms"] for r in found}):
@@ -208,9 +199,8 @@ def catchup_rows() -> list[Row]:
 
 
 def fleet_rows() -> list[Row]:
-    if not os.access(MOSQUITTO, os.X_OK):
-        return [("fleet: broker back -> backlogs delivered", "skipped",
-                 f"mosquitto missing at {MOSQUITTO}")]
+    if missing := mosquitto_missing():
+        return [("fleet: broker back -> backlogs delivered", "skipped", missing)]
     found = run_json("fleet_bench.py", "--tables", "5,40", "--outage", "10")
     return [(f"fleet of {f['tables']}: broker back -> last backlog",
              f"{f['last_s']:.2f} s",
@@ -247,7 +237,7 @@ def display_rows(idle_seconds: float) -> list[Row]:
     ]
 
 
-def start_rows(full: bool, sizes: str | None) -> list[Row]:
+def start_rows(full: bool, sizes: str | None, rounds: int, pairs: int) -> list[Row]:
     from bench.start_bench import FULL_SIZES, SIZES, measure
 
     chosen = tuple(int(s) for s in sizes.split(",")) if sizes else (
@@ -261,33 +251,42 @@ def start_rows(full: bool, sizes: str | None) -> list[Row]:
     if sizes is None:
         from bench import start_deal_bench
 
-        # four runs a case, 300 cards: with two, a case's p99 was its second slowest card
         rows.extend(start_deal_bench.rows(start_deal_bench.measure(
-            start_deal_bench.FULL_SHOES if full else start_deal_bench.SHOES, repeat=4)))
+            start_deal_bench.FULL_SHOES if full else start_deal_bench.SHOES, rounds=rounds,
+            pairs=pairs)))
     return rows
 
 
-def stress_rows() -> list[Row]:
-    if not os.access(MOSQUITTO, os.X_OK):
-        return [("card -> backend, stressed", "skipped", f"mosquitto missing at {MOSQUITTO}")]
-    # runs of 312 cards: in runs of 104 a run's p99 was its second slowest card
-    found = run_json("stress_bench.py", "--rounds", "24", "--repeat", "2", timeout=1800)
+def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -> list[Row]:
+    if missing := mosquitto_missing():
+        return [("card -> backend, stressed", "skipped", missing)]
+    trace = trace or tempfile.mkstemp(prefix="pokdeng-slow-cards-", suffix=".jsonl")[1]
+    found = run_json("stress_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
+                     "--trace", trace, "--trace-over", f"{trace_over:g}",
+                     timeout=600 * pairs)
     rows: list[Row] = []
+    runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
+        f"on{stalled_text(found['stalled'])}"
     for transport, f in found["transports"].items():
         name = transport.upper()
-        quiet, stressed = f["quiet"], f["stressed"]
-        rows.append((f"card -> {name} quiet p50 / p99 / max",
-                     f"{quiet['p50']:.2f} / {quiet['p99']:.2f} / {quiet['max_of_runs']:.1f} ms",
-                     f"median of {found['repeat']} runs of {found['cards']} cards, display on"))
-        rows.append((f"card -> {name} stressed p50 / p99 / max",
-                     f"{stressed['p50']:.2f} / {stressed['p99']:.2f} / "
-                     f"{stressed['max_of_runs']:.1f} ms",
-                     f"16 pages, status 10 Hz, journal verify/archive, MQTT catch-up; "
-                     f"{stressed['over_goal']} card(s) > 20 ms (goal: none)"))
-        rows.append((f"  {name} p99 stressed / quiet", f"x{f['p99_ratio']:.2f}",
-                     f"goal <= x1.5: {'met' if f['p99_met'] else 'NOT met'} (runs "
-                     + ", ".join(f"x{r:.2f}" for r in f["p99_ratios"]) + f"); p50 "
-                     f"x{f['p50_ratio']:.2f}"))
+        for case, note in (("quiet", runs), ("quiet-aa", "the quiet run's A/A copy"),
+                           ("stressed", "16 pages, status 10 Hz, journal verify/archive, "
+                                        "MQTT catch-up")):
+            k = f[case]
+            rows.append((f"card -> {name} {case} p50 / p99 / max",
+                         f"{k['p50']:.2f} / {k['p99']:.2f} / {k['max']:.1f} ms",
+                         f"{note}; {k['over_goal']} card(s) > {GOAL_MAX_MS:g} ms"))
+        rows.append((f"  {name} p99 stressed / quiet", f"x{f['p99']['ratio']:.2f}",
+                     f"{f['p99']['note']}; p50 x{f['p50_ratio']:.2f} (A/A floor "
+                     f"{f['p50_floor']})"))
+        over = f["over_goal"]
+        rows.append((f"  {name} stressed cards > {GOAL_MAX_MS:g} ms", str(over["stressed"]),
+                     f"goal none: {over['verdict']} (quiet runs: {over['quiet']})"))
+    t = found["trace"]
+    rows.append(("cards traced (stress)", str(t["cards"]),
+                 f"slower than {t['over_ms']:g} ms: what the daemon waited on, in {t['file']}"
+                 + ("" if t["block_io_counted"] else
+                    " (block I/O waits not counted: kernel.task_delayacct is 0)")))
     return rows
 
 
@@ -299,7 +298,8 @@ def cli_rows() -> list[Row]:
     for row in f["rows"]:
         name = row["command"] if row["command"].startswith("python") else \
             f"pokdeng-table {row['command']}"
-        goal = f"; goal {row['goal']}" if row["goal"] else ""
+        goal = f"; {row['judged']['note']}" if row["judged"] else \
+            f"; goal {row['goal']}" if row["goal"] else ""
         rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
                                       for key in ("min_s", "median_s", "max_s")) + " ms",
                      f"whole process, min / median / max of {row['runs']}; "
@@ -309,8 +309,8 @@ def cli_rows() -> list[Row]:
 
 def soak_rows(shoes: int) -> list[Row]:
     rows: list[Row] = []
-    if not os.access(MOSQUITTO, os.X_OK):
-        rows.append(("soak (short)", "skipped", f"mosquitto missing at {MOSQUITTO}"))
+    if missing := mosquitto_missing():
+        rows.append(("soak (short)", "skipped", missing))
     else:
         try:
             from bench.soak import SoakOptions, run_soak
@@ -336,6 +336,10 @@ def soak_rows(shoes: int) -> list[Row]:
     return rows
 
 
+def load_text() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def print_table(rows: list[Row], out: Any = sys.stdout) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     head = ("figure", "value", "goal / note")
@@ -358,9 +362,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--journal-shoes", type=int, default=3, metavar="N",
                         help="shoes the journal part appends, an fsync per input (default 3)")
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
-    parser.add_argument("--latency-rounds", type=int, default=8, help="13 cards each (default 8)")
-    parser.add_argument("--latency-repeat", type=int, default=3,
-                        help="runs of each latency path (default 3): min / median / max")
+    parser.add_argument("--pairs", type=int, default=5, metavar="N",
+                        help="alternated pairs of the latency, start and stress parts, each "
+                             "with its A/A copy (default 5): every ratio is the median pair, "
+                             "judged against the A/A floor of the same run")
+    parser.add_argument("--latency-rounds", type=int, default=4, metavar="N",
+                        help="rounds of 13 cards a latency run (default 4)")
+    parser.add_argument("--latency-repeat", type=int, default=None, metavar="N",
+                        help="the latency part's pairs (default --pairs)")
+    parser.add_argument("--deal-rounds", type=int, default=3, metavar="N",
+                        help="rounds of 13 cards dealt after each start (default 3)")
+    parser.add_argument("--stress-rounds", type=int, default=4, metavar="N",
+                        help="rounds of 13 cards a stress run (default 4)")
+    parser.add_argument("--trace", metavar="FILE",
+                        help="the stress part's trace of slow cards (default: a new file in "
+                             "the temporary directory, named in the table)")
+    parser.add_argument("--trace-over", type=float, default=10.0, metavar="MS",
+                        help="cards slower than this get a line in the trace (default 10)")
     parser.add_argument("--start-shoes", metavar="SIZES", default=None,
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
     parser.add_argument("--soak-shoes", type=int, default=3, metavar="N",
@@ -375,39 +393,46 @@ def run(args: argparse.Namespace) -> int:
         print(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; parts: {', '.join(PARTS)}",
               file=sys.stderr)
         return 2
+    if min(args.pairs, args.latency_repeat or 1, args.latency_rounds, args.deal_rounds,
+           args.stress_rounds) < 1:
+        print("--pairs, --latency-repeat and the rounds: at least 1", file=sys.stderr)
+        return 2
     idle = args.idle_seconds if args.idle_seconds is not None else (60.0 if args.full else 20.0)
     parts: list[tuple[str, Callable[[], list[Row]]]] = [
         ("rtp", rtp_rows),
         ("replay", lambda: replay_rows(args.replay_shoes)),
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
-        ("latency", lambda: latency_rows(args.latency_rounds, args.latency_repeat)),
+        ("latency", lambda: latency_rows(args.latency_rounds,
+                                         args.latency_repeat or args.pairs)),
         ("burst", burst_rows),
         ("catchup", catchup_rows),
         ("fleet", fleet_rows),
         ("daemon", lambda: daemon_rows(idle, 5)),
         ("display", lambda: display_rows(idle)),
-        ("start", lambda: start_rows(args.full, args.start_shoes)),
-        ("stress", stress_rows),
+        ("start", lambda: start_rows(args.full, args.start_shoes, args.deal_rounds,
+                                     args.pairs)),
+        ("stress", lambda: stress_rows(args.stress_rounds, args.pairs, args.trace,
+                                       args.trace_over)),
         ("cli", cli_rows),
         ("soak", lambda: soak_rows(args.soak_shoes)),
     ]
     rows: list[Row] = []
     failed = False
+    began, load_before = time.strftime('%Y-%m-%d %H:%M', time.gmtime()), load_text()
     for name, part in parts:
         if name in skip:
             continue
         print(f"bench: {name} …", file=sys.stderr, flush=True)
         try:
             rows += part()
-        except Exception as exc:  # one broken part must not hide the others' figures
+        except (Exception, SystemExit) as exc:  # one broken part must not hide the others
             rows.append((name, "FAILED", f"{type(exc).__name__}: {exc}"[:160]))
         failed |= any(value == "FAILED" for _, value, _ in rows)
-    print(f"pokdeng-table benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print(f"pokdeng-table benchmarks, {began} to {time.strftime('%H:%M UTC', time.gmtime())}, "
+          f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}; load average "
+          f"{load_before} at the start, {load_text()} at the end (1 / 5 / 15 min)")
     print_table(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps([dict(zip(("figure", "value", "note"), r))
-                                               for r in rows], indent=2) + "\n")
+    save_json(args.json, [dict(zip(("figure", "value", "note"), r)) for r in rows])
     return 1 if failed else 0
 
 

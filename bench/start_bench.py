@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -26,14 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller.service.control.access import own_group  # noqa: E402
+from bench.harness import notified_table, stop  # noqa: E402
 from controller.table.machine import MachineSettings  # noqa: E402
-from drivers.sim.shoe import ShoeSimulator  # noqa: E402
 from testkit.journals import cached_journal  # noqa: E402
 
 SETTINGS = MachineSettings(table_id="BENCH", betting_seconds=15.0)
@@ -41,44 +36,11 @@ SIZES = (1, 50, 500)
 FULL_SIZES = (1, 50, 500, 1500)
 
 
-def _ready_seconds(config: Path, notify_path: Path, log: Path, timeout: float = 600,
-                   repo: Path = REPO) -> float:
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(notify_path))
-    env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), "PYTHONPATH": str(repo)}
-    command = [sys.executable, "-m", "controller", "run", "--config", str(config)]
-    try:
-        with open(log, "ab") as out:
-            began = time.monotonic()
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                    cwd=repo)
-            try:
-                while time.monotonic() - began < timeout:
-                    ready, _, _ = select.select([notify], [], [], 0.05)
-                    if ready and b"READY=1" in notify.recv(4096):
-                        return time.monotonic() - began
-                    if proc.poll() is not None:
-                        raise RuntimeError(f"the daemon exited ({proc.returncode}); see {log}")
-                raise RuntimeError(f"no READY=1 within {timeout} s")
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-    finally:
-        notify.close()
-        notify_path.unlink(missing_ok=True)
-
-
 def measure_size(shoes: int, checkpoints: bool = True,
                  repo: Path = REPO) -> dict[str, float]:
     """Start → READY and ``journal verify`` on a journal of ``shoes`` shoes, with the code of
     the checkout ``repo`` (another one gives the figures before a change)."""
     work = Path(tempfile.mkdtemp(prefix="pdsb-", dir="/tmp"))
-    shoe = ShoeSimulator(work / "shoe", "beetek").start()
-    master, slave = os.openpty()
     try:
         state = work / "state"
         state.mkdir(mode=0o750)
@@ -92,18 +54,15 @@ def measure_size(shoes: int, checkpoints: bool = True,
                      "SELECT 'file', MAX(event_seq), 0 FROM records")
         conn.commit()
         conn.close()
-        config = work / "table.yaml"
-        config.write_text(yaml.safe_dump({
-            "table": {"id": SETTINGS.table_id, "betting_seconds": SETTINGS.betting_seconds},
-            "state_dir": str(state),
-            "shoe": {"driver": "beetek", "url": str(work / "shoe")},
-            "panel": {"driver": "line_panel", "url": os.ttyname(slave)},
-            "control": {"socket": str(work / "control.sock"), "supervisor_group": own_group()},
-            "transports": {"file": {"path": str(work / "events.jsonl")}},
-            "journal": {"archive": False},
-            "logging": {"level": "info", "format": "json"},
-        }))
-        ready_s = _ready_seconds(config, work / "notify", work / "daemon.log", repo=repo)
+        with notified_table(work, repo=repo, journal={"archive": False},
+                            table={"id": SETTINGS.table_id,
+                                   "betting_seconds": SETTINGS.betting_seconds}) as table:
+            began = time.monotonic()
+            daemon = table.spawn()
+            try:
+                ready_s = table.notify.wait_ready(daemon, timeout=600) - began
+            finally:
+                stop(daemon, 60)
         began = time.monotonic()
         verify = subprocess.run([sys.executable, "-m", "controller", "journal", "verify",
                                  str(journal)], capture_output=True, text=True, cwd=repo,
@@ -114,9 +73,6 @@ def measure_size(shoes: int, checkpoints: bool = True,
         return {"shoes": shoes, "records": records, "ready_s": ready_s, "verify_s": verify_s,
                 "build_s": build_s, "checkpoints": checkpoints}
     finally:
-        shoe.close(drain_timeout=0.2)
-        os.close(master)
-        os.close(slave)
         shutil.rmtree(work, ignore_errors=True)
 
 

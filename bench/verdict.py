@@ -1,0 +1,98 @@
+"""The one rule by which a benchmark says whether a goal held: a ratio against its A/A floor.
+
+A ratio goal ("the daemon's p50 at most x1.3 the relay's") is measured as alternated pairs
+in one run: in each pair the thing measured (B), its yardstick (A) and a second copy of the
+yardstick (A'). Each pair gives a ratio B/A, and an A/A ratio A'/A: the yardstick against
+itself, 1 on a machine without noise. The **floor** is the spread of the A/A ratios, their
+lowest to their highest: how far one pair's ratio strays from the truth on this machine, in
+this run, through noise alone.
+
+The **ratio** is the median of the pairs' B/A. A ratio measured is the true one times the
+machine's noise, and the floor is how far that noise went in this run, so the true ratio lies
+between ``ratio / high`` and ``ratio / low``: the **band** (the floor widened to hold x1, so
+the band always holds the measured ratio itself). Then:
+
+* ``met``: the whole band is at or under the goal;
+* ``not met``: the whole band is over the goal;
+* ``cannot tell on this machine``: the goal lies inside the band: the machine's own noise is
+  as large as the margin between the ratio and the goal.
+
+The band is that of one pair while the ratio is a median of several, so the rule errs towards
+"cannot tell": it says met or not met only where noise of a single pair could not have
+turned it.
+
+A count goal ("no card over 20 ms") is judged against the yardstick's own count in the same
+run: none over is ``met``; some over while the yardstick had none is ``not met``; some over
+while the yardstick (same machine, no load) had some too is ``cannot tell on this machine``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MET, NOT_MET, CANNOT_TELL = "met", "not met", "cannot tell on this machine"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The A/A ratios' spread, widened to hold x1."""
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, aa_ratios: Sequence[float]) -> Floor:
+        if not aa_ratios:
+            raise ValueError("an A/A floor needs at least one A/A pair")
+        return cls(min(1.0, *aa_ratios), max(1.0, *aa_ratios))
+
+    def text(self) -> str:
+        return f"x{self.low:.2f}-{self.high:.2f}"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A ratio goal judged: the median pair ratio, the floor it is read against, the word."""
+    ratio: float
+    ratios: tuple[float, ...]
+    floor: Floor
+    goal: float
+    word: str
+
+    def text(self) -> str:
+        """``goal <= x1.3: met (A/A floor x0.84-1.21; pairs x1.02, …)``: the note of a row."""
+        return (f"goal <= x{self.goal:g}: {self.word} (A/A floor {self.floor.text()}; "
+                f"{len(self.ratios)} pairs x" + ", x".join(f"{r:.2f}" for r in self.ratios) + ")")
+
+
+def pair_ratios(measured: Sequence[float], yardstick: Sequence[float]) -> list[float]:
+    """Each pair's measured / yardstick figure, pair by pair."""
+    if len(measured) != len(yardstick) or not measured:
+        raise ValueError(f"pairs: {len(measured)} measured against {len(yardstick)} yardstick "
+                         f"figures; both need the same number, at least one")
+    if any(y <= 0 for y in yardstick):
+        raise ValueError(f"a yardstick figure of zero or less: {list(yardstick)}")
+    return [m / y for m, y in zip(measured, yardstick)]
+
+
+def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float) -> Judgement:
+    """The median of ``ratios`` against ``goal``, read with the floor of ``aa_ratios``."""
+    if not ratios:
+        raise ValueError("a ratio goal needs at least one pair")
+    floor = Floor.of(aa_ratios)
+    ratio = statistics.median(ratios)
+    if ratio / floor.low <= goal:
+        word = MET
+    elif ratio / floor.high > goal:
+        word = NOT_MET
+    else:
+        word = CANNOT_TELL
+    return Judgement(ratio, tuple(ratios), floor, goal, word)
+
+
+def judge_count(over: int, yardstick_over: int) -> str:
+    """A "none over" goal: ``over`` cards past the limit, the yardstick's ``yardstick_over``."""
+    if over == 0:
+        return MET
+    return CANNOT_TELL if yardstick_over else NOT_MET
