@@ -175,10 +175,6 @@ def test_a_screen_process_that_ends_at_once_on_every_start_is_backed_off() -> No
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the screen process writes straight into the daemon's "
-                   "log stream (its stdout and stderr are the daemon's log descriptor), so a "
-                   "line it writes cannot be told from the daemon's own; the fix is a pipe the "
-                   "daemon reads and relays, marked as the screen process's")
 def test_a_line_the_screen_process_writes_is_not_taken_for_the_daemons() -> None:
     """The screen process answers the network: whatever it writes must not pass for the
     daemon's own log lines (here a forged "stopped" from pokdeng.daemon)."""
@@ -189,6 +185,10 @@ def test_a_line_the_screen_process_writes_is_not_taken_for_the_daemons() -> None
         forged = [record for record in log_records(table.log, "stopped")
                   if record.get("logger") == "pokdeng.daemon" and "forged_by" in record]
         assert not forged, f"the daemon's log holds {forged}"
+        # the line is there, as the screen process's: its fields under "screen"
+        relayed = log_records(table.log, "screens: stopped")  # one a start
+        assert relayed and all(r["logger"] == "pokdeng.screens" and r["screen_pid"] > 0
+                               and r["screen"]["forged_by"] for r in relayed), relayed
 
 
 @pytest.mark.slow

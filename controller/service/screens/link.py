@@ -30,7 +30,6 @@ import array
 import errno
 import fcntl
 import json
-import logging
 import os
 import select
 import shutil
@@ -51,6 +50,7 @@ from controller.display.server import listening_socket
 from controller.display.settings import DisplaySettings
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.settings import LoggingConfig
+from controller.service.screens.output_relay import OutputRelay
 from controller.service.screens.wire import KEEPALIVE_S, SealedFilter, message
 from controller.service.status_board import MOMENT_FIELDS, StatusBoard
 
@@ -74,18 +74,6 @@ STOP_WAIT_S = 2.0           # how long a stop waits for the process to end by it
 History = Callable[[], list[dict[str, Any]]]
 #: each transport's backlog and state (``display_link.backend_backlog``)
 Backends = Callable[[], dict[str, Any]]
-
-
-def log_stream_fd() -> int | None:
-    """The descriptor the daemon's log handler writes to, or None (the screen process then
-    writes to the daemon's stdout and stderr)."""
-    for handler in logging.getLogger().handlers:
-        stream = getattr(handler, "stream", None)
-        try:
-            return int(stream.fileno()) if stream is not None else None
-        except (AttributeError, OSError, ValueError):
-            continue
-    return None
 
 
 #: what of the daemon's environment the screen process is given: what Python, the locale and
@@ -194,6 +182,7 @@ class ScreenLink:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._output = OutputRelay()
         self._child: ScreenChild | None = None
         self._pending: deque[bytes] = deque()   # encoded messages the pipe has not taken
         self._pending_bytes = 0
@@ -250,6 +239,7 @@ class ScreenLink:
         except OSError as exc:
             raise ScreenStartError(f"display.listen {self.settings.listen}: cannot listen: "
                                    f"{exc.strerror or exc}") from None
+        self._output.start()
         self._thread = threading.Thread(target=self._run, name="screen-link", daemon=True)
         self._thread.start()
         log.info("display ready", url=self.url, max_clients=self.settings.max_clients)
@@ -261,6 +251,7 @@ class ScreenLink:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(STOP_WAIT_S + 3.0)
+        self._output.close(3.0)  # the last words of the screen process, if it is gone
         if self._listening is not None:
             self._listening.close()
 
@@ -352,10 +343,10 @@ class ScreenLink:
         assert self._listening is not None
         read_end, write_end = os.pipe()
         argv = self.command()
-        # its log goes where the daemon's goes (the journal, the demo's log file)
-        log_fd = log_stream_fd()
-        logs = [] if log_fd is None else [(os.POSIX_SPAWN_DUP2, log_fd, 1),
-                                          (os.POSIX_SPAWN_DUP2, log_fd, 2)]
+        # its output is read and logged again as its own (output_relay.py), never written
+        # into the daemon's log stream as it is: it answers the network
+        output_read, output_write = os.pipe()
+        logs = [(os.POSIX_SPAWN_DUP2, output_write, 1), (os.POSIX_SPAWN_DUP2, output_write, 2)]
         try:
             # SCHED_OTHER from the start: this thread may be real-time (realtime.py), and a
             # process it starts would otherwise inherit that
@@ -368,14 +359,16 @@ class ScreenLink:
                 # screens itself by closing their feed
                 setpgroup=0)
         except OSError as exc:
-            os.close(read_end)
-            os.close(write_end)
+            for fd in (read_end, write_end, output_read, output_write):
+                os.close(fd)
             self._restart_at = time.monotonic() + self._restart_delay
             log.error("screens: cannot start the screen process", error=str(exc),
                       retry_in_s=self._restart_delay)
             self._restart_delay = min(self._restart_delay * 2, RESTART_MAX_S)
             return None
         os.close(read_end)
+        os.close(output_write)
+        self._output.follow(output_read, pid)
         os.set_blocking(write_end, False)
         self._child = ScreenChild(pid, write_end)
         self.starts += 1
