@@ -531,6 +531,9 @@ class DemoDealer:
         now = self.daemon.snapshot()  # a supervisor may have paused while the dealer reached
         if now.get("paused") or now.get("cards_drawn") != drawn:
             return
+        if (now.get("round"), now.get("next_target")) != (status.get("round"),
+                                                          status.get("next_target")):
+            return  # the round was cancelled meanwhile: a dealer puts the card back, unread
         fault = self._fault_due(status, drawn)
         if fault is not None:
             self._make_fault(fault, shoe, drawn, cards[drawn])

@@ -142,6 +142,22 @@ EN: dict[str, str] = {
     "watch.clock": "CLOCK NOT SYNCHRONISED — tell the supervisor",
     "watch.unreachable": "BACKEND UNREACHABLE: {names}",
     "watch.held": "{n} inputs held",
+    # players' scoreboard (/scoreboard, /overlay): what happened and what it means for bets
+    "notice.paused": "Short pause — the round continues, all bets stand",
+    "notice.misread": "A card is being checked — the round continues, all bets stand",
+    "notice.cancelled": "Round {n} cancelled — all bets are refunded",
+    "call.place_bets": "Place your bets", "call.no_more_bets": "No more bets",
+    "result.cancelled": "Cancelled — bets refunded", "result.latest": "Round {n}",
+    "shuffling": "Shuffling — new shoe", "shuffling.detail": "The next round opens after the burn",
+    "stats.title": "Statistics", "stats.rounds": "{n} rounds", "stats.cancelled": "{n} cancelled",
+    "stats.flushes": "Flushes", "stats.pairs": "Pairs",
+    "limits.title": "Table limits", "limits.player": "Player bet", "limits.pair": "Pair bet",
+    "paytable.title": "Paytable", "pay.win": "Player wins",
+    "pay.win_pattern": "Player wins with a pattern", "pay.lose_pattern": "Banker wins with a pattern",
+    "pay.tie": "Tie: bet returned", "pay.pair": "Pair bet wins",
+    "pay.banker_06": "Banker 0 or 6: a pattern win pays 1:1; 8 or 9 with a flush or pair 2:1",
+    "pay.pattern": "pattern: flush, pair or combination",
+    "game_id": "Game {id}", "winner.pok": "Pok {v}",
 }
 
 FIL: dict[str, str] = {
@@ -246,6 +262,24 @@ FIL: dict[str, str] = {
     "watch.clock": "HINDI TUGMA ANG ORASAN — sabihan ang supervisor",
     "watch.unreachable": "HINDI MAABOT ANG BACKEND: {names}",
     "watch.held": "{n} input ang nakabinbin",
+    # players' scoreboard (/scoreboard, /overlay): what happened and what it means for bets
+    "notice.paused": "Sandaling hinto — magpapatuloy ang round, balido ang lahat ng pustahan",
+    "notice.misread": "Sinusuri ang isang baraha — magpapatuloy ang round, balido ang lahat ng pustahan",
+    "notice.cancelled": "Kinansela ang round {n} — ang lahat ng pustahan ay ibabalik",
+    "call.place_bets": "Maglagay na ng taya", "call.no_more_bets": "Hindi na pwedeng tumaya",
+    "result.cancelled": "Kinansela — ibabalik ang taya", "result.latest": "Round {n}",
+    "shuffling": "Nagsha-shuffle — bagong shoe",
+    "shuffling.detail": "Magbubukas ang susunod na round pagkatapos ng burn",
+    "stats.title": "Estadistika", "stats.rounds": "{n} na round", "stats.cancelled": "{n} kinansela",
+    "stats.flushes": "Mga flush", "stats.pairs": "Mga pares",
+    "limits.title": "Limitasyon ng mesa", "limits.player": "Taya sa Manlalaro",
+    "limits.pair": "Taya sa Pares", "paytable.title": "Talaan ng bayad",
+    "pay.win": "Panalo ang Manlalaro", "pay.win_pattern": "Panalo ang Manlalaro na may padron",
+    "pay.lose_pattern": "Panalo ang Banker na may padron", "pay.tie": "Tabla: ibabalik ang taya",
+    "pay.pair": "Panalo ang Pares ng Manlalaro",
+    "pay.banker_06": "Banker na may 0 o 6: 1:1 ang panalo sa padron; 8 o 9 na may flush o pares 2:1",
+    "pay.pattern": "padron: flush, pares o espesyal na kombinasyon",
+    "game_id": "Laro {id}", "winner.pok": "Pok {v}",
 }
 
 MS: dict[str, str] = {
@@ -351,6 +385,24 @@ MS: dict[str, str] = {
     "watch.clock": "JAM TIDAK SEGERAK — beritahu penyelia",
     "watch.unreachable": "BACKEND TIDAK DAPAT DICAPAI: {names}",
     "watch.held": "{n} input ditahan",
+    # players' scoreboard (/scoreboard, /overlay): what happened and what it means for bets
+    "notice.paused": "Digantung sebentar — pusingan diteruskan, semua pertaruhan kekal",
+    "notice.misread": "Sekeping kad sedang disemak — pusingan diteruskan, semua pertaruhan kekal",
+    "notice.cancelled": "Pusingan {n} dibatalkan — semua pertaruhan akan dikembalikan",
+    "call.place_bets": "Sila buat pertaruhan", "call.no_more_bets": "Tiada lagi pertaruhan",
+    "result.cancelled": "Dibatalkan — pertaruhan dikembalikan", "result.latest": "Pusingan {n}",
+    "shuffling": "Kad dikocok — kasut baharu",
+    "shuffling.detail": "Pusingan seterusnya dibuka selepas kad dibakar",
+    "stats.title": "Statistik", "stats.rounds": "{n} pusingan", "stats.cancelled": "{n} dibatalkan",
+    "stats.flushes": "Flush", "stats.pairs": "Pasangan",
+    "limits.title": "Had meja", "limits.player": "Pertaruhan Pemain",
+    "limits.pair": "Pertaruhan Pasangan", "paytable.title": "Jadual bayaran",
+    "pay.win": "Pemain menang", "pay.win_pattern": "Pemain menang dengan corak istimewa",
+    "pay.lose_pattern": "Banker menang dengan corak istimewa",
+    "pay.tie": "Seri: pertaruhan dikembalikan", "pay.pair": "Pemain Pasangan menang",
+    "pay.banker_06": "Banker 0 atau 6 mata: menang dengan corak 1:1; 8 atau 9 dengan flush atau pasangan 2:1",
+    "pay.pattern": "corak: flush, pasangan atau gabungan istimewa",
+    "game_id": "Permainan {id}", "winner.pok": "Pok {v}",
 }
 
 FA: dict[str, str] = {
@@ -455,6 +507,24 @@ FA: dict[str, str] = {
     "watch.clock": "ساعت همگام نیست — به سرپرست بگویید",
     "watch.unreachable": "سرور نتایج در دسترس نیست: {names}",
     "watch.held": "{n} ورودی در انتظار",
+    # players' scoreboard (/scoreboard, /overlay): what happened and what it means for bets
+    "notice.paused": "توقف کوتاه — دور ادامه می‌یابد، همه شرط‌ها معتبر است",
+    "notice.misread": "یک کارت در حال بررسی است — دور ادامه می‌یابد، همه شرط‌ها معتبر است",
+    "notice.cancelled": "دور {n} لغو شد — تمام شرط‌ها بازپرداخت می‌شوند",
+    "call.place_bets": "شرط‌های خود را ببندید", "call.no_more_bets": "شرط‌بندی بسته شد",
+    "result.cancelled": "لغو شد — شرط‌ها بازپرداخت می‌شوند", "result.latest": "دور {n}",
+    "shuffling": "بُر زدن — جاکارتی جدید",
+    "shuffling.detail": "دور بعد پس از سوزاندن کارت‌ها باز می‌شود",
+    "stats.title": "آمار", "stats.rounds": "{n} دور", "stats.cancelled": "{n} لغو شده",
+    "stats.flushes": "فلاش‌ها", "stats.pairs": "جفت‌ها",
+    "limits.title": "حدود میز", "limits.player": "شرط بازیکن", "limits.pair": "شرط دست جفت",
+    "paytable.title": "جدول پرداخت",
+    "pay.win": "برد بازیکن", "pay.win_pattern": "برد بازیکن با ترکیب خاص",
+    "pay.lose_pattern": "برد بانکدار با ترکیب خاص", "pay.tie": "مساوی: شرط بازگردانده می‌شود",
+    "pay.pair": "برد دست جفت بازیکن",
+    "pay.banker_06": "بانکدار 0 یا 6: برد با ترکیب خاص 1 به 1؛ با 8 یا 9 و فلاش یا جفت 2 به 1",
+    "pay.pattern": "ترکیب خاص: فلاش، جفت یا ترکیب‌های ویژه",
+    "game_id": "بازی {id}", "winner.pok": "پوک {v}",
 }
 
 JA: dict[str, str] = {
@@ -557,6 +627,24 @@ JA: dict[str, str] = {
     "watch.clock": "時計が同期していません — スーパーバイザーに伝えてください",
     "watch.unreachable": "バックエンド到達不能: {names}",
     "watch.held": "保留中の入力 {n} 件",
+    # players' scoreboard (/scoreboard, /overlay): what happened and what it means for bets
+    "notice.paused": "一時停止中 — ラウンドは続行、すべてのベットは有効です",
+    "notice.misread": "カードを確認中 — ラウンドは続行、すべてのベットは有効です",
+    "notice.cancelled": "ラウンド {n} はキャンセルされました — すべてのベットは返金されます",
+    "call.place_bets": "ベットしてください", "call.no_more_bets": "ベット受付終了",
+    "result.cancelled": "キャンセル — ベットは返金", "result.latest": "ラウンド {n}",
+    "shuffling": "シャッフル中 — 新しいシュー",
+    "shuffling.detail": "バーンの後、次のラウンドが始まります",
+    "stats.title": "統計", "stats.rounds": "{n} ラウンド", "stats.cancelled": "キャンセル {n}",
+    "stats.flushes": "フラッシュ", "stats.pairs": "ペア",
+    "limits.title": "テーブルリミット", "limits.player": "プレイヤーベット", "limits.pair": "ペアベット",
+    "paytable.title": "配当表",
+    "pay.win": "プレイヤーの勝ち", "pay.win_pattern": "組み合わせでプレイヤーの勝ち",
+    "pay.lose_pattern": "組み合わせでバンカーの勝ち", "pay.tie": "引き分け: ベットは返却",
+    "pay.pair": "プレイヤーペアの勝ち",
+    "pay.banker_06": "バンカー 0 点か 6 点: 組み合わせの勝ちは 1:1、8 点か 9 点でフラッシュかペアなら 2:1",
+    "pay.pattern": "組み合わせ: フラッシュ、ペア、特別な組み合わせ",
+    "game_id": "ゲーム {id}", "winner.pok": "ポック {v}",
 }
 
 CATALOGUE: dict[str, dict[str, str]] = {"en": EN, "fil": FIL, "ms": MS, "fa": FA, "ja": JA}
