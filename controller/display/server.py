@@ -61,7 +61,8 @@ CONTENT_SECURITY_POLICY = "default-src 'self'; object-src 'none'; base-uri 'none
 PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html",
          "/overlay": "overlay.html"}
 ASSETS = {"/display.css": ("display.css", "text/css; charset=utf-8"),
-          "/display.mjs": ("display.mjs", "text/javascript; charset=utf-8")}
+          "/display.mjs": ("display.mjs", "text/javascript; charset=utf-8"),
+          "/players.mjs": ("players.mjs", "text/javascript; charset=utf-8")}
 
 
 def asset(name: str) -> bytes:
