@@ -25,17 +25,22 @@ class RoundMemory(Protocol):
     """What the screen remembers of published events that the players' status needs."""
 
     cancelled_round: int | None
+    opened_since: bool
 
     def game_id(self, shoe: object, round_: object) -> str | None: ...
 
 
 def notice(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any] | None:
     """What happened and what it means for the bets, as words' key and arguments: a cancel
-    (all bets refunded) until the next round opens, else a pause (the round continues)."""
+    (all bets refunded) until the next round's result, a pause (the round continues); a pause
+    in the round after a cancel is the news of the moment."""
+    cancelled = None
     if memory.cancelled_round is not None:
-        return {"kind": "cancelled", "key": "notice.cancelled",
-                "args": {"n": memory.cancelled_round}}
+        cancelled = {"kind": "cancelled", "key": "notice.cancelled",
+                     "args": {"n": memory.cancelled_round}}
     banner = view.get("banner")
+    if cancelled and not (banner and memory.opened_since):
+        return cancelled
     if not banner:
         return None
     key = "notice.misread" if banner.get("fault") in CARD_CHECKS else "notice.paused"

@@ -177,7 +177,10 @@ class Screen:
         self.roadmap: Roadmap = Roadmap()
         self.results: deque[dict[str, Any]] = deque(maxlen=RESULTS_KEPT)
         self.cancelled: list[int] = []               # this shoe's cancelled rounds
-        self.cancelled_round: int | None = None      # the last one, until a round opens
+        #: the last cancelled round: told to players until the next round's result, so a
+        #: player who bet on it sees it was refunded (``opened_since``: a round opened after)
+        self.cancelled_round: int | None = None
+        self.opened_since = False
         self.table: str | None = None
         self.opened_on: dict[tuple[Any, Any], str] = {}  # (shoe, round): its date, YYYYMMDD
         self.betting_seconds: float = DEFAULT_BETTING_SECONDS
@@ -200,8 +203,7 @@ class Screen:
             if isinstance(seconds, (int, float)) and seconds > 0:
                 self.betting_seconds = float(seconds)
             self.opened_on[(event.get("shoe"), event.get("round"))] = _date(event.get("time"))
-            self.cancelled_round = None
-            changed.add("status")
+            self.opened_since = True
         elif kind == "shoe_started":
             self.results.clear()
             self.cancelled.clear()
@@ -209,13 +211,15 @@ class Screen:
             self.cancelled_round = None
             changed |= {"results", "roadmap", "status"}
         elif kind == "round_result":
+            self.cancelled_round = None
+            changed.add("status")
             self.results.appendleft(dict(result_summary(event),
                                          game=self.game_id(event.get("shoe"), event.get("round"))))
             changed.add("results")
         elif kind == "round_cancelled" and isinstance(event.get("round"), int):
             # it keeps its place in the last results and in the shoe's round count
             self.cancelled.append(event["round"])
-            self.cancelled_round = event["round"]
+            self.cancelled_round, self.opened_since = event["round"], False
             self.results.appendleft(cancelled_summary(
                 event, self.game_id(event.get("shoe"), event.get("round"))))
             changed |= {"results", "roadmap", "status"}

@@ -12,8 +12,9 @@ from test_screen import open_round
 
 from controller.display.players import players_view
 from controller.display.screen import Screen
+from controller.rules.cards import parse_card
 from controller.service.screens.wire import SealedFilter
-from controller.table.inputs import Actor, Button, Misread, Supervisor
+from controller.table.inputs import Actor, Button, CardScan, Misread, Supervisor, Tick
 from controller.table.machine import MachineSettings, TableMachine
 
 #: an internal code as a player must never read it: a snake_case word
@@ -85,7 +86,7 @@ def test_a_cancelled_round_keeps_its_place_and_says_all_bets_are_refunded() -> N
     assert "maria" not in json.dumps(view)
 
 
-def test_the_cancel_notice_lasts_until_the_next_round_opens() -> None:
+def test_the_cancel_notice_lasts_through_the_next_round_until_its_result() -> None:
     machine = TableMachine(MachineSettings())
     open_round(machine, 5)
     screen = Screen()
@@ -97,9 +98,34 @@ def test_the_cancel_notice_lasts_until_the_next_round_opens() -> None:
         screen.apply(event)
     assert any(e["type"] == "round_opened" for e in opened)
     view = players_view(screen.view(machine.status()), screen)
-    assert view["notice"] is None and view["call"] == "call.place_bets"
-    # the cancelled round stays in the last results and in the shoe's count
-    assert screen.results_message()[0]["cancelled"] and screen.roadmap_message()["cancelled"]
+    assert view["notice"]["key"] == "notice.cancelled" and view["call"] == "call.place_bets"
+    # a pause in that next round is the news of the moment
+    paused = machine.handle(Supervisor(21.0, "pause"))
+    for event in paused:
+        screen.apply(event)
+    assert players_view(screen.view(machine.status()), screen)["notice"]["key"] == "notice.paused"
+    machine.handle(Supervisor(22.0, "resume"))
+    # the next round's result ends it; the cancelled round keeps its place
+    for event in settle(machine, 23.0):
+        screen.apply(event)
+    view = players_view(screen.view(machine.status()), screen)
+    assert view["notice"] is None
+    assert [r.get("cancelled", False) for r in screen.results_message()] == [False, True]
+    assert screen.roadmap_message()["cancelled"] == [screen.results_message()[1]["round"]]
+
+
+def settle(machine: TableMachine, at: float) -> list[dict[str, Any]]:
+    """Deal the open round's burn and twelve cards, then let betting close: its result."""
+    events: list[dict[str, Any]] = []
+    cards = iter(["5C", "6C", "7C", "8C", "9C", "TC", "JC", "QC", "KC", "AH", "5H", "6H", "7H"])
+    while machine.status().get("next_target") is not None:
+        at += 0.1
+        events += machine.handle(CardScan(at, parse_card(next(cards))))
+    closes = machine.next_deadline()
+    assert closes is not None
+    events += machine.handle(Tick(closes + 0.1))
+    assert any(e["type"] == "round_result" for e in events), [e["type"] for e in events]
+    return events
 
 
 def test_the_game_id_names_table_shoe_round_and_day() -> None:
