@@ -67,6 +67,12 @@ function drawStage(view) {
   }
   if (phase === "betting") {
     drawLimits(stage);
+    // what the room holds: the paytable's note first, then the limits give way to it
+    for (const extra of [".pay-note", ".limits"]) {
+      if (stage.scrollHeight <= stage.clientHeight + 1) break;
+      const node = stage.querySelector(extra);
+      if (node) node.remove();
+    }
     return;
   }
   if (phase === "closed") {
@@ -164,13 +170,18 @@ function drawStats() {
   table.replaceChildren();
   const settled = roadmap.rounds || 0;
   const cancelled = (roadmap.cancelled || []).length;
+  const total = T("stats.rounds", {n: settled + cancelled})
+    + (cancelled ? " \u00b7 " + T("stats.cancelled", {n: cancelled}) : "");
+  if ($("rounds-count")) $("rounds-count").textContent = total;
+  if (isOverlay()) {
+    drawStatsByPosition(table, settled);
+    return;
+  }
   const head = el("tr", "stats-head");
-  const title = el("th", "stats-title", T("stats.title"));
-  head.appendChild(title);
+  head.appendChild(el("th", "stats-title", T("stats.title")));
   for (let p = 1; p <= 5; p++) head.appendChild(el("th", "stats-seat", seatShort("P" + p)));
   table.appendChild(head);
-  const rows = isOverlay() ? STAT_ROWS.slice(0, 3) : STAT_ROWS;
-  rows.forEach(([count, key, share]) => {
+  STAT_ROWS.forEach(([count, key, isShare]) => {
     const row = el("tr", "stats-row stats-" + count);
     const label = el("th", "stats-label");
     label.appendChild(el("span", "legend-mark"));
@@ -179,16 +190,37 @@ function drawStats() {
     for (let p = 1; p <= 5; p++) {
       const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
       const cell = el("td", "stats-cell", String(n));
-      if (share) cell.appendChild(el("span", "stats-share",
-                                     settled ? Math.round(100 * n / settled) + "%" : "–"));
+      if (isShare) cell.appendChild(el("span", "stats-share", share(n, settled)));
       row.appendChild(cell);
     }
     table.appendChild(row);
   });
-  const total = T("stats.rounds", {n: settled + cancelled})
-    + (cancelled ? " \u00b7 " + T("stats.cancelled", {n: cancelled}) : "");
-  if ($("rounds-count")) $("rounds-count").textContent = total;
-  else title.textContent = T("stats.title") + " \u00b7 " + total;
+}
+
+function share(n, settled) { return settled ? Math.round(100 * n / settled) + "%" : "–"; }
+
+// The overlay's corner: a line per Player position, its wins, losses and ties with shares.
+function drawStatsByPosition(table, settled) {
+  const head = el("tr", "stats-head");
+  head.appendChild(el("th", "stats-title", T("stats.title")));
+  STAT_ROWS.filter(([, , isShare]) => isShare).forEach(([count, key]) => {
+    const th = el("th", "stats-label stats-" + count);
+    th.appendChild(el("span", "legend-mark"));
+    th.appendChild(el("span", "stats-words", T(key)));
+    head.appendChild(th);
+  });
+  table.appendChild(head);
+  for (let p = 1; p <= 5; p++) {
+    const row = el("tr", "stats-row");
+    row.appendChild(el("th", "stats-seat", seatWords("P" + p)));
+    STAT_ROWS.filter(([, , isShare]) => isShare).forEach(([count]) => {
+      const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
+      const cell = el("td", "stats-cell", String(n));
+      cell.appendChild(el("span", "stats-share", share(n, settled)));
+      row.appendChild(cell);
+    });
+    table.appendChild(row);
+  }
 }
 
 // The last results: a column per hand (P1…P5, B), each round's values and odds, and the
