@@ -40,7 +40,7 @@ from typing import Any
 
 import structlog
 
-from controller.display.players import players_view
+from controller.display.players import players_view, players_words
 from controller.display.screen import Screen, target_order
 from controller.display.studio import StudioSettings
 from controller.display.words import CATALOGUE, LANGUAGES, RTL
@@ -309,8 +309,9 @@ class DisplayFeed:
                 state["language"] = self.language
                 state["languages"] = {"codes": list(LANGUAGES), "rtl": sorted(RTL)}
                 state["words"] = CATALOGUE
-            # limits, paytable and colours: the players' pages show them
+            # limits, paytable and colours: the players' pages show them; their words only
             self._state[PLAYERS]["studio"] = self._studio.to_json()
+            self._state[PLAYERS]["words"] = players_words(CATALOGUE)
             self._state_generation += 1
 
     def _broadcast(self, messages: Mapping[str, bytes]) -> None:

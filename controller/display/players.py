@@ -15,6 +15,14 @@ from typing import Any, Protocol
 #: the dealer view's fields a player may see, as they are
 PLAYER_FIELDS = ("table", "state", "shoe", "round", "rounds_played", "cards_left",
                  "last_round", "betting", "hands")
+#: the words the players' pages use (keys and prefixes): never a fault's code, the dealer's
+#: steps or the devices
+PLAYER_WORDS = ("language", "seat.", "combo.", "flush", "pair", "points", "outcome.", "odds",
+                "pair_won", "bead.", "legend.", "table", "shoe", "no_shoe", "round",
+                "round_settled", "last_round", "last_results", "roadmap", "state.", "link.",
+                "notice.", "call.", "result.", "shuffling", "shuffling.", "points.", "stats.",
+                "limits.", "paytable.",
+                "pay.", "game_id", "winner.")
 #: the faults where the card is being checked and the round goes on once it is entered
 CARD_CHECKS = frozenset({"misread", "ninth_copy", "unknown_shoe_frame"})
 #: the states where a round is under way and its betting has closed: "no more bets"
@@ -56,6 +64,14 @@ def call(view: Mapping[str, Any]) -> str | None:
     if view.get("state") in BETTING_CLOSED:
         return "call.no_more_bets"
     return None
+
+
+def players_words(catalogue: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """Each language's words that the players' pages show (``PLAYER_WORDS``)."""
+    return {lang: {key: text for key, text in words.items()
+                   if key in PLAYER_WORDS or key.startswith(tuple(
+                       p for p in PLAYER_WORDS if p.endswith(".")))}
+            for lang, words in catalogue.items()}
 
 
 def players_view(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any]:

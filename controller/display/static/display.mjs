@@ -429,6 +429,7 @@ function drawResults(list) {
     });
   }
   if (status) drawLayout(status);
+  if (PLAYERS && status) drawPlayersStatus(status);  // the stage shows the newest result
 }
 
 function linkWords(key) {

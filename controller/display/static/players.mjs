@@ -99,6 +99,7 @@ function drawHands(stage, round, seats) {
       ? "banker" : "waiting")));
     line.dataset.seat = hand.seat;
     const head = el("div", "hand-head");
+    const foot = el("div", "hand-foot");
     head.appendChild(el("span", "hand-seat", seatWords(hand.seat)));
     if (hand.cards) {
       const cards = el("span", "mini-cards");
@@ -107,11 +108,10 @@ function drawHands(stage, round, seats) {
       head.appendChild(el("span", "hand-points", valueText(hand)));
       if (Number(hand.value) >= POK && (hand.seat === "banker" || hand.outcome === "win")) {
         line.classList.add("pok");
-        head.appendChild(el("span", "pok-badge", T("winner.pok", {v: valueText(hand)})));
+        foot.appendChild(el("span", "pok-badge", T("winner.pok", {v: valueText(hand)})));
       }
     }
     line.appendChild(head);
-    const foot = el("div", "hand-foot");
     if (hand.outcome) {
       const badge = el("span", "hand-outcome " + hand.outcome, T("outcome." + hand.outcome));
       foot.appendChild(badge);
