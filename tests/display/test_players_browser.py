@@ -229,20 +229,22 @@ def _cancel_while_watched(table: DemoTable, browser: Any,
                 "() => document.body.dataset.link === 'live' && !!document.documentElement.lang"
                 " && !!document.querySelector('#stats tr')"), 30, "the page drawn")
             page.evaluate(NOTICE_LOG)
-        wait_until(lambda: (lambda s: s and s["state"] == "betting" and not s["paused"]
-                            and (s["betting_seconds_left"] or 0) >= 5)(table.status()),
-                   90, "a round open for betting with time left")
+        opened = wait_until(lambda: (lambda s: s if s and s["state"] == "betting"
+                                     and not s["paused"] and (s["betting_seconds_left"] or 0) >= 5
+                                     else None)(table.status()),
+                            90, "a round open for betting with time left",
+                            details=lambda: f"the table: {table.status()}")
         asked = time.time()
         answer = ControlClient(table.socket).supervisor("cancel_round")
         assert answer["ok"] and "round_cancelled" in answer["events"], answer
-        number = wait_until(lambda: next((e["round"] for e in reversed(table.events())
-                                          if e["type"] == "round_cancelled"), None), 10,
-                            "the round_cancelled event")
+        number = opened["round"]  # 5 s of its betting were left: the round cancelled
         for (which, lang, width), page in pages:
             where = f"{which} in {lang} at {width}"
             told = wait_until(lambda page=page, word=REFUND[lang]: next(
                 (entry for entry in page.evaluate("() => window.noticeLog")
-                 if word in entry[1] and str(number) in entry[1]), None), 5, where)
+                 if word in entry[1] and str(number) in entry[1]), None), 5, where,
+                details=lambda page=page: f"round {number}, the notice's words: "
+                                          f"{page.evaluate('() => window.noticeLog')}")
             assert told[0] / 1000 - asked <= 1.0, (where, f"{told[0] / 1000 - asked:.2f} s")
             kept = page.evaluate("""(n) => ({
                 results: !!document.querySelector(`#results .result.cancelled[data-round="${n}"]`),
