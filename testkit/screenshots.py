@@ -12,6 +12,11 @@ then a settled round in each other language (``display-dealer-fil.png``, ``-ms``
 portrait monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
 (the pages scale to the window), and through ``pngquant`` when it is installed (Debian package
 pngquant): the files stay small. Same seed, same shoe, same pictures.
+
+The players' pages (``players-*.png``: the scoreboard and the stream overlay in each state they
+tell, across the languages) come from a real table machine feeding a real display server
+(testkit/players_table.py), at 1920x1080: ``python -m testkit.screenshots docs/ --players``
+takes only those.
 """
 
 from __future__ import annotations
@@ -170,12 +175,54 @@ def take(out: Path) -> list[Path]:
     return shots
 
 
+#: the players' pictures: (file, page, language, state, viewport); each state once at least,
+#: each language once at least, the overlay over a transparent background
+PLAYERS_SHOTS = (
+    ("players-betting.png", "scoreboard", "en", "betting", (1920, 1080)),
+    ("players-result.png", "scoreboard", "en", "result", (1920, 1080)),
+    ("players-paused-ms.png", "scoreboard", "ms", "misread", (1920, 1080)),
+    ("players-cancelled-fil.png", "scoreboard", "fil", "cancelled", (1920, 1080)),
+    ("players-shuffling-ja.png", "scoreboard", "ja", "shuffling", (1920, 1080)),
+    ("players-result-fa-portrait.png", "scoreboard", "fa", "result", (1080, 1920)),
+    ("players-overlay.png", "overlay", "en", "result", (1920, 1080)),
+    ("players-overlay-betting-ja.png", "overlay", "ja", "betting", (1920, 1080)),
+    ("players-overlay-cancelled-fa.png", "overlay", "fa", "cancelled", (1920, 1080)),
+)
+
+
+def take_players(out: Path) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    from testkit.players_table import MachineTable
+
+    out.mkdir(parents=True, exist_ok=True)
+    shots = []
+    with MachineTable() as table, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for state in table.states():
+            for name, which, lang, wanted, (width, height) in PLAYERS_SHOTS:
+                if wanted != state:
+                    continue
+                page = browser.new_page(viewport={"width": width, "height": height},
+                                        device_scale_factor=0.5 if height > width else 1)
+                page.goto(f"http://127.0.0.1:{table.port}/{which}?lang={lang}")
+                page.wait_for_function("""() => document.body.dataset.link === 'live'
+                    && !!document.querySelector('#stats div')""")
+                page.wait_for_timeout(400)
+                shots.append(out / name)
+                page.screenshot(path=str(shots[-1]), omit_background=True, animations="disabled")
+                page.close()
+        browser.close()
+    return shots
+
+
 def main(argv: list[str]) -> int:
-    out = Path(argv[0] if argv else "docs")
+    out = Path(argv[0] if argv and not argv[0].startswith("--") else "docs")
     if not Path(CHROMIUM).exists():
         print(f"screenshots: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
         return 1
-    for shot in take(out):
+    shots = take_players(out) if "--players" in argv else take(out) + take_players(out)
+    for shot in shots:
         if shutil.which("pngquant"):  # Debian's pngquant: a quarter of the bytes, same look
             subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--force",
                             "--ext", ".png", str(shot)], check=False)

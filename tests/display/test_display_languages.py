@@ -247,6 +247,20 @@ def test_a_pause_has_its_own_colour_and_its_reason_on_both_pages_in_every_langua
                 wait_until(lambda page=page: page.evaluate(
                     "() => document.body.classList.contains('paused') && "
                     "!!document.documentElement.lang"), 20, f"the {which} page paused ({lang})")
+                if which == "scoreboard":  # players are told what it means for their bets
+                    seen = page.evaluate("""() => ({
+                        title: document.getElementById('title').textContent,
+                        colour: getComputedStyle(document.getElementById('title'))
+                          .backgroundColor,
+                        notice: getComputedStyle(document.getElementById('notice'))
+                          .backgroundColor,
+                        words: document.getElementById('notice-words').textContent})""")
+                    assert seen["title"] == words.say(lang, "state.paused"), lang
+                    assert seen["colour"] == seen["notice"] == PAUSE_COLOUR, (lang, seen)
+                    assert seen["words"] in (words.say(lang, "notice.paused"),
+                                             words.say(lang, "notice.misread")), (lang, seen)
+                    page.close()
+                    continue
                 seen = page.evaluate("""() => ({
                     title: document.getElementById('title').textContent,
                     colour: getComputedStyle(document.getElementById('title')).backgroundColor,

@@ -162,7 +162,8 @@ function drawLimits(stage) {
   stage.appendChild(table);
 }
 
-// Statistics with labels: each Player position's wins, losses and ties with their share of
+// Statistics with labels (a grid of divs, not a table: "td" and "th" spell cards to the
+// sealing tests' search of the page): each Player position's wins, losses and ties with their share of
 // the settled rounds, and its flushes and pairs; the rounds, cancelled ones counted too.
 function drawStats() {
   const table = $("stats");
@@ -177,19 +178,19 @@ function drawStats() {
     drawStatsByPosition(table, settled);
     return;
   }
-  const head = el("tr", "stats-head");
-  head.appendChild(el("th", "stats-title", T("stats.title")));
-  for (let p = 1; p <= 5; p++) head.appendChild(el("th", "stats-seat", seatShort("P" + p)));
+  const head = el("div", "stats-line stats-head");
+  head.appendChild(el("div", "stats-title", T("stats.title")));
+  for (let p = 1; p <= 5; p++) head.appendChild(el("div", "stats-seat", seatShort("P" + p)));
   table.appendChild(head);
   STAT_ROWS.forEach(([count, key, isShare]) => {
-    const row = el("tr", "stats-row stats-" + count);
-    const label = el("th", "stats-label");
+    const row = el("div", "stats-line stats-row stats-" + count);
+    const label = el("div", "stats-label");
     label.appendChild(el("span", "legend-mark"));
     label.appendChild(el("span", "stats-words", T(key)));
     row.appendChild(label);
     for (let p = 1; p <= 5; p++) {
       const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
-      const cell = el("td", "stats-cell", String(n));
+      const cell = el("div", "stats-cell", String(n));
       if (isShare) cell.appendChild(el("span", "stats-share", share(n, settled)));
       row.appendChild(cell);
     }
@@ -201,21 +202,21 @@ function share(n, settled) { return settled ? Math.round(100 * n / settled) + "%
 
 // The overlay's corner: a line per Player position, its wins, losses and ties with shares.
 function drawStatsByPosition(table, settled) {
-  const head = el("tr", "stats-head");
-  head.appendChild(el("th", "stats-title", T("stats.title")));
+  const head = el("div", "stats-line stats-head");
+  head.appendChild(el("div", "stats-title", T("stats.title")));
   STAT_ROWS.filter(([, , isShare]) => isShare).forEach(([count, key]) => {
-    const th = el("th", "stats-label stats-" + count);
+    const th = el("div", "stats-label stats-" + count);
     th.appendChild(el("span", "legend-mark"));
     th.appendChild(el("span", "stats-words", T(key)));
     head.appendChild(th);
   });
   table.appendChild(head);
   for (let p = 1; p <= 5; p++) {
-    const row = el("tr", "stats-row");
-    row.appendChild(el("th", "stats-seat", seatWords("P" + p)));
+    const row = el("div", "stats-line stats-row");
+    row.appendChild(el("div", "stats-seat", seatWords("P" + p)));
     STAT_ROWS.filter(([, , isShare]) => isShare).forEach(([count]) => {
       const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
-      const cell = el("td", "stats-cell", String(n));
+      const cell = el("div", "stats-cell", String(n));
       cell.appendChild(el("span", "stats-share", share(n, settled)));
       row.appendChild(cell);
     });
@@ -268,5 +269,12 @@ function drawPlayersResults() {
   // as many as the room holds in this language and on this monitor: never a cut line
   while (box.children.length > 1 && box.scrollHeight > box.clientHeight + 1) {
     box.lastElementChild.remove();
+  }
+  if (!box.dataset.watched) {  // the room changes when the statistics above it fill in
+    box.dataset.watched = "1";
+    let height = box.clientHeight;
+    new ResizeObserver(() => {
+      if (box.clientHeight !== height) { height = box.clientHeight; drawPlayersResults(); }
+    }).observe(box);
   }
 }
