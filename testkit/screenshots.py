@@ -6,10 +6,9 @@ Plays part of a shoe fast (no display), then carries on with the same shoe slowl
 display on, and photographs at 1920x1080, in Chromium (/usr/bin/chromium, driven by
 Playwright): the dealer view while betting is open and cards are going out
 (``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``),
-a supervisor's pause (``display-paused.png``) and the scoreboard (``display-scoreboard.png``);
-then a settled round in each other language (``display-dealer-fil.png``, ``-ms``, ``-fa``,
-``-ja``), the scoreboard in Persian (``display-scoreboard-fa.png``) and the dealer view on a
-portrait monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
+a supervisor's pause (``display-paused.png``); then a settled round in each other language
+(``display-dealer-fil.png``, ``-ms``, ``-fa``, ``-ja``) and the dealer view on a portrait
+monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
 (the pages scale to the window), and through ``pngquant`` when it is installed (Debian package
 pngquant): the files stay small. Same seed, same shoe, same pictures.
 
@@ -130,34 +129,22 @@ def take(out: Path) -> list[Path]:
             shots.append(out / "display-paused.png")
             page.screenshot(path=str(shots[-1]))
             supervisor(state_dir, "resume")
-            board = browser.new_page(viewport=SIZE)
-            board.goto(url + "scoreboard")
-            board.wait_for_selector("#roadmap svg")
-            board.wait_for_timeout(300)
-            shots.append(out / "display-scoreboard.png")
-            board.screenshot(path=str(shots[-1]))
             # every language's page open before the round settles, photographed once it has
             others = {}
             for lang in LANGUAGES:
                 others[lang] = browser.new_page(viewport=SIZE)
                 others[lang].goto(f"{url}?lang={lang}")
-            others["fa-board"] = browser.new_page(viewport=SIZE)
-            others["fa-board"].goto(url + "scoreboard?lang=fa")
             wait_for("the next round's cards", lambda: (
                 status_of(url).get("state") == "betting"
                 and status_of(url).get("cards_dealt", 0) >= 4))
             wait_for("a settled round", lambda: status_of(url).get("state") == "ready")
             for lang in LANGUAGES:
                 others[lang].wait_for_selector(".seat .hand-value")
-            others["fa-board"].wait_for_timeout(300)
             for lang in LANGUAGES:
                 live(others[lang])
                 shots.append(out / f"display-dealer-{lang}.png")
                 others[lang].screenshot(path=str(shots[-1]))
-            live(others["fa-board"])
-            shots.append(out / "display-scoreboard-fa.png")
-            others["fa-board"].screenshot(path=str(shots[-1]))
-            for other in [page, board, *others.values()]:
+            for other in [page, *others.values()]:
                 other.close()
             tall = browser.new_page(viewport=PORTRAIT, device_scale_factor=0.5)
             tall.goto(f"{url}?lang=ja")
