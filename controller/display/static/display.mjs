@@ -480,6 +480,7 @@ function watchdog() {
 
 function frame() {
   tick();
+  if (PLAYERS) keepResultsWhole();
   watchdog();
   window.requestAnimationFrame(frame);
 }

@@ -225,7 +225,17 @@ function drawStatsByPosition(table, settled) {
 }
 
 // The last results: a column per hand (P1…P5, B), each round's values and odds, and the
-// combinations by name (the Banker's first); a cancelled round keeps its line.
+// combinations by name (the Banker's, then the winners'); a cancelled round keeps its line.
+// As many results as the room holds in this language and on this monitor: never a cut line.
+// Checked on every frame too: a font that loads late can make a line wrap after the draw.
+function keepResultsWhole() {
+  const box = $("results");
+  if (!box) return;
+  while (box.children.length > 1 && box.scrollHeight > box.clientHeight + 1) {
+    box.lastElementChild.remove();
+  }
+}
+
 function drawPlayersResults() {
   const box = $("results");
   if (!box || !catalogue) return;
@@ -259,17 +269,16 @@ function drawPlayersResults() {
         chips.appendChild(chip);
       });
       item.appendChild(chips);
-      const combos = order.filter((seat) => seat.combo)
+      // the combinations that paid or took: the Banker's, and each winning Player's
+      const combos = order.filter((seat) => seat.combo
+                                  && (seat.seat === "banker" || seat.outcome === "win"))
         .sort((a, b) => (b.seat === "banker") - (a.seat === "banker"))
         .map((seat) => seatShort(seat.seat) + " " + comboWords(seat));
       item.appendChild(el("span", "result-combos", combos.join(" \u00b7 ")));
     }
     box.appendChild(item);
   });
-  // as many as the room holds in this language and on this monitor: never a cut line
-  while (box.children.length > 1 && box.scrollHeight > box.clientHeight + 1) {
-    box.lastElementChild.remove();
-  }
+  keepResultsWhole();
   if (!box.dataset.watched) {  // the room changes when the statistics above it fill in
     box.dataset.watched = "1";
     let height = box.clientHeight;
