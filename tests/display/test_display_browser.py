@@ -63,7 +63,8 @@ class DemoTable:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller", "demo", "--speed", str(SPEED), "--seed", "7",
-             "--state-dir", str(self.state), "--display-port", str(self.port), "--quiet"],
+             "--state-dir", str(self.state), "--display-port", str(self.port), "--quiet",
+             "--stay"],  # the pages stay up after the shoe's last round, with its results
             stdout=open(self.root / "demo.out", "ab"), stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 

@@ -227,7 +227,7 @@ def _cancel_while_watched(table: DemoTable, browser: Any,
         for _, page in pages:
             wait_until(lambda page=page: page.evaluate(
                 "() => document.body.dataset.link === 'live' && !!document.documentElement.lang"
-                " && !!document.querySelector('#stats tr')"), 30, "the page drawn")
+                " && !!document.querySelector('#stats div')"), 30, "the page drawn")
             page.evaluate(NOTICE_LOG)
         opened = wait_until(lambda: (lambda s: s if s and s["state"] == "betting"
                                      and not s["paused"] and (s["betting_seconds_left"] or 0) >= 5
