@@ -3,8 +3,10 @@
 "burn 6 more", "deal card 3 of 12: Player 3, first card", "betting closes in 4 s", "PAUSED —
 call the supervisor — …", in the table's language (``--lang``, or ``display.language``). On a
 terminal the screen is redrawn in place; otherwise one line is printed per change (for a log or
-a second screen). Built from the sealed status only, so it never shows a card before betting
-closed.
+a second screen). Persian (any right-to-left catalogue) is shaped and reordered for a terminal,
+and left in typing order otherwise (``--rtl``: controller/commands/terminal_bidi.py). While
+the table is paused the countdown is not counted: it says paused, frozen. Built from the
+sealed status only, so it never shows a card before betting closed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from controller.display.catalogues import catalogue_files, ordered
 from controller.service.control.client import (
     EX_UNAVAILABLE,
     ControlClient,
@@ -22,8 +25,6 @@ from controller.service.control.client import (
 )
 
 CLEAR = "\x1b[H\x1b[2J"
-#: controller.display.words.LANGUAGES, spelled here: building the parser imports no catalogue
-LANGUAGES = ("en", "fil", "ms", "fa", "ja")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,9 +33,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Follow the table live and show the dealer what to do next.")
     add_socket_arguments(parser)
     parser.add_argument("--once", action="store_true", help="print the current view and exit")
-    parser.add_argument("--lang", choices=LANGUAGES, default=None,
+    # the catalogue files' names: building the parser reads no catalogue
+    parser.add_argument("--lang", choices=ordered(catalogue_files()), default=None,
                         help="the words' language (default: the config's display.language "
                              "with --config, else en)")
+    parser.add_argument("--rtl", choices=("visual", "logical"), default=None,
+                        help="how a right-to-left language (Persian) is printed: visual, "
+                             "shaped and reordered for a terminal to show as it reads (the "
+                             "default on a terminal), or logical, in typing order (the "
+                             "default when the output is not a terminal: a log, a pipe, a "
+                             "program that lays out text itself)")
     parser.set_defaults(func=watch)
 
 
@@ -75,7 +83,10 @@ def dealer_view(status: dict[str, Any], lang: str = "en") -> list[str]:
         head += " · " + say(lang, "last_round")
     lines = [head, f">> {next_step(status, lang)}"]
     left = betting_seconds_left(status)
-    if left is not None:
+    if status.get("paused") and status.get("betting_open"):
+        # the countdown waits with the table: no seconds that are not running
+        lines.append(say(lang, "state.paused") + " · " + say(lang, "clock.frozen"))
+    elif left is not None:
         lines.append(say(lang, "watch.closes_in", n=f"{left:.0f}"))
     elif status.get("round") is not None and status.get("betting_open") is False \
             and status.get("state") not in ("ready", "between_rounds"):
@@ -94,12 +105,27 @@ def dealer_view(status: dict[str, Any], lang: str = "en") -> list[str]:
     return lines
 
 
-def follow(snapshots: Any, out: TextIO, tty: bool, lang: str | None = "en") -> None:
+def shown_view(status: dict[str, Any], lang: str, visual_rtl: bool) -> list[str]:
+    """The dealer view's lines as printed: a right-to-left language in visual order when
+    ``visual_rtl`` (a terminal), else as typed."""
+    lines = dealer_view(status, lang)
+    if visual_rtl:
+        from controller.display.words import RTL
+
+        if lang in RTL:
+            from controller.commands.terminal_bidi import visual_lines
+
+            return visual_lines(lines)
+    return lines
+
+
+def follow(snapshots: Any, out: TextIO, tty: bool, lang: str | None = "en",
+           visual_rtl: bool = False) -> None:
     """Render each snapshot: redraw on a terminal, one line per change otherwise; ``lang``
     None: in the language each snapshot names."""
     last = None
     for status in snapshots:
-        lines = dealer_view(status, language_of(status, lang))
+        lines = shown_view(status, language_of(status, lang), visual_rtl)
         if tty:
             out.write(CLEAR + "\n".join(lines) + "\n")
         else:
@@ -138,10 +164,12 @@ def language_of(status: dict[str, Any], asked: str | None) -> str:
 def watch(args: argparse.Namespace) -> int:
     client = ControlClient(socket_path(args))
     lang = table_language(args)
+    tty = sys.stdout.isatty()
+    visual_rtl = args.rtl == "visual" or (args.rtl is None and tty)
     if args.once:
         status = client.status()
-        print("\n".join(dealer_view(status, language_of(status, lang))))
+        print("\n".join(shown_view(status, language_of(status, lang), visual_rtl)))
         return 0
-    follow(client.watch(), sys.stdout, sys.stdout.isatty(), lang)
+    follow(client.watch(), sys.stdout, tty, lang, visual_rtl)
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)
     return EX_UNAVAILABLE

@@ -51,8 +51,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 class DemoTable:
     """``pokdeng-table demo`` with the display on a known port, restartable on its state."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, env: dict[str, str] | None = None):
         self.root = root
+        self.env = env or {}  # more of the demo's environment (a locales directory)
         self.state = root / "state"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -66,7 +67,7 @@ class DemoTable:
              "--state-dir", str(self.state), "--display-port", str(self.port), "--quiet",
              "--stay"],  # the pages stay up after the shoe's last round, with its results
             stdout=open(self.root / "demo.out", "ab"), stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **self.env})
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -457,3 +457,77 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
                         page.close()
     finally:
         display.close()
+
+
+BEADS_AND_HEADS = """() => {
+  // Each bead's letter, by its ink (canvas measureText in the text's own font and size, in
+  // the plate's units), against its bead's circle: the ink's corners inside the circle.
+  const ctx = document.createElement('canvas').getContext('2d');
+  const out = {letters: [], outside: [], heads: 0, touching: []};
+  for (const g of document.querySelectorAll('#roadmap g.bead')) {
+    const t = g.querySelector('.bead-text');
+    const r = Number(g.querySelector('.bead-body').getAttribute('r'));
+    const s = getComputedStyle(t);
+    ctx.font = `${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+    const m = ctx.measureText(t.textContent);
+    // a letter the page draws narrower (textLength) is measured so
+    const narrow = t.hasAttribute('textLength')
+      ? Number(t.getAttribute('textLength')) / m.width : 1;
+    const half = [narrow * (m.actualBoundingBoxLeft + m.actualBoundingBoxRight) / 2,
+                  (m.actualBoundingBoxAscent + m.actualBoundingBoxDescent) / 2];
+    const corner = Math.hypot(half[0], half[1]);
+    if (!out.letters.includes(t.textContent)) out.letters.push(t.textContent);
+    if (corner > r + 1) out.outside.push([t.textContent, Math.round(corner * 10) / 10, r]);
+  }
+  // Each plate's head: its name and its counts apart, never run together.
+  const scale = Number(document.body.dataset.scale);
+  for (const head of document.querySelectorAll('#roadmap .plate-head')) {
+    out.heads += 1;
+    const a = head.querySelector('.plate-name').getBoundingClientRect();
+    const b = head.querySelector('.plate-counts').getBoundingClientRect();
+    const apart = Math.max(b.left - a.right, a.left - b.right) / scale;
+    const inside = head.getBoundingClientRect();
+    if (apart < 8 || b.right > inside.right + 1 || b.left < inside.left - 1)
+      out.touching.push([head.textContent, Math.round(apart)]);
+  }
+  return out;
+}"""
+
+
+def test_bead_letters_sit_inside_their_beads_and_plate_names_apart_from_their_counts(
+        browser: Any) -> None:
+    """A bead's letter drawn inside its bead (勝/負/引 at the legible 28 px stuck out of
+    Japanese beads), and a plate's name never running into its counts ("Manlalaro 311 11 0"):
+    a whole shoe from a real table machine (two-digit counts), both pages, every language."""
+    from controller.display.server import DisplayServer
+    from controller.display.settings import DisplaySettings
+    from controller.table.generators.scriptgen import shoe_script
+    from controller.table.machine import MachineSettings, TableMachine
+
+    machine = TableMachine(MachineSettings())
+    shown = {"version": 0, "status": machine.status()}
+    display = DisplayServer(DisplaySettings(port=0), lambda: (
+        shown["version"], dict(shown["status"], now=shown["status"].get("clock"))))
+    display.start()
+    try:
+        for inp in shoe_script(1):
+            display.offer_events(machine.handle(inp))
+            shown["version"] += 1
+            shown["status"] = machine.status()
+            display.status_changed()
+        for lang in words.LANGUAGES:
+            for which in sorted(PAGES):
+                page = browser.new_page(viewport={"width": 1920, "height": 1080})
+                try:
+                    page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
+                    wait_until(lambda page=page: page.evaluate(
+                        "() => document.querySelectorAll('#roadmap g.bead').length >= 100"),
+                        20, "the shoe's beads on the page")
+                    seen = page.evaluate(BEADS_AND_HEADS)
+                    where = f"{which} in {lang}"
+                    assert seen["letters"] and not seen["outside"], (where, seen["outside"][:3])
+                    assert seen["heads"] == 5 and not seen["touching"], (where, seen["touching"])
+                finally:
+                    page.close()
+    finally:
+        display.close()

@@ -39,7 +39,8 @@ def test_a_translation_is_not_the_english_left_in_place(lang: str) -> None:
                        "flush", "odds", "health.run", "health.pause", "health.ok",
                        "clock.seconds", "link.live", "seat.burn", "combo.face_card_combo",
                        "seat.flip", "roadmap", "round", "shoe", "watch.shoe", "watch.round",
-                       "by.supervisor", "state.connecting", "winner.pok", "result.latest"}
+                       "by.supervisor", "state.connecting", "language.direction",
+                       "winner.pok", "result.latest"}
     left = [key for key, text in words.CATALOGUE[lang].items()
             if text == words.EN[key] and key not in same_on_purpose and key != "language"]
     assert not left, f"{lang} says these in English: {left}"
@@ -76,6 +77,36 @@ SHEET_TERMS = {  # as the sheets write them (the Filipino sheet keeps the Englis
            "combo.single_face_card_no_point": "0 点絵柄カードシングル",
            "combo.flush_no_point": "0 点フラッシュ"},
 }
+
+
+#: the sheets' own words for the roadmap key, a pause, a cancelled round and its refund
+SHEET_WORDS = {
+    "fil": {"legend.flush": "panlabas na bilog", "legend.pair": "dilaw na tuldok",
+            "notice.cancelled": "ibabalik", "notice.paused": "pansamantalang"},
+    "ms": {"legend.flush": "bulatan luar", "legend.pair": "titik kuning",
+           "state.paused": "DIGANTUNG", "notice.cancelled": "dikembalikan",
+           "notice.paused": "digantung"},
+    "fa": {"legend.flush": "دایره بیرونی", "legend.pair": "نقطه زرد",
+           "legend.win": "بازیکن برنده است", "legend.lose": "بازیکن بازنده است",
+           "clock.frozen": "شمارش معکوس", "notice.cancelled": "بازپرداخت"},
+    "ja": {"legend.flush": "アウターサークル", "legend.pair": "イエロードット",
+           "legend.tie": "タイ", "notice.cancelled": "返金", "way.misread": "キャンセル"},
+}
+#: wordings the sheets do not use (a literal copy of the English, another word for cancel)
+NOT_THE_SHEETS = {"fil": ["ng ang"], "ms": ["jeda"], "fa": ["پایان شرط‌بندی تا"],
+                  "ja": ["取り消", "停止した人", "異常"]}
+
+
+@pytest.mark.parametrize("lang", sorted(SHEET_WORDS))
+def test_the_screens_say_it_as_the_sheets_do(lang: str) -> None:
+    for key, term in SHEET_WORDS[lang].items():
+        assert term.lower() in words.CATALOGUE[lang][key].lower(), f"{lang}:{key}"
+    by = [words.say(lang, "banner.by", who=words.words_of(lang, {"key": key, "args": {
+        "user": "ana"}})) for key in ("by.supervisor", "by.a_supervisor", "by.key", "by.storage",
+                                      "by.fault")]
+    for text in [*words.CATALOGUE[lang].values(), *by]:
+        for wrong in NOT_THE_SHEETS[lang]:
+            assert wrong not in text.lower(), (lang, wrong, text)
 
 
 @pytest.mark.parametrize("lang", sorted(SHEET_TERMS))
@@ -124,9 +155,13 @@ def test_one_next_step_for_the_pages_and_watch(status: dict[str, Any], english: 
 
 
 def test_watch_offers_every_language() -> None:
-    from controller.commands import watch
+    from controller.commands.cli import build_parser
 
-    assert watch.LANGUAGES == words.LANGUAGES
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["watch", "--lang", "xx"])
+    for lang in words.LANGUAGES:
+        assert parser.parse_args(["watch", "--lang", lang]).lang == lang
 
 
 def test_the_table_language_is_validated_in_the_config(tmp_path: Path) -> None:
@@ -140,4 +175,5 @@ def test_the_table_language_is_validated_in_the_config(tmp_path: Path) -> None:
     assert settings is not None and settings.language == "fa"
     with pytest.raises(ConfigError) as failed:
         parse_config(config({"listen": "127.0.0.1:0", "language": "th"}), "t")
-    assert "display.language" in str(failed.value) and "en, fil, ms, fa, ja" in str(failed.value)
+    assert "display.language" in str(failed.value)
+    assert "no catalogue th.po (languages: en, fa, fil, ja, ms)" in str(failed.value)

@@ -306,6 +306,9 @@ def test_dealer_view_says_what_to_do_next() -> None:
     assert next_step(paused) == ("PAUSED — call the supervisor — The shoe read a card that "
                                  "cannot be in it (a bad read or a foreign card).")
     assert next_step({**base, "storage_fault": "disk full"}).startswith("STOP")
+    # paused while betting is open: the countdown waits with the table, nothing is counted
+    assert dealer_view(paused)[2] == "PAUSED · countdown frozen"
+    assert not any("betting closes in" in line for line in dealer_view(paused))
     # the table's language: the same step as the dealer display's, in Japanese
     assert dealer_view(dealt, "ja")[1] == ">> 12 枚中 9 枚目: プレイヤー3、2 枚目"
     out = io.StringIO()

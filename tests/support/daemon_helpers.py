@@ -172,13 +172,15 @@ def log_records(log: Path, event: str | None = None) -> list[dict[str, Any]]:
 
 @contextmanager
 def running_daemon(config: Path, directory: Path, panel: Any = None, *,
-                   umask: int | None = None) -> Iterator[tuple[subprocess.Popen, Path]]:
+                   umask: int | None = None, env: dict[str, str] | None = None,
+                   ) -> Iterator[tuple[subprocess.Popen, Path]]:
     """The daemon of ``config`` at READY, with ``panel`` (a LinePanelPty) connected if given:
-    its process and its log, ``directory``/daemon.log. A block that ends without an error
-    must be able to stop it cleanly (SIGTERM, exit 0); it is stopped in any case."""
+    its process and its log, ``directory``/daemon.log (``env``: more of its environment). A
+    block that ends without an error must be able to stop it cleanly (SIGTERM, exit 0); it is
+    stopped in any case."""
     notify = NotifyListener(directory / "notify")
     log = directory / "daemon.log"
-    proc = start_daemon(config, notify.path, log, umask=umask)
+    proc = start_daemon(config, notify.path, log, umask=umask, **(env or {}))
     try:
         notify.wait_for("READY", "1")
         if panel is not None:
@@ -238,6 +240,7 @@ def start_round(client: ControlClient, panel: Any) -> dict[str, Any]:
     return wait_status(client, lambda s: s["betting_open"])
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 60,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})

@@ -305,6 +305,7 @@ function tick() {
 const SVG = "http://www.w3.org/2000/svg";
 const CELL = 40;
 const ROWS = 6;
+const BEAD_LETTER_WIDTH = 24;  // of a bead of radius 17: a letter's ink keeps inside it
 
 function svgEl(tag, attrs, text) {
   const node = document.createElementNS(SVG, tag);
@@ -384,6 +385,16 @@ function drawRoadmap() {
     });
     plate.appendChild(svg);
     box.appendChild(plate);
+    // a long name ("Manlalaro 3") never runs into the counts: a smaller name where it would
+    if (head.scrollWidth > head.clientWidth) head.classList.add("tight");
+    // A letter wider than its bead (W, 勝) is drawn narrower, never smaller: its 28 px height
+    // is what a player reads from 2 m (docs/display.md), its ink stays inside the bead.
+    svg.querySelectorAll(".bead-text").forEach((t) => {
+      if (t.getComputedTextLength() > BEAD_LETTER_WIDTH) {
+        t.setAttribute("textLength", BEAD_LETTER_WIDTH);
+        t.setAttribute("lengthAdjust", "spacingAndGlyphs");
+      }
+    });
   }
   const legend = $("legend");
   if (legend) {

@@ -28,7 +28,7 @@ from typing import Any
 from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
 from controller.display.studio import parse_studio
-from controller.display.words import LANGUAGES
+from controller.display.words import LANGUAGES, PROBLEMS
 from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
 from controller.service.config.logins import login_problems
@@ -501,7 +501,13 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
     listen = s.get_str("listen", default.listen)
     max_clients = s.get_int("max_clients", default.max_clients, minval=1, maxval=256)
     allowed_hosts = _host_names(s, "allowed_hosts")
-    language = s.get_str("language", default.language, choices=LANGUAGES)
+    language = s.get_str("language", default.language)
+    if isinstance(language, str) and language not in LANGUAGES:
+        # a language is any catalogue file that reads whole (controller/display/catalogues.py)
+        why = PROBLEMS.get(language) or [
+            f"no catalogue {language}.po (languages: {', '.join(LANGUAGES)})"]
+        s.error("language", f"{_show(language)} cannot be used: {'; '.join(why)}")
+        language = None
     studio, problems = parse_studio(s._raw("studio", None), s.key_path("studio"))
     s.errors.extend(problems)
     s.finish()

@@ -1,0 +1,150 @@
+"""The screens' words as gettext catalogues: one ``<language>.po`` file per language, found on
+a search path and read with Babel.
+
+Where the files are (the first directory holding a language wins, so an operator's file can
+also correct a packaged language):
+
+1. the directories in ``POKDENG_TABLE_LOCALES`` (``:``-separated; a trial, the tests);
+2. ``/usr/local/share/pokdeng-table/locales`` (the operator's: the package never writes there,
+   and every user of the table — the daemon, the screens, ``watch`` — can read it);
+3. the package's own, ``controller/display/locales``.
+
+A catalogue's msgids are the words' keys (``seat.P``), its msgstrs the words, with the same
+``{name}`` placeholders as English (``en.po``, the source). Its header names the language
+(``Language: fil``, the same as the file's name); ``language`` is its name in itself and
+``language.direction`` is ``ltr`` or ``rtl`` (as GTK's ``default:LTR``: a translator sets it in
+any PO editor). A file that breaks any of this is not offered, and ``problems`` says why, by file
+and line: the table's config names it when ``display.language`` asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV = "POKDENG_TABLE_LOCALES"
+OPERATOR_DIR = Path("/usr/local/share/pokdeng-table/locales")
+PACKAGED_DIR = Path(__file__).resolve().parent / "locales"
+SOURCE = "en"  # the catalogue every other one is checked against
+DIRECTIONS = ("ltr", "rtl")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_CODE = re.compile(r"^[a-z]{2,3}(?:_[A-Za-z0-9]{2,8})*$")
+
+
+def placeholders(text: str) -> set[str]:
+    return set(PLACEHOLDER.findall(text))
+
+
+def search_path() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+    return [*extra, OPERATOR_DIR, PACKAGED_DIR]
+
+
+def catalogue_files() -> dict[str, Path]:
+    """Each language on the search path and its file (``fil`` -> ``…/fil.po``), without
+    reading any: what ``watch``'s parser offers, cheaply."""
+    found: dict[str, Path] = {}
+    for directory in search_path():
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:  # a directory that is not there (or not ours to read) adds nothing
+            continue
+        for name in names:
+            code, dot, ext = name.rpartition(".")
+            if dot and ext == "po" and _CODE.match(code):
+                found.setdefault(code, directory / name)
+    return found
+
+
+def ordered(codes: object) -> tuple[str, ...]:
+    """English first (the source), then the others by code."""
+    return tuple(sorted(codes, key=lambda c: (c != SOURCE, c)))  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    code: str
+    name: str  # in English: the header's Language-Team
+    words: dict[str, str]
+    rtl: bool
+    path: Path
+
+
+@dataclass
+class Loaded:
+    """Every catalogue that reads whole, and what is wrong with those that do not."""
+    catalogues: dict[str, Catalogue] = field(default_factory=dict)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+
+def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str]]:
+    """The words of one file, the language's English name, and the file's problems
+    (``file:line: what``)."""
+    from babel.messages.pofile import read_po
+
+    problems: list[str] = []
+    try:
+        with open(path, "rb") as f:
+            catalogue = read_po(f, abort_invalid=True)
+    except Exception as e:  # a syntax error, bad UTF-8, an unreadable file: say it, go on
+        return {}, code, [f"{path}: cannot be read as a PO file: {e}"]
+    said = catalogue.locale_identifier
+    if said != code:
+        problems.append(f"{path}: its header says Language: {said or '(none)'}, "
+                        f"its name says {code}")
+    words: dict[str, str] = {}
+    for message in catalogue:
+        if not message.id:
+            continue  # the header
+        where = f"{path}:{message.lineno}"
+        if not isinstance(message.id, str) or not isinstance(message.string, str):
+            problems.append(f"{where}: {message.id!r} has plural forms; the screens use none")
+        elif message.fuzzy:
+            problems.append(f"{where}: {message.id} is marked fuzzy (not yet checked)")
+        elif not message.string.strip():
+            problems.append(f"{where}: {message.id} has no words")
+        else:
+            words[message.id] = message.string
+    team = dict(catalogue.mime_headers).get("Language-Team", "")
+    return words, team.split("<")[0].strip() or words.get("language", code), problems
+
+
+def check_against(code: str, path: Path, words: dict[str, str],
+                  source: dict[str, str]) -> list[str]:
+    """Every key of the source, nothing else, the same placeholders; a direction."""
+    problems = []
+    missing, extra = sorted(set(source) - set(words)), sorted(set(words) - set(source))
+    if missing:
+        problems.append(f"{path}: lacks {', '.join(missing)}")
+    if extra:
+        problems.append(f"{path}: has keys English does not: {', '.join(extra)}")
+    for key in sorted(set(words) & set(source)):
+        if placeholders(words[key]) != placeholders(source[key]):
+            problems.append(f"{path}: {key} has placeholders {sorted(placeholders(words[key]))}, "
+                            f"English {sorted(placeholders(source[key]))}")
+    if words.get("language.direction") not in DIRECTIONS:
+        problems.append(f"{path}: language.direction must be ltr or rtl")
+    return problems
+
+
+def load() -> Loaded:
+    """Every catalogue on the search path, each checked against English."""
+    loaded = Loaded()
+    files = catalogue_files()
+    if SOURCE not in files:
+        raise RuntimeError(f"no {SOURCE}.po on {[str(p) for p in search_path()]}")
+    read = {code: (path, *read_catalogue(code, path)) for code, path in files.items()}
+    source = read[SOURCE][1]
+    for code in ordered(read):
+        path, words, name, problems = read[code]
+        problems += check_against(code, path, words, source)
+        if problems:
+            loaded.problems[code] = problems
+        else:
+            loaded.catalogues[code] = Catalogue(
+                code, name, words, words["language.direction"] == "rtl", path)
+    if SOURCE not in loaded.catalogues:  # the screens cannot speak at all: a packaging fault
+        raise RuntimeError("; ".join(loaded.problems[SOURCE]))
+    return loaded
