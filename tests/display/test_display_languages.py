@@ -483,6 +483,8 @@ BEADS_AND_HEADS = """() => {
   const scale = Number(document.body.dataset.scale);
   for (const head of document.querySelectorAll('#roadmap .plate-head')) {
     out.heads += 1;
+    // the players' pages show the counts in their statistics, under the plates
+    if (getComputedStyle(head.querySelector('.plate-counts')).display === 'none') continue;
     const a = head.querySelector('.plate-name').getBoundingClientRect();
     const b = head.querySelector('.plate-counts').getBoundingClientRect();
     const apart = Math.max(b.left - a.right, a.left - b.right) / scale;
