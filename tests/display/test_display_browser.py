@@ -69,6 +69,17 @@ class DemoTable:
             stdout=open(self.root / "demo.out", "ab"), stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **self.env})
 
+    def keep_dealing(self) -> None:
+        """A demo deals one shoe, then stays up without a dealer: past that, start it again
+        on its state (it carries on with a new shoe), for a test that needs rounds to come."""
+        status = self.status()
+        if status is None or status["state"] != "no_shoe" or not self.results():
+            return
+        self.kill()
+        self.start()
+        wait_until(lambda: (lambda s: s is not None and s["state"] != "no_shoe")(
+            self.status()), 60, "the demo dealing a new shoe")
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)

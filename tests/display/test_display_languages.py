@@ -376,6 +376,7 @@ def test_no_card_of_a_round_open_for_betting_on_any_page_in_any_language(
 
 
 def _watch_a_round_sealed(table: DemoTable, context: Any, languages: tuple[str, ...]) -> None:
+    table.keep_dealing()
     pages = {}
     for lang in languages:
         for which in sorted(SEALED_PAGES):
