@@ -6,12 +6,16 @@ Plays part of a shoe fast (no display), then carries on with the same shoe slowl
 display on, and photographs at 1920x1080, in Chromium (/usr/bin/chromium, driven by
 Playwright): the dealer view while betting is open and cards are going out
 (``display-dealer.png``), the dealer view of a settled round (``display-dealer-result.png``),
-a supervisor's pause (``display-paused.png``) and the scoreboard (``display-scoreboard.png``);
-then a settled round in each other language (``display-dealer-fil.png``, ``-ms``, ``-fa``,
-``-ja``), the scoreboard in Persian (``display-scoreboard-fa.png``) and the dealer view on a
-portrait monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
+a supervisor's pause (``display-paused.png``); then a settled round in each other language
+(``display-dealer-fil.png``, ``-ms``, ``-fa``, ``-ja``) and the dealer view on a portrait
+monitor in Japanese (``display-dealer-ja-portrait.png``, scaled to half). At 1366x768
 (the pages scale to the window), and through ``pngquant`` when it is installed (Debian package
 pngquant): the files stay small. Same seed, same shoe, same pictures.
+
+The players' pages (``players-*.png``: the scoreboard and the stream overlay in each state they
+tell, across the languages) come from a real table machine feeding a real display server
+(testkit/players_table.py), at 1920x1080: ``python -m testkit.screenshots docs/ --players``
+takes only those.
 """
 
 from __future__ import annotations
@@ -125,34 +129,22 @@ def take(out: Path) -> list[Path]:
             shots.append(out / "display-paused.png")
             page.screenshot(path=str(shots[-1]))
             supervisor(state_dir, "resume")
-            board = browser.new_page(viewport=SIZE)
-            board.goto(url + "scoreboard")
-            board.wait_for_selector("#roadmap svg")
-            board.wait_for_timeout(300)
-            shots.append(out / "display-scoreboard.png")
-            board.screenshot(path=str(shots[-1]))
             # every language's page open before the round settles, photographed once it has
             others = {}
             for lang in LANGUAGES:
                 others[lang] = browser.new_page(viewport=SIZE)
                 others[lang].goto(f"{url}?lang={lang}")
-            others["fa-board"] = browser.new_page(viewport=SIZE)
-            others["fa-board"].goto(url + "scoreboard?lang=fa")
             wait_for("the next round's cards", lambda: (
                 status_of(url).get("state") == "betting"
                 and status_of(url).get("cards_dealt", 0) >= 4))
             wait_for("a settled round", lambda: status_of(url).get("state") == "ready")
             for lang in LANGUAGES:
                 others[lang].wait_for_selector(".seat .hand-value")
-            others["fa-board"].wait_for_timeout(300)
             for lang in LANGUAGES:
                 live(others[lang])
                 shots.append(out / f"display-dealer-{lang}.png")
                 others[lang].screenshot(path=str(shots[-1]))
-            live(others["fa-board"])
-            shots.append(out / "display-scoreboard-fa.png")
-            others["fa-board"].screenshot(path=str(shots[-1]))
-            for other in [page, board, *others.values()]:
+            for other in [page, *others.values()]:
                 other.close()
             tall = browser.new_page(viewport=PORTRAIT, device_scale_factor=0.5)
             tall.goto(f"{url}?lang=ja")
@@ -170,12 +162,54 @@ def take(out: Path) -> list[Path]:
     return shots
 
 
+#: the players' pictures: (file, page, language, state, viewport); each state once at least,
+#: each language once at least, the overlay over a transparent background
+PLAYERS_SHOTS = (
+    ("players-betting.png", "scoreboard", "en", "betting", (1920, 1080)),
+    ("players-result.png", "scoreboard", "en", "result", (1920, 1080)),
+    ("players-paused-ms.png", "scoreboard", "ms", "misread", (1920, 1080)),
+    ("players-cancelled-fil.png", "scoreboard", "fil", "cancelled", (1920, 1080)),
+    ("players-shuffling-ja.png", "scoreboard", "ja", "shuffling", (1920, 1080)),
+    ("players-result-fa-portrait.png", "scoreboard", "fa", "result", (1080, 1920)),
+    ("players-overlay.png", "overlay", "en", "result", (1920, 1080)),
+    ("players-overlay-betting-ja.png", "overlay", "ja", "betting", (1920, 1080)),
+    ("players-overlay-cancelled-fa.png", "overlay", "fa", "cancelled", (1920, 1080)),
+)
+
+
+def take_players(out: Path) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    from testkit.players_table import MachineTable
+
+    out.mkdir(parents=True, exist_ok=True)
+    shots = []
+    with MachineTable() as table, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for state in table.states():
+            for name, which, lang, wanted, (width, height) in PLAYERS_SHOTS:
+                if wanted != state:
+                    continue
+                page = browser.new_page(viewport={"width": width, "height": height},
+                                        device_scale_factor=0.5 if height > width else 1)
+                page.goto(f"http://127.0.0.1:{table.port}/{which}?lang={lang}")
+                page.wait_for_function("""() => document.body.dataset.link === 'live'
+                    && !!document.querySelector('#stats div')""")
+                page.wait_for_timeout(400)
+                shots.append(out / name)
+                page.screenshot(path=str(shots[-1]), omit_background=True, animations="disabled")
+                page.close()
+        browser.close()
+    return shots
+
+
 def main(argv: list[str]) -> int:
-    out = Path(argv[0] if argv else "docs")
+    out = Path(argv[0] if argv and not argv[0].startswith("--") else "docs")
     if not Path(CHROMIUM).exists():
         print(f"screenshots: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
         return 1
-    for shot in take(out):
+    shots = take_players(out) if "--players" in argv else take(out) + take_players(out)
+    for shot in shots:
         if shutil.which("pngquant"):  # Debian's pngquant: a quarter of the bytes, same look
             subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--force",
                             "--ext", ".png", str(shot)], check=False)

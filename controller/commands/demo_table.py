@@ -154,6 +154,15 @@ def demo_key_file(state_dir: Path) -> Path | None:
     return key_file if key_file.exists() else None
 
 
+#: the demo's stream graphic: a studio's limits and currency (docs/display.md, display.studio)
+DEMO_STUDIO = """  studio:
+    currency: PHP
+    limits:
+      player: {min: 100, max: 50000}
+      pair: {min: 50, max: 5000}
+"""
+
+
 def display_port(wanted: int | None) -> int:
     """The port asked for; else DISPLAY_PORT when nothing listens there; else 0 (any free)."""
     if wanted is not None:
@@ -186,7 +195,7 @@ def demo_config(state_dir: Path, shoe_link: Path, events: Path,
                               supervisor_group=json.dumps(own_group()),
                               events=json.dumps(str(events)),
                               display="" if display is None else
-                              f'display:\n  listen: "127.0.0.1:{display}"\n')
+                              f'display:\n  listen: "127.0.0.1:{display}"\n' + DEMO_STUDIO)
     key_file = demo_key_file(state_dir)
     if key_file is not None:
         text += DEMO_KEYED_JOURNAL.format(key_file=json.dumps(str(key_file)))
@@ -531,6 +540,9 @@ class DemoDealer:
         now = self.daemon.snapshot()  # a supervisor may have paused while the dealer reached
         if now.get("paused") or now.get("cards_drawn") != drawn:
             return
+        if (now.get("round"), now.get("next_target")) != (status.get("round"),
+                                                          status.get("next_target")):
+            return  # the round was cancelled meanwhile: a dealer puts the card back, unread
         fault = self._fault_due(status, drawn)
         if fault is not None:
             self._make_fault(fault, shoe, drawn, cards[drawn])

@@ -15,6 +15,11 @@ A page is sent the whole screen when it connects (``state``), then ``status``, `
 ``roadmap`` as they change, and the status again every ``HEARTBEAT_S`` of quiet: the page
 notices a dead link when that heartbeat stops.
 
+Two audiences read the feed: the dealer's screen (``/events``) and the players' pages, the
+scoreboard and the stream overlay (``/players/events``). The players' status is its own,
+smaller message (``controller/display/players.py``): no fault code, no person, no device, so
+what a stream shows cannot carry what it must not even by mistake.
+
 Each message is encoded once and the same bytes go to every page: a change is one ``status``
 encoding however many pages are open, and the whole screen (``/state.json``, a new page's
 ``state``) one encoding per change of it, made by its first reader (``encodings`` counts them).
@@ -35,7 +40,9 @@ from typing import Any
 
 import structlog
 
+from controller.display.players import players_view, players_words
 from controller.display.screen import Screen, target_order
+from controller.display.studio import StudioSettings
 from controller.display.words import CATALOGUE, LANGUAGES, RTL
 
 log = structlog.get_logger("pokdeng.display")
@@ -50,6 +57,10 @@ INBOX_BATCHES = 10_000     # event batches the feed may be behind before it rebu
 #: the interpreter), and a burst of changes is one message
 SETTLE_S = 0.02
 
+#: who reads a stream: the dealer's screen, or the players' pages (scoreboard, overlay)
+DEALER, PLAYERS = "dealer", "players"
+AUDIENCES = (DEALER, PLAYERS)
+
 #: (version, sealed status as of now) — the status board's ``versioned_snapshot``
 SnapshotSource = Callable[[], tuple[int, dict[str, Any]]]
 
@@ -62,7 +73,8 @@ def sse(event: str, data: Any) -> bytes:
 class Stream:
     """One SSE client: a bounded queue of messages; None tells its thread to end."""
 
-    def __init__(self) -> None:
+    def __init__(self, audience: str = DEALER) -> None:
+        self.audience = audience
         self.queue: queue.Queue[bytes | None] = queue.Queue(CLIENT_QUEUE)
         self.dropped = False
 
@@ -87,7 +99,8 @@ class DisplayFeed:
     def __init__(self, snapshot: SnapshotSource, *, max_streams: int, rate: float = 1.0,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
                  backends: Callable[[], Mapping[str, Any]] | None = None,
-                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S):
+                 live: Callable[[], bool] | None = None, settle_s: float = SETTLE_S,
+                 studio: StudioSettings | None = None):
         self.max_streams = max_streams
         #: how long after a change it renders (a screen process, whose daemon already waited
         #: ``SETTLE_S`` before it sent the change, waits only for the rest of that write)
@@ -103,6 +116,7 @@ class DisplayFeed:
         self._backends: Mapping[str, Any] = {}
         #: the table's language (``display.language``); a page may ask for another (``?lang=``)
         self.language = "en"
+        self._studio = studio or StudioSettings()
         self._screen = Screen()
         #: event batches; None: start a new screen (``restart``) before the batches after it
         self._inbox: deque[list[dict[str, Any]] | None] = deque()
@@ -112,10 +126,12 @@ class DisplayFeed:
         self._closed = threading.Event()
         self._lock = threading.Lock()  # guards _streams and _state
         self._streams: set[Stream] = set()
-        self._state: dict[str, Any] = {}  # the whole screen, as a new page is sent it first
+        #: the whole screen per audience, as a new page is sent it first
+        self._state: dict[str, dict[str, Any]] = {audience: {} for audience in AUDIENCES}
         self._state_generation = 0        # moves with every change of _state
         self._encode_lock = threading.Lock()
-        self._state_encoded: tuple[int, bytes] = (-1, b"")
+        self._state_encoded: dict[str, tuple[int, bytes]] = {
+            audience: (-1, b"") for audience in AUDIENCES}
         self._thread: threading.Thread | None = None
         self.dropped_clients = 0
         #: encodings made, per message kind: one per change however many pages read it
@@ -207,8 +223,8 @@ class DisplayFeed:
             self._load_history()
         self._take_events()
         self._poll_backends()
-        for message in (self._render_results(), self._render_roadmap(), self._render_status()):
-            self._broadcast(message)
+        for messages in (self._render_results(), self._render_roadmap(), self._render_status()):
+            self._broadcast(messages)
 
     def _feed_once(self, last_status: float, last_health: float) -> tuple[float, float]:
         now = time.monotonic()
@@ -224,7 +240,8 @@ class DisplayFeed:
             self._broadcast(self._render_results())
         if "roadmap" in changed:
             self._broadcast(self._render_roadmap())
-        if self._status_dirty or (now - last_status >= HEARTBEAT_S and self.live()):
+        quiet = now - last_status >= HEARTBEAT_S and self.live()
+        if self._status_dirty or "status" in changed or quiet:
             last_status = now
             self._broadcast(self._render_status())
         return last_status, last_health
@@ -255,24 +272,31 @@ class DisplayFeed:
         self._backends = backends
         return changed
 
-    def _render_status(self) -> bytes:
+    def _render_status(self) -> dict[str, bytes]:
         self._status_dirty = False
         _, status = self._snapshot_source()
-        return self._render("status", self._screen.view(status, self._backends, self._rate))
+        view = self._screen.view(status, self._backends, self._rate)
+        return {DEALER: self._render("status", view, DEALER)[DEALER],
+                PLAYERS: self._render("status", players_view(view, self._screen),
+                                      PLAYERS)[PLAYERS]}
 
-    def _render_results(self) -> bytes:
+    def _render_results(self) -> dict[str, bytes]:
         return self._render("results", self._screen.results_message())
 
-    def _render_roadmap(self) -> bytes:
+    def _render_roadmap(self) -> dict[str, bytes]:
         return self._render("roadmap", self._screen.roadmap_message())
 
-    def _render(self, kind: str, data: Any) -> bytes:
-        """``data`` as the screen's ``kind`` now, and its message: encoded once, for every page."""
+    def _render(self, kind: str, data: Any, audience: str | None = None) -> dict[str, bytes]:
+        """``data`` as the screen's ``kind`` now for ``audience`` (None: every audience), and
+        its message per audience: encoded once, the same bytes for every page."""
+        audiences = AUDIENCES if audience is None else (audience,)
         with self._lock:
-            self._state[kind] = data
+            for each in audiences:
+                self._state[each][kind] = data
             self._state_generation += 1
-        self.encodings[kind] += 1
-        return sse(kind, data)
+        self.encodings[kind if audience in (None, DEALER) else f"{audience}:{kind}"] += 1
+        message = sse(kind, data)
+        return {each: message for each in audiences}
 
     def _render_all(self) -> None:
         self._poll_backends()
@@ -280,18 +304,22 @@ class DisplayFeed:
         self._render_roadmap()
         self._render_status()
         with self._lock:
-            self._state["seats"] = target_order()
-            # every language's words: the page translates (its own ?lang= or the table's)
-            self._state["language"] = self.language
-            self._state["languages"] = {"codes": list(LANGUAGES), "rtl": sorted(RTL)}
-            self._state["words"] = CATALOGUE
+            for state in self._state.values():
+                state["seats"] = target_order()
+                # every language's words: the page translates (its own ?lang= or the table's)
+                state["language"] = self.language
+                state["languages"] = {"codes": list(LANGUAGES), "rtl": sorted(RTL)}
+                state["words"] = CATALOGUE
+            # limits, paytable and colours: the players' pages show them; their words only
+            self._state[PLAYERS]["studio"] = self._studio.to_json()
+            self._state[PLAYERS]["words"] = players_words(CATALOGUE)
             self._state_generation += 1
 
-    def _broadcast(self, message: bytes) -> None:
+    def _broadcast(self, messages: Mapping[str, bytes]) -> None:
         with self._lock:
             streams = list(self._streams)
         for stream in streams:
-            if not stream.offer(message):
+            if not stream.offer(messages[stream.audience]):
                 self._drop(stream)
 
     def _drop(self, stream: Stream) -> None:
@@ -304,36 +332,36 @@ class DisplayFeed:
                     queued=CLIENT_QUEUE)
 
     # -- the connections' side ----------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self, audience: str = DEALER) -> dict[str, Any]:
         """The whole screen now (``/state.json`` and the stream's first message)."""
         with self._lock:
-            return dict(self._state)
+            return dict(self._state[audience])
 
-    def state_json(self) -> bytes:
+    def state_json(self, audience: str = DEALER) -> bytes:
         """The whole screen now, encoded: once per change of it, the same bytes for every
         reader (``/state.json`` and each new page's ``state``)."""
-        return self._state_json()[1]
+        return self._state_json(audience)[1]
 
-    def _state_json(self) -> tuple[int, bytes]:
+    def _state_json(self, audience: str) -> tuple[int, bytes]:
         with self._encode_lock:  # held while encoding: readers of a new screen wait for one
             with self._lock:
-                generation, state = self._state_generation, dict(self._state)
-            if self._state_encoded[0] != generation:
+                generation, state = self._state_generation, dict(self._state[audience])
+            if self._state_encoded[audience][0] != generation:
                 data = json.dumps(state, separators=(",", ":")).encode()
-                self._state_encoded = (generation, data)
-                self.encodings["state"] += 1
-            return self._state_encoded
+                self._state_encoded[audience] = (generation, data)
+                self.encodings["state" if audience == DEALER else f"{audience}:state"] += 1
+            return self._state_encoded[audience]
 
-    def open_stream(self) -> Stream | None:
+    def open_stream(self, audience: str = DEALER) -> Stream | None:
         """A new stream with the whole screen queued first; None when the streams are full."""
         while True:
-            generation, state = self._state_json()
+            generation, state = self._state_json(audience)
             with self._lock:
                 if len(self._streams) >= self.max_streams or self._closed.is_set():
                     return None
                 if generation != self._state_generation:
                     continue  # the screen changed meanwhile: the page must start from the new
-                stream = Stream()
+                stream = Stream(audience)
                 stream.offer(f"retry: {RETRY_MS}\n\nevent: state\ndata: ".encode() + state
                              + b"\n\n")
                 self._streams.add(stream)

@@ -50,17 +50,12 @@ def next_step(status: Mapping[str, Any], lang: str = "en") -> str:
 
 
 def paused_by(status: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Who or what paused the table, as words' key and arguments: a supervisor's name (from
-    the journaled last actions), the key switch, or the table itself for a fault."""
+    """Who or what paused the table, as words' key and arguments: the supervisor (the role,
+    never a login: a screen can be on camera; the journal keeps who), the key switch, or the
+    table itself for a fault."""
     fault = status.get("fault") or {}
     code = fault.get("code") if isinstance(fault, Mapping) else None
     if code == "supervisor_pause":
-        for action in reversed(status.get("last_actions") or []):
-            if action.get("action") == "pause" and action.get("outcome") == "done":
-                by = action.get("by") or {}
-                if by.get("user"):
-                    return {"key": "by.supervisor", "args": {"user": str(by["user"])}}
-                break
         return {"key": "by.a_supervisor", "args": {}}
     if code in PAUSED_BY_CODE:
         return {"key": PAUSED_BY_CODE[str(code)], "args": {}}
@@ -181,6 +176,13 @@ class Screen:
     def __init__(self) -> None:
         self.roadmap: Roadmap = Roadmap()
         self.results: deque[dict[str, Any]] = deque(maxlen=RESULTS_KEPT)
+        self.cancelled: list[int] = []               # this shoe's cancelled rounds
+        #: the last cancelled round: told to players until the next round's result, so a
+        #: player who bet on it sees it was refunded (``opened_since``: a round opened after)
+        self.cancelled_round: int | None = None
+        self.opened_since = False
+        self.table: str | None = None
+        self.opened_on: dict[tuple[Any, Any], str] = {}  # (shoe, round): its date, YYYYMMDD
         self.betting_seconds: float = DEFAULT_BETTING_SECONDS
         self.last_seq: int = 0
         self.problems: list[str] = []  # events the roadmap refused (kept for the log)
@@ -194,16 +196,33 @@ class Screen:
         self.last_seq = seq
         kind = event.get("type")
         changed: set[str] = set()
+        if isinstance(event.get("table"), str):
+            self.table = event["table"]
         if kind == "round_opened":
             seconds = (event.get("data") or {}).get("betting_seconds")
             if isinstance(seconds, (int, float)) and seconds > 0:
                 self.betting_seconds = float(seconds)
+            self.opened_on[(event.get("shoe"), event.get("round"))] = _date(event.get("time"))
+            self.opened_since = True
         elif kind == "shoe_started":
             self.results.clear()
-            changed.add("results")
+            self.cancelled.clear()
+            self.opened_on.clear()
+            self.cancelled_round = None
+            changed |= {"results", "roadmap", "status"}
         elif kind == "round_result":
-            self.results.appendleft(result_summary(event))
+            self.cancelled_round = None
+            changed.add("status")
+            self.results.appendleft(dict(result_summary(event),
+                                         game=self.game_id(event.get("shoe"), event.get("round"))))
             changed.add("results")
+        elif kind == "round_cancelled" and isinstance(event.get("round"), int):
+            # it keeps its place in the last results and in the shoe's round count
+            self.cancelled.append(event["round"])
+            self.cancelled_round, self.opened_since = event["round"], False
+            self.results.appendleft(cancelled_summary(
+                event, self.game_id(event.get("shoe"), event.get("round"))))
+            changed |= {"results", "roadmap", "status"}
         if kind in ("shoe_started", "round_result"):
             try:
                 if self.roadmap.add(event):
@@ -217,7 +236,18 @@ class Screen:
         counts = {position: plate["counts"] for position, plate in board["positions"].items()}
         beads = {position: plate["beads"] for position, plate in board["positions"].items()}
         return {"shoe": board["shoe"], "rounds": board["rounds"], "counts": counts,
-                "beads": beads, "colours": dict(COLOURS), "svg": render_svg(self.roadmap)}
+                "beads": beads, "colours": dict(COLOURS), "svg": render_svg(self.roadmap),
+                "cancelled": list(self.cancelled)}
+
+    def game_id(self, shoe: object, round_: object) -> str | None:
+        """The id players quote in a dispute: table, shoe, round and the day the round opened
+        (``T1-3-12-20261202``); no round open: the last result's."""
+        if round_ is None and self.results:
+            shoe, round_ = self.results[0]["shoe"], self.results[0]["round"]
+        if self.table is None or shoe is None or round_ is None:
+            return None
+        day = self.opened_on.get((shoe, round_))
+        return f"{self.table}-{shoe}-{round_}" + (f"-{day}" if day else "")
 
     def results_message(self) -> list[dict[str, Any]]:
         return list(self.results)
@@ -274,6 +304,17 @@ def result_summary(event: Mapping[str, Any]) -> dict[str, Any]:
     return {"shoe": event.get("shoe"), "round": event.get("round"),
             "last_round": bool(data.get("last_round")), "seats": seats,
             "pairs_won": [s["seat"] for s in seats if s["pair_won"]]}
+
+
+def cancelled_summary(event: Mapping[str, Any], game: str | None) -> dict[str, Any]:
+    """A cancelled round as the last results show it: its place, no hands (all bets refunded)."""
+    return {"shoe": event.get("shoe"), "round": event.get("round"), "cancelled": True,
+            "last_round": False, "seats": [], "pairs_won": [], "game": game}
+
+
+def _date(time: object) -> str:
+    """``2026-12-02T11:30:00.123Z`` -> ``20261202`` (the events' ISO-8601 UTC time)."""
+    return str(time)[:10].replace("-", "") if isinstance(time, str) and len(time) >= 10 else ""
 
 
 def target_order() -> list[str]:

@@ -44,7 +44,7 @@ from typing import Any, cast
 import structlog
 
 from controller.display.admission import Admission, Connection
-from controller.display.feed import SETTLE_S, DisplayFeed, SnapshotSource
+from controller.display.feed import DEALER, PLAYERS, SETTLE_S, DisplayFeed, SnapshotSource
 from controller.display.settings import DisplaySettings
 from controller.rate_limited_log import RateLimitedLog
 
@@ -58,9 +58,11 @@ SPARE_CONNECTIONS = 8      # page and asset loads beside the streams
 GONE_CHECK_S = 1.0         # an idle stream checks this often whether its browser left
 
 CONTENT_SECURITY_POLICY = "default-src 'self'; object-src 'none'; base-uri 'none'"
-PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html"}
+PAGES = {"/": "dealer.html", "/dealer": "dealer.html", "/scoreboard": "scoreboard.html",
+         "/overlay": "overlay.html"}
 ASSETS = {"/display.css": ("display.css", "text/css; charset=utf-8"),
-          "/display.mjs": ("display.mjs", "text/javascript; charset=utf-8")}
+          "/display.mjs": ("display.mjs", "text/javascript; charset=utf-8"),
+          "/players.mjs": ("players.mjs", "text/javascript; charset=utf-8")}
 
 
 def asset(name: str) -> bytes:
@@ -79,7 +81,7 @@ class DisplayServer:
         self.settings = settings
         self.feed = DisplayFeed(snapshot, max_streams=settings.max_clients, rate=rate,
                                 history=history, backends=backends, live=live,
-                                settle_s=settle_s)
+                                settle_s=settle_s, studio=settings.studio)
         #: a socket already listening at ``settings.listen`` (the daemon's, handed to the
         #: screen process), served instead of binding one
         self._listening = listening
@@ -378,12 +380,16 @@ class _Handler(BaseHTTPRequestHandler):
             name, kind = ASSETS[path]
             self._send(asset(name), kind)
         elif path == "/state.json":
-            self._send(feed.state_json(), "application/json")
+            self._send(feed.state_json(DEALER), "application/json")
+        elif path == "/players/state.json":
+            self._send(feed.state_json(PLAYERS), "application/json")
         elif path == "/roadmap.svg":
             roadmap = feed.state().get("roadmap") or {}
             self._send(str(roadmap.get("svg") or "").encode(), "image/svg+xml")
         elif path == "/events":
-            self._stream(feed)
+            self._stream(feed, DEALER)
+        elif path == "/players/events":  # the scoreboard's and the overlay's
+            self._stream(feed, PLAYERS)
         else:
             self.send_error(HTTPStatus.NOT_FOUND)
 
@@ -412,14 +418,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _stream(self, feed: DisplayFeed) -> None:
+    def _stream(self, feed: DisplayFeed, audience: str) -> None:
         if not feed.live():
             self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "the table is not answering")
             return
         victims = self.server.admission.open_stream(self.connection)
         for victim in victims or ():
             self.server.end(victim)
-        stream = feed.open_stream() if victims is not None else None
+        stream = feed.open_stream(audience) if victims is not None else None
         if stream is None:
             self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "too many screens connected")
             return

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from controller.display.studio import StudioSettings
 
 MAX_CLIENTS_DEFAULT = 16
 
@@ -18,6 +20,8 @@ class DisplaySettings:
     allowed_hosts: tuple[str, ...] = ()
     #: the screens' language unless a page asks for another (``?lang=``): en, fil, ms, fa, ja
     language: str = "en"
+    #: the stream graphic's limits, currency and colours (``display.studio``)
+    studio: StudioSettings = field(default_factory=StudioSettings)
 
     @property
     def listen(self) -> str:

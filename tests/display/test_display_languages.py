@@ -40,6 +40,9 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
 PAGES = {"dealer": "", "scoreboard": "scoreboard"}
+#: every page a sealing search reads: the stream overlay too (its own layout, tested for size
+#: and words in test_players_browser.py)
+SEALED_PAGES = {**PAGES, "overlay": "overlay"}
 VIEWPORTS = [(1920, 1080), (1366, 768), (1080, 1920)]
 #: the smallest text a dealer or player must read from 2 m, in px of a 1080-line screen
 LEGIBLE_PX = 28
@@ -82,14 +85,16 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def url(table: DemoTable, which: str, lang: str) -> str:
-    return f"{table.url}{PAGES[which]}?lang={lang}"
+    return f"{table.url}{SEALED_PAGES[which]}?lang={lang}"
 
 
 def drawn(page: Any) -> bool:
     """The page has its words, its roadmap and a result to show."""
     return bool(page.evaluate("""() => document.documentElement.lang !== '' &&
-        !!document.querySelector('#roadmap .plate') &&
-        !!document.querySelector('#results .chip') && document.body.dataset.link === 'live'"""))
+        (!!document.querySelector('#roadmap .plate') || !!document.querySelector('#stats div'))
+        && (!!document.querySelector('#results .chip')
+            || document.body.classList.contains('overlay'))
+        && document.body.dataset.link === 'live'"""))
 
 
 MEASURE = """([legible]) => {
@@ -247,6 +252,20 @@ def test_a_pause_has_its_own_colour_and_its_reason_on_both_pages_in_every_langua
                 wait_until(lambda page=page: page.evaluate(
                     "() => document.body.classList.contains('paused') && "
                     "!!document.documentElement.lang"), 20, f"the {which} page paused ({lang})")
+                if which == "scoreboard":  # players are told what it means for their bets
+                    seen = page.evaluate("""() => ({
+                        title: document.getElementById('title').textContent,
+                        colour: getComputedStyle(document.getElementById('title'))
+                          .backgroundColor,
+                        notice: getComputedStyle(document.getElementById('notice'))
+                          .backgroundColor,
+                        words: document.getElementById('notice-words').textContent})""")
+                    assert seen["title"] == words.say(lang, "state.paused"), lang
+                    assert seen["colour"] == seen["notice"] == PAUSE_COLOUR, (lang, seen)
+                    assert seen["words"] in (words.say(lang, "notice.paused"),
+                                             words.say(lang, "notice.misread")), (lang, seen)
+                    page.close()
+                    continue
                 seen = page.evaluate("""() => ({
                     title: document.getElementById('title').textContent,
                     colour: getComputedStyle(document.getElementById('title')).backgroundColor,
@@ -345,8 +364,9 @@ def _snapshot(page: Any) -> dict[str, Any]:
 
 def test_no_card_of_a_round_open_for_betting_on_any_page_in_any_language(
         table: DemoTable, browser: Any) -> None:
-    """Both pages of two languages at a time (the display gives one address eight streams at
-    most: controller/display/admission.py), a round each, until every language was watched."""
+    """Every page (the overlay too) of two languages at a time (the display gives one address
+    eight streams at most: controller/display/admission.py), a round each, until every
+    language was watched."""
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     try:
         for batch in (words.LANGUAGES[0:2], words.LANGUAGES[2:4], words.LANGUAGES[4:]):
@@ -356,9 +376,10 @@ def test_no_card_of_a_round_open_for_betting_on_any_page_in_any_language(
 
 
 def _watch_a_round_sealed(table: DemoTable, context: Any, languages: tuple[str, ...]) -> None:
+    table.keep_dealing()
     pages = {}
     for lang in languages:
-        for which in sorted(PAGES):
+        for which in sorted(SEALED_PAGES):
             page = context.new_page()
             page.goto(url(table, which, lang))
             pages[f"{which} in {lang}"] = page
@@ -463,6 +484,8 @@ BEADS_AND_HEADS = """() => {
   const scale = Number(document.body.dataset.scale);
   for (const head of document.querySelectorAll('#roadmap .plate-head')) {
     out.heads += 1;
+    // the players' pages show the counts in their statistics, under the plates
+    if (getComputedStyle(head.querySelector('.plate-counts')).display === 'none') continue;
     const a = head.querySelector('.plate-name').getBoundingClientRect();
     const b = head.querySelector('.plate-counts').getBoundingClientRect();
     const apart = Math.max(b.left - a.right, a.left - b.right) / scale;

@@ -44,6 +44,22 @@ def test_an_empty_section_listens_on_loopback_8080(tmp_path: Path) -> None:
     assert parse_config(config_with(tmp_path, {}), "t").display == DisplaySettings()
 
 
+def test_the_studio_section_gives_the_stream_its_limits_currency_and_colours(
+        tmp_path: Path) -> None:
+    studio = {"currency": "PHP", "colours": {"accent": "#FFAA00"},
+              "limits": {"player": {"min": 100, "max": 50000}, "pair": {"min": 50, "max": 5000}}}
+    settings = parse_config(config_with(tmp_path, {"studio": studio}), "t").display
+    assert settings is not None
+    shown = settings.studio.to_json()
+    assert shown["currency"] == "PHP" and shown["colours"]["accent"] == "#ffaa00"
+    assert shown["limits"] == {"player": {"min": 100, "max": 50000},
+                               "pair": {"min": 50, "max": 5000}}
+    # the paytable is the rules' (docs/rules.md §7, §8), never a setting
+    assert [row["odds"] for row in shown["paytable"]] == ["1:1", "2:1", "2:1", None, "11:1",
+                                                          None]
+    assert type(settings.studio).from_json(shown) == settings.studio
+
+
 @pytest.mark.parametrize("display, message", [
     ({"listen": "8080"}, "display.listen: must be ADDRESS:PORT, e.g. 127.0.0.1:8080; "
                          'got "8080"'),
@@ -52,7 +68,22 @@ def test_an_empty_section_listens_on_loopback_8080(tmp_path: Path) -> None:
     ({"listen": 8080}, "display.listen: must be a non-empty string, got 8080"),
     ({"max_clients": 0}, "display.max_clients: must be an integer >= 1 and <= 256, got 0"),
     ({"port": 8080}, "display.port: unknown option (a typo?); allowed here: allowed_hosts, "
-                     "language, listen, max_clients"),
+                     "language, listen, max_clients, studio"),
+    ({"studio": {"currency": "peso"}}, "display.studio.currency: must be a three-letter ISO "
+                                       "4217 code such as PHP, MYR or JPY, got 'peso'"),
+    ({"studio": {"limits": {"player": {"min": 500, "max": 100}}}},
+     "display.studio.limits.player: min 500 is above max 100"),
+    ({"studio": {"limits": {"player": {"min": 0, "max": 100}}}},
+     "display.studio.limits.player: min and max must be whole amounts above 0"),
+    ({"studio": {"limits": {"player": [100, 500]}}},
+     "display.studio.limits.player: must be {min: N, max: N}, got [100, 500]"),
+    ({"studio": {"limits": {"banker": {"min": 1, "max": 2}}}},
+     "display.studio.limits.banker: unknown bet (player, pair)"),
+    ({"studio": {"colours": {"accent": "gold"}}},
+     "display.studio.colours.accent: must be a colour as #rrggbb (quoted in YAML), got 'gold'"),
+    ({"studio": {"colors": {}}}, "display.studio.colors: unknown key (currency, limits, "
+                                 "colours)"),
+    ({"studio": "big"}, "display.studio: must be a mapping (currency, limits, colours)"),
     ({"allowed_hosts": "table-01"}, 'display.allowed_hosts: must be a list, got "table-01"'),
     ({"allowed_hosts": ["ok.example", "two words"]},
      'display.allowed_hosts[1]: not a host name: "two words"'),

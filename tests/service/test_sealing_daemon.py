@@ -129,11 +129,13 @@ class Table:
         self.captured: list[tuple[str, Any]] = []
         self.watcher: Watcher | None = None
         self.screen: SseReader | None = None
+        self.players: SseReader | None = None  # the scoreboard's and the overlay's feed
         self.cut: dict[str, int] = {}
 
     def close(self) -> None:
-        if self.screen is not None:
-            self.screen.close()
+        for reader in (self.screen, self.players):
+            if reader is not None:
+                reader.close()
         stop_daemon(self.proc, signal.SIGKILL)  # a no-op once it stopped
         self.notify.close()
         if self.health is not None:
@@ -179,6 +181,7 @@ class Table:
         self.wait(lambda s: s["state"] == "ready")
         self.watcher = Watcher(self.sock)
         self.screen = SseReader(self.display_port)
+        self.players = SseReader(self.display_port, "/players/events")
         self.panel.send("start_round")
         self.wait(lambda s: s["state"] == "betting" and s["betting_open"])
         for card in DEALT:
@@ -219,7 +222,10 @@ class Table:
         self.watcher.wait_for(lambda msgs: len(msgs) >= 5 and any(m["paused"] for m in msgs))
         assert self.screen is not None
         self.screen.wait_status(lambda v: (v["banner"] or {}).get("code") == "supervisor_pause")
-        for path in ("/state.json", "/roadmap.svg", "/"):
+        assert self.players is not None
+        self.players.wait_status(lambda v: (v["notice"] or {}).get("key") == "notice.paused")
+        for path in ("/state.json", "/roadmap.svg", "/", "/players/state.json", "/scoreboard",
+                     "/overlay"):
             self.captured.append((f"display {path}",
                                   request(self.display_port, path)[2].decode()))
 
@@ -228,8 +234,9 @@ class Table:
         assert self.client.status()["betting_open"], "betting closed before the capture ended"
         assert self.watcher is not None
         assert self.screen is not None
+        assert self.players is not None
         self.cut = {"notify": len(self.notify.messages), "watch": len(self.watcher.taken()),
-                    "screen": len(self.screen.raw)}
+                    "screen": len(self.screen.raw), "players": len(self.players.raw)}
         if self.health is not None:
             self.health.wait_for(lambda m: m["paused"] and m["state"] == "betting")
             self.cut["health"] = len(self.health.texts)
@@ -269,6 +276,8 @@ class Table:
             found += self.leaks.found_in("watch", status)
         assert self.screen is not None
         found += self.leaks.found_in("display stream", self.screen.raw[:self.cut["screen"]])
+        assert self.players is not None
+        found += self.leaks.found_in("players' stream", self.players.raw[:self.cut["players"]])
         if self.health is not None:
             for text in self.health.texts[:self.cut["health"]]:
                 found += self.leaks.found_in("mqtt health topic", text)

@@ -178,9 +178,10 @@ def test_a_status_change_is_encoded_once_per_view_for_every_reader(
         assert len(set(screens)) == 1  # one screen, the same bytes for every reader
 
         # One encoding per view: the control socket's status (watch and status alike), the
-        # display's status message and its whole screen; not one per reader.
+        # display's status message, the players' (scoreboard, overlay) and the dealer's whole
+        # screen; not one per reader.
         assert spy.taken() == Counter({"controller.service.status_board": 1,
-                                       "controller.display.feed": 2})
+                                       "controller.display.feed": 3})
         assert board.encodings["status"] - board_count.get("status", 0) == 1
         assert display.feed.encodings["status"] - feed_count.get("status", 0) == 1
         assert display.feed.encodings["state"] - feed_count.get("state", 0) == 1

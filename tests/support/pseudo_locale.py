@@ -20,7 +20,10 @@ from babel.messages.pofile import write_po
 from controller.display import words
 
 CODE = "qps"
-_ACCENTS = str.maketrans("aeiouyAEIOUYcnlrsPBDT", "àéîöüýÀÉÎÖÜÝçñļŕšƤƁƊŤ")
+#: every letter that names a rank or a suit accented too: "Statistics" left as "St…" would
+#: spell the ten of spades to the sealing search
+_ACCENTS = str.maketrans("aeiouyAEIOUYcnlrsPBDTSHCKQJhdtkqj",
+                         "àéîöüýÀÉÎÖÜÝçñļŕšƤƁƊŤŠĤĈĶǪĴĥďŧķǫĵ")
 _PLACEHOLDER = re.compile(r"(\{\w+\})")
 
 

@@ -30,6 +30,8 @@ let catalogue = null;   // {lang: {key: words}}
 let tableLanguage = "en";
 let rtlLanguages = ["fa"];
 let lang = "en";
+// the scoreboard and the overlay (players.mjs): their own feed, story and results
+const PLAYERS = document.body.classList.contains("players-page");
 window.missingWords = [];
 window.statusCount = 0;
 
@@ -183,7 +185,7 @@ function drawLayout(view) {
   // Hands: the open round's, once its betting closed; before its first card the last result.
   let hands = inRound ? (view.hands || {}) : {};
   const outcome = {};
-  const last = results[0];
+  const last = results.find((res) => !res.cancelled);
   felt.dataset.shownRound = "";
   if (!inRound && last) {
     hands = {};
@@ -201,7 +203,6 @@ function drawBanner(view) {
   if (!banner) return;
   const b = view.banner;
   banner.hidden = !b;
-  document.body.classList.toggle("paused", !!b);
   if (!b) return;
   $("banner-title").textContent = T("banner.paused");
   $("banner-what").textContent = T("fault." + (b.fault || "fault"));
@@ -231,13 +232,17 @@ function drawHealth(view) {
 function drawHeader(view) {
   $("table").textContent = T("table", {id: view.table || ""});
   $("shoe").textContent = view.shoe ? T("shoe", {n: view.shoe}) : T("no_shoe");
-  const last = results[0];
+  const last = results.find((res) => !res.cancelled);
   $("round").textContent = view.round ? T("round", {n: view.round})
     : (last && last.shoe === view.shoe ? T("round_settled", {n: last.round}) : "");
-  $("cards-left").textContent = view.cards_left !== null && view.cards_left !== undefined && view.shoe
-    ? T("cards_left", {n: view.cards_left}) : "";
+  if ($("cards-left")) {
+    $("cards-left").textContent = view.cards_left !== null && view.cards_left !== undefined
+      && view.shoe ? T("cards_left", {n: view.cards_left}) : "";
+  }
   $("last-round").hidden = !view.last_round;
-  $("title").textContent = view.banner ? T("state.paused") : T("state." + view.state);
+  const paused = !!(view.banner || view.paused);  // the players' status says only "paused"
+  $("title").textContent = paused ? T("state.paused") : T("state." + view.state);
+  document.body.classList.toggle("paused", paused);
   document.body.dataset.state = view.state;
 }
 
@@ -262,6 +267,7 @@ function drawStatus(view) {
     countdown = null;
   }
   drawLayout(view);
+  if (PLAYERS) drawPlayersStatus(view);
   tick();
 }
 
@@ -293,7 +299,7 @@ function tick() {
   ring.classList.toggle("hurry", !!countdown && left <= 5);
   $("seconds").textContent = countdown ? String(Math.ceil(left)) : "";
   $("seconds").dataset.left = countdown ? left.toFixed(3) : "";
-  if (catalogue) $("seconds-label").textContent = T(label);
+  if (catalogue && $("seconds-label")) $("seconds-label").textContent = T(label);
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -312,12 +318,19 @@ function svgEl(tag, attrs, text) {
 // /roadmap.svg, drawn here so each page has its language and its room): a column of six
 // top to bottom, then the next column to the right, in every language.
 function drawRoadmap() {
+  if (PLAYERS) drawStats();
   const box = $("roadmap");
   if (!box || !roadmap || !catalogue) return;
   box.replaceChildren();
   const beads = roadmap.beads || {};
   const colours = roadmap.colours || {};
-  const most = Math.max(0, ...Object.values(beads).map((list) => list.length));
+  // a cancelled round keeps its place on every plate, marked as cancelled
+  const cancelled = (roadmap.cancelled || []).map((round) => ({round: round, outcome: "cancelled"}));
+  const plates = {};
+  for (let p = 1; p <= 5; p++) {
+    plates["P" + p] = (beads["P" + p] || []).concat(cancelled).sort((a, b) => a.round - b.round);
+  }
+  const most = Math.max(0, ...Object.values(plates).map((list) => list.length));
   const columns = Math.max(6, Math.ceil(most / ROWS));
   for (let p = 1; p <= 5; p++) {
     const plate = el("div", "plate");
@@ -338,9 +351,20 @@ function drawRoadmap() {
     for (let c = 0; c <= columns; c++) grid.push(`M${c * CELL} 0V${ROWS * CELL}`);
     for (let r = 0; r <= ROWS; r++) grid.push(`M0 ${r * CELL}H${columns * CELL}`);
     svg.appendChild(svgEl("path", {d: grid.join(""), class: "plate-lines", fill: "none"}));
-    (beads["P" + p] || []).forEach((bead, index) => {
+    plates["P" + p].forEach((bead, index) => {
       const cx = Math.floor(index / ROWS) * CELL + CELL / 2;
       const cy = (index % ROWS) * CELL + CELL / 2;
+      if (bead.outcome === "cancelled") {
+        const g = svgEl("g", {class: "bead cancelled", "data-round": bead.round,
+                              "data-position": p, "data-outcome": "cancelled"});
+        g.appendChild(svgEl("circle", {class: "bead-body", cx: cx, cy: cy, r: 16, fill: "none",
+                                       stroke: "#9aa59f", "stroke-width": 3}));
+        g.appendChild(svgEl("text", {class: "bead-text", x: cx, y: cy, "font-size": 24,
+                                     "text-anchor": "middle", "dominant-baseline": "central"},
+                            "\u00d7"));
+        svg.appendChild(g);
+        return;
+      }
       const g = svgEl("g", {class: "bead", "data-round": bead.round, "data-position": p,
                             "data-outcome": bead.outcome, "data-flush": String(!!bead.flush),
                             "data-pair": String(!!bead.pair)});
@@ -387,13 +411,16 @@ function drawRoadmap() {
 function drawResults(list) {
   results = list || [];
   const box = $("results");
-  if (box && catalogue) {
+  if (PLAYERS) {
+    drawPlayersResults();
+  } else if (box && catalogue) {
     box.replaceChildren();
     const keep = Number(box.dataset.keep || results.length);
     results.slice(0, keep).forEach((res) => {
       const item = el("li", "result");
       item.dataset.round = res.round;
       item.appendChild(el("span", "result-round", "#" + res.round));
+      if (res.cancelled) item.appendChild(el("span", "result-cancelled", T("result.cancelled")));
       const chips = el("span", "chips");
       res.seats.forEach((seat) => {
         const chip = el("span", "chip " + (seat.outcome || "banker"));
@@ -413,6 +440,7 @@ function drawResults(list) {
     });
   }
   if (status) drawLayout(status);
+  if (PLAYERS && status) drawPlayersStatus(status);  // the stage shows the newest result
 }
 
 function linkWords(key) {
@@ -421,7 +449,7 @@ function linkWords(key) {
 
 function connect() {
   if (source) source.close();
-  source = new EventSource("/events");
+  source = new EventSource(document.body.dataset.feed || "/events");
   lastMessage = performance.now();
   source.addEventListener("state", (e) => {
     const state = JSON.parse(e.data);
@@ -432,6 +460,7 @@ function connect() {
       if (state.languages && state.languages.rtl) rtlLanguages = state.languages.rtl;
       chooseLanguage();
     }
+    if (PLAYERS) applyStudio(state.studio);
     if (state.roadmap) roadmap = state.roadmap;
     drawRoadmap();
     if (state.results) drawResults(state.results);
@@ -462,12 +491,13 @@ function watchdog() {
 
 function frame() {
   tick();
+  if (PLAYERS) keepResultsWhole();
   watchdog();
   window.requestAnimationFrame(frame);
 }
 
 fit();
-window.addEventListener("resize", fit);
+window.addEventListener("resize", () => { fit(); if (catalogue) drawResults(results); });
 connect();
 window.requestAnimationFrame(frame);
 // A hidden page gets no frames: the watchdog still runs.

@@ -27,6 +27,7 @@ from typing import Any
 
 from controller import transports
 from controller.display.settings import DisplaySettings, parse_listen
+from controller.display.studio import parse_studio
 from controller.display.words import LANGUAGES, PROBLEMS
 from controller.durability.archives.retention import RetentionSettings
 from controller.service.config.errors import EX_CONFIG, ConfigError  # noqa: F401 (re-exported)
@@ -492,8 +493,8 @@ def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySourc
 
 
 def _read_display(s: Section | None) -> DisplaySettings | None:
-    """``display: {listen: "127.0.0.1:8080", max_clients: 16, language: en}``; no section: no
-    display."""
+    """``display: {listen: "127.0.0.1:8080", max_clients: 16, language: en, studio: {…}}``;
+    no section: no display (``studio``: controller/display/studio.py)."""
     if s is None:
         return None
     default = DisplaySettings()
@@ -507,6 +508,8 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
             f"no catalogue {language}.po (languages: {', '.join(LANGUAGES)})"]
         s.error("language", f"{_show(language)} cannot be used: {'; '.join(why)}")
         language = None
+    studio, problems = parse_studio(s._raw("studio", None), s.key_path("studio"))
+    s.errors.extend(problems)
     s.finish()
     if not isinstance(listen, str) or not isinstance(language, str):  # named by get_str
         return None
@@ -516,7 +519,7 @@ def _read_display(s: Section | None) -> DisplaySettings | None:
         s.error("listen", f"{exc}; got {_show(listen)}")
         return None
     return DisplaySettings(host=host, port=port, max_clients=max_clients,
-                           allowed_hosts=allowed_hosts, language=language)
+                           allowed_hosts=allowed_hosts, language=language, studio=studio)
 
 
 _HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

@@ -25,6 +25,7 @@ import structlog
 
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
+from controller.display.studio import StudioSettings
 from controller.service.telemetry.logging_setup import setup_logging
 from controller.table.views import seconds_left_now
 
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = DisplaySettings(host=fields["host"], port=int(fields["port"]),
                                max_clients=int(fields["max_clients"]),
                                allowed_hosts=tuple(fields["allowed_hosts"]),
-                               language=str(fields["language"]))
+                               language=str(fields["language"]),
+                               studio=StudioSettings.from_json(fields.get("studio") or {}))
     state = FeedState()
     display = DisplayServer(settings, state.snapshot, rate=args.rate, backends=state.backends,
                             listening=socket.socket(fileno=LISTEN_FD), live=state.live,

@@ -328,7 +328,8 @@ class ScreenLink:
         fields = {"host": self.settings.host, "port": self.settings.port,
                   "max_clients": self.settings.max_clients,
                   "allowed_hosts": list(self.settings.allowed_hosts),
-                  "language": self.settings.language}
+                  "language": self.settings.language,
+                  "studio": self.settings.studio.to_json()}
         child = [sys.executable, "-m", CHILD_MODULE, "--settings", json.dumps(fields),
                  "--rate", repr(self._clock.real_seconds(1.0)),
                  "--log-level", self._logging.level, "--log-format", self._logging.format,

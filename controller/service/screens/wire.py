@@ -30,7 +30,7 @@ import structlog
 log = structlog.get_logger("pokdeng.screens")
 
 #: the events the screens are built from (controller/display/screen.py ``Screen.apply``)
-SCREEN_EVENTS = frozenset({"shoe_started", "round_opened", "round_result"})
+SCREEN_EVENTS = frozenset({"shoe_started", "round_opened", "round_result", "round_cancelled"})
 #: the daemon says something at least this often: a screen process that hears nothing for a
 #: few of these takes the table for frozen (child.py ``TABLE_SILENT_S``)
 KEEPALIVE_S = 1.0
@@ -74,8 +74,10 @@ class SealedFilter:
 
     @staticmethod
     def status(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-        """The published status as the screens may have it: no hands while betting is open."""
+        """The published status as the screens may have it: no hands while betting is open,
+        and no record of who did what (the journal keeps the who; a screen names roles)."""
         status = dict(snapshot)
+        status.pop("last_actions", None)
         if status.get("betting_open"):
             status.pop("hands", None)
         return status

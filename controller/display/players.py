@@ -1,0 +1,84 @@
+"""What the players' pages (the scoreboard and the stream overlay) are told of the table.
+
+The players' status is built from the dealer screen's view by keeping only what a player may
+see: the round's progress, the countdown, the revealed hands (once betting closed), and
+what a pause or a cancel means for their bets, as words' keys (``notice``). It never carries
+a fault code, a person, a device or the dealer's next step: those stay on the dealer's feed,
+and the journal keeps who did what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+#: the dealer view's fields a player may see, as they are
+PLAYER_FIELDS = ("table", "state", "shoe", "round", "rounds_played", "cards_left",
+                 "last_round", "betting", "hands")
+#: the words the players' pages use (keys and prefixes): never a fault's code, the dealer's
+#: steps or the devices
+PLAYER_WORDS = ("language", "seat.", "combo.", "flush", "pair", "points", "outcome.", "odds",
+                "pair_won", "bead.", "legend.", "table", "shoe", "no_shoe", "round",
+                "round_settled", "last_round", "last_results", "roadmap", "state.", "link.",
+                "notice.", "call.", "result.", "shuffling", "shuffling.", "points.", "stats.",
+                "limits.", "paytable.",
+                "pay.", "game_id", "winner.")
+#: the faults where the card is being checked and the round goes on once it is entered
+CARD_CHECKS = frozenset({"misread", "ninth_copy", "unknown_shoe_frame"})
+#: the states where a round is under way and its betting has closed: "no more bets"
+BETTING_CLOSED = frozenset({"dealing", "revealing"})
+
+
+class RoundMemory(Protocol):
+    """What the screen remembers of published events that the players' status needs."""
+
+    cancelled_round: int | None
+    opened_since: bool
+
+    def game_id(self, shoe: object, round_: object) -> str | None: ...
+
+
+def notice(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any] | None:
+    """What happened and what it means for the bets, as words' key and arguments: a cancel
+    (all bets refunded) until the next round's result, a pause (the round continues); a pause
+    in the round after a cancel is the news of the moment."""
+    cancelled = None
+    if memory.cancelled_round is not None:
+        cancelled = {"kind": "cancelled", "key": "notice.cancelled",
+                     "args": {"n": memory.cancelled_round}}
+    banner = view.get("banner")
+    if cancelled and not (banner and memory.opened_since):
+        return cancelled
+    if not banner:
+        return None
+    key = "notice.misread" if banner.get("fault") in CARD_CHECKS else "notice.paused"
+    return {"kind": "paused", "key": key, "args": {}}
+
+
+def call(view: Mapping[str, Any]) -> str | None:
+    """The dealer's call to the players: place your bets, no more bets, or nothing."""
+    if view.get("banner"):
+        return None
+    if (view.get("betting") or {}).get("open"):
+        return "call.place_bets"
+    if view.get("state") in BETTING_CLOSED:
+        return "call.no_more_bets"
+    return None
+
+
+def players_words(catalogue: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """Each language's words that the players' pages show (``PLAYER_WORDS``)."""
+    return {lang: {key: text for key, text in words.items()
+                   if key in PLAYER_WORDS or key.startswith(tuple(
+                       p for p in PLAYER_WORDS if p.endswith(".")))}
+            for lang, words in catalogue.items()}
+
+
+def players_view(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any]:
+    """The players' status from the dealer screen's view (``Screen.view``)."""
+    shown = {name: view.get(name) for name in PLAYER_FIELDS}
+    shown["paused"] = bool(view.get("banner"))
+    shown["notice"] = notice(view, memory)
+    shown["call"] = call(view)
+    shown["game"] = memory.game_id(view.get("shoe"), view.get("round"))
+    return shown
