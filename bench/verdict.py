@@ -21,6 +21,9 @@ The band is that of one pair while the ratio is a median of several, so the rule
 "cannot tell": it says met or not met only where noise of a single pair could not have
 turned it.
 
+Figures that are no latency (zero, negative, NaN, infinite: a run that timed nothing) are
+refused with an error naming them, never turned into a word.
+
 A count goal ("no card over 20 ms") is judged against the yardstick's own count in the same
 run: none over is ``met``; some over while the yardstick had none is ``not met``; some over
 while the yardstick (same machine, no load) had some too is ``cannot tell on this machine``.
@@ -28,11 +31,19 @@ while the yardstick (same machine, no load) had some too is ``cannot tell on thi
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 MET, NOT_MET, CANNOT_TELL = "met", "not met", "cannot tell on this machine"
+
+
+def _positive(values: Sequence[float], what: str) -> None:
+    """Refuse figures a timing cannot give: min()/max() would drop a NaN, a zero divides."""
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"{what} of zero or less, NaN or infinite: {bad} in {list(values)}")
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class Floor:
     def of(cls, aa_ratios: Sequence[float]) -> Floor:
         if not aa_ratios:
             raise ValueError("an A/A floor needs at least one A/A pair")
+        _positive(aa_ratios, "an A/A ratio")
         return cls(min(1.0, *aa_ratios), max(1.0, *aa_ratios))
 
     def text(self) -> str:
@@ -71,8 +83,8 @@ def pair_ratios(measured: Sequence[float], yardstick: Sequence[float]) -> list[f
     if len(measured) != len(yardstick) or not measured:
         raise ValueError(f"pairs: {len(measured)} measured against {len(yardstick)} yardstick "
                          f"figures; both need the same number, at least one")
-    if any(y <= 0 for y in yardstick):
-        raise ValueError(f"a yardstick figure of zero or less: {list(yardstick)}")
+    _positive(measured, "a measured figure")
+    _positive(yardstick, "a yardstick figure")
     return [m / y for m, y in zip(measured, yardstick)]
 
 
@@ -80,6 +92,7 @@ def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float
     """The median of ``ratios`` against ``goal``, read with the floor of ``aa_ratios``."""
     if not ratios:
         raise ValueError("a ratio goal needs at least one pair")
+    _positive(ratios, "a pair ratio")
     floor = Floor.of(aa_ratios)
     ratio = statistics.median(ratios)
     if ratio / floor.low <= goal:
