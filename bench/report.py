@@ -65,7 +65,7 @@ PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "da
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
-from bench.measuring import save_json  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json, span, whole  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
 
@@ -355,33 +355,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true",
                         help="the daemon's idle window is 60 s (default 20 s); start times "
                              "also at 1,500 shoes")
-    parser.add_argument("--idle-seconds", type=float, default=None,
+    parser.add_argument("--idle-seconds", type=span(1, 3600), default=None,
                         help="the daemon's idle window in seconds (default 20, --full 60)")
-    parser.add_argument("--replay-shoes", type=int, default=40, metavar="N",
+    parser.add_argument("--replay-shoes", type=whole(1, 10_000), default=40, metavar="N",
                         help="shoes the replay part plays through the machine (default 40)")
-    parser.add_argument("--journal-shoes", type=int, default=3, metavar="N",
+    parser.add_argument("--journal-shoes", type=whole(1, 1_000), default=3, metavar="N",
                         help="shoes the journal part appends, an fsync per input (default 3)")
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
-    parser.add_argument("--pairs", type=int, default=5, metavar="N",
+    parser.add_argument("--pairs", type=PAIRS, default=5, metavar="N",
                         help="alternated pairs of the latency, start and stress parts, each "
                              "with its A/A copy (default 5): every ratio is the median pair, "
                              "judged against the A/A floor of the same run")
-    parser.add_argument("--latency-rounds", type=int, default=4, metavar="N",
+    parser.add_argument("--latency-rounds", type=ROUNDS, default=4, metavar="N",
                         help="rounds of 13 cards a latency run (default 4)")
-    parser.add_argument("--latency-repeat", type=int, default=None, metavar="N",
+    parser.add_argument("--latency-repeat", type=PAIRS, default=None, metavar="N",
                         help="the latency part's pairs (default --pairs)")
-    parser.add_argument("--deal-rounds", type=int, default=3, metavar="N",
+    parser.add_argument("--deal-rounds", type=ROUNDS, default=3, metavar="N",
                         help="rounds of 13 cards dealt after each start (default 3)")
-    parser.add_argument("--stress-rounds", type=int, default=4, metavar="N",
+    parser.add_argument("--stress-rounds", type=ROUNDS, default=4, metavar="N",
                         help="rounds of 13 cards a stress run (default 4)")
     parser.add_argument("--trace", metavar="FILE",
                         help="the stress part's trace of slow cards (default: a new file in "
                              "the temporary directory, named in the table)")
-    parser.add_argument("--trace-over", type=float, default=10.0, metavar="MS",
+    parser.add_argument("--trace-over", type=span(0, 60_000), default=10.0, metavar="MS",
                         help="cards slower than this get a line in the trace (default 10)")
     parser.add_argument("--start-shoes", metavar="SIZES", default=None,
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
-    parser.add_argument("--soak-shoes", type=int, default=3, metavar="N",
+    parser.add_argument("--soak-shoes", type=whole(1, 1_000), default=3, metavar="N",
                         help="shoes of the short soak, every fault kind (default 3)")
     parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
 
@@ -393,17 +393,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; parts: {', '.join(PARTS)}",
               file=sys.stderr)
         return 2
-    if min(args.pairs, args.latency_repeat or 1, args.latency_rounds, args.deal_rounds,
-           args.stress_rounds) < 1:
-        print("--pairs, --latency-repeat and the rounds: at least 1", file=sys.stderr)
+    if skip == set(PARTS):
+        print(f"--skip: every part left out; parts: {', '.join(PARTS)}", file=sys.stderr)
         return 2
     idle = args.idle_seconds if args.idle_seconds is not None else (60.0 if args.full else 20.0)
     parts: list[tuple[str, Callable[[], list[Row]]]] = [
         ("rtp", rtp_rows),
         ("replay", lambda: replay_rows(args.replay_shoes)),
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
-        ("latency", lambda: latency_rows(args.latency_rounds,
-                                         args.latency_repeat or args.pairs)),
+        ("latency", lambda: latency_rows(args.latency_rounds, args.pairs
+                                         if args.latency_repeat is None else
+                                         args.latency_repeat)),
         ("burst", burst_rows),
         ("catchup", catchup_rows),
         ("fleet", fleet_rows),
