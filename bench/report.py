@@ -66,6 +66,7 @@ SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
 from bench.measuring import PAIRS, ROUNDS, save_json, span, whole  # noqa: E402
+from controller.commands.bench import run_to_its_end  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
 
@@ -163,8 +164,9 @@ def run_json(script: str, *args: str, timeout: float = 900) -> Any:
     """Run ``bench/<script>`` with ``--json``; its figures, or a FAILED row's note."""
     with tempfile.TemporaryDirectory(prefix="pokdeng-bench-") as scratch:
         figures = Path(scratch) / "figures.json"
-        done = subprocess.run([sys.executable, str(BENCH / script), *args, "--json",
-                               str(figures)], capture_output=True, text=True, timeout=timeout)
+        done = run_to_its_end([sys.executable, str(BENCH / script), *args, "--json",
+                               str(figures)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout)
         if done.returncode != 0 or not figures.exists():
             raise RuntimeError(done.stderr.strip()[-100:] or f"{script} exited {done.returncode}")
         return json.loads(figures.read_text())
@@ -440,7 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pokdeng-table bench",
                                      description=__doc__.split("\n\n")[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except KeyboardInterrupt:  # each part has stopped what it started on its way out
+        print("bench: interrupted; no table", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
