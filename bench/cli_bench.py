@@ -53,6 +53,7 @@ if str(REPO) not in sys.path:
 
 from bench.harness import alternate, judged, notified_table, stop  # noqa: E402
 from bench.measuring import save_json  # noqa: E402
+from bench.verdict import Floor, pair_ratios  # noqa: E402
 
 PASS = "python -c pass"
 AGAIN = "python -c pass, again"  # the interpreter's A/A copy, at the other end of each round
@@ -150,7 +151,8 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
                      "goal": goal_text(name), "met": goal_met(name, median, median / floor),
                      "judged": judged_ratio(name, times)})
     return {"repo": str(repo), "runs_as": " ".join(Path(part).name for part in pdt),
-            "repeat": repeat, "rows": rows}
+            "repeat": repeat, "rows": rows,
+            "aa_floor": Floor.of(pair_ratios(times[AGAIN], times[PASS])).text()}
 
 
 def judged_ratio(name: str, times: dict[str, list[float]]) -> dict[str, Any] | None:

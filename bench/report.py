@@ -300,12 +300,15 @@ def cli_rows() -> list[Row]:
     for row in f["rows"]:
         name = row["command"] if row["command"].startswith("python") else \
             f"pokdeng-table {row['command']}"
-        goal = f"; {row['judged']['note']}" if row["judged"] else \
-            f"; goal {row['goal']}" if row["goal"] else ""
+        # a judged ratio is its median pair, the figure its word is about; any other ratio
+        # still shows the interpreter's A/A floor it stands on
+        ratio = f"x{row['judged']['ratio']:.2f} python -c pass, median pair; " \
+            f"{row['judged']['note']}" if row["judged"] else \
+            f"x{row['ratio']:.1f} python -c pass (A/A floor {f['aa_floor']})" + \
+            (f"; goal {row['goal']}" if row["goal"] else "")
         rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
                                       for key in ("min_s", "median_s", "max_s")) + " ms",
-                     f"whole process, min / median / max of {row['runs']}; "
-                     f"x{row['ratio']:.1f} python -c pass{goal}"))
+                     f"whole process, min / median / max of {row['runs']}; {ratio}"))
     return rows
 
 
