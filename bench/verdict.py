@@ -4,8 +4,9 @@ A ratio goal ("the daemon's p50 at most x1.3 the relay's") is measured as altern
 in one run: in each pair the thing measured (B), its yardstick (A) and a second copy of the
 yardstick (A'). Each pair gives a ratio B/A, and an A/A ratio A'/A: the yardstick against
 itself, 1 on a machine without noise. The **floor** is the spread of the A/A ratios, their
-lowest to their highest: how far one pair's ratio strays from the truth on this machine, in
-this run, through noise alone.
+lowest to their highest, each taken both ways (A'/A and A/A': which copy came out faster is
+chance, so a yardstick at x0.06 of itself is noise of x16 too): how far one pair's ratio
+strays from the truth on this machine, in this run, through noise alone.
 
 The **ratio** is the median of the pairs' B/A. A ratio measured is the true one times the
 machine's noise, and the floor is how far that noise went in this run, so the true ratio lies
@@ -48,7 +49,8 @@ def _positive(values: Sequence[float], what: str) -> None:
 
 @dataclass(frozen=True)
 class Floor:
-    """The A/A ratios' spread, widened to hold x1."""
+    """The A/A ratios' spread, widened to hold x1, and symmetric: which copy of the yardstick
+    is A and which A' is chance, so an A'/A of x0.5 is noise of x2 as much as of x0.5."""
     low: float
     high: float
 
@@ -57,7 +59,8 @@ class Floor:
         if not aa_ratios:
             raise ValueError("an A/A floor needs at least one A/A pair")
         _positive(aa_ratios, "an A/A ratio")
-        return cls(min(1.0, *aa_ratios), max(1.0, *aa_ratios))
+        both_ways = [*aa_ratios, *(1 / r for r in aa_ratios)]
+        return cls(min(1.0, *both_ways), max(1.0, *both_ways))
 
     def text(self) -> str:
         return f"x{self.low:.2f}-{self.high:.2f}"

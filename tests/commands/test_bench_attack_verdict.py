@@ -62,6 +62,16 @@ def test_even_pairs_identical_numbers_and_band_edges() -> None:
     assert judged.word == CANNOT_TELL and judged.floor.low == 0.5
 
 
+def test_a_yardstick_far_faster_than_itself_is_noise_both_ways() -> None:
+    # seen under two CPU hogs: A/A x0.06-1.00 and pairs x2.03, x0.19, x6.18 read "not met"
+    # while the yardstick's own noise was x16
+    judged = judge_ratio([2.03, 0.19, 6.18], [0.06, 0.5, 1.0], 1.3)
+    assert judged.word == CANNOT_TELL
+    assert (round(judged.floor.low, 2), round(judged.floor.high, 2)) == (0.06, 16.67)
+    # a yardstick slower than itself is the same noise seen from the other copy
+    assert judge_ratio([0.5, 0.6, 0.4], [4.0, 1.0, 1.0], 1.3).word == CANNOT_TELL
+
+
 def test_an_outlier_in_the_aa_copy_widens_the_floor_to_cannot_tell() -> None:
     assert judge_ratio([2.0, 2.0, 2.0, 2.0, 2.0], [1.0, 1.0, 9.0, 1.0, 1.0], 1.3).word \
         == CANNOT_TELL
