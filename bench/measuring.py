@@ -56,6 +56,19 @@ def span(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
+def writable(text: str) -> str:
+    """An option's type: a file to write at the end of a run, its folder checked now, so
+    that a run of minutes does not end in a traceback instead of its figures."""
+    folder = Path(text).resolve().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {folder} to write {Path(text).name} in")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"folder {folder} is not writable")
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    return text
+
+
 #: the bench's --pairs and --rounds: beyond these a part runs for hours
 PAIRS, ROUNDS = whole(1, 50), whole(1, 200)
 

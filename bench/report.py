@@ -65,7 +65,7 @@ PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "da
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
-from bench.measuring import PAIRS, ROUNDS, save_json, span, whole  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json, span, whole, writable  # noqa: E402
 from controller.commands.bench import run_to_its_end  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
@@ -379,7 +379,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rounds of 13 cards dealt after each start (default 3)")
     parser.add_argument("--stress-rounds", type=ROUNDS, default=4, metavar="N",
                         help="rounds of 13 cards a stress run (default 4)")
-    parser.add_argument("--trace", metavar="FILE",
+    parser.add_argument("--trace", metavar="FILE", type=writable,
                         help="the stress part's trace of slow cards (default: a new file in "
                              "the temporary directory, named in the table)")
     parser.add_argument("--trace-over", type=span(0, 60_000), default=10.0, metavar="MS",
@@ -388,7 +388,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
     parser.add_argument("--soak-shoes", type=whole(1, 1_000), default=3, metavar="N",
                         help="shoes of the short soak, every fault kind (default 3)")
-    parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    parser.add_argument("--json", metavar="FILE", type=writable,
+                        help="also write the table as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

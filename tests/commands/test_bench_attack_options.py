@@ -52,3 +52,15 @@ def test_every_part_skipped_is_a_clear_error_not_an_empty_table() -> None:
     done = bench()
     assert done.returncode == 2, done.stdout + done.stderr
     assert "every part left out" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--json", "--trace"])
+def test_a_file_that_cannot_be_written_is_named_before_the_run(option: str,
+                                                               tmp_path: Path) -> None:
+    # written at the end of a run of minutes: a missing folder was a traceback then
+    for where, says in ((tmp_path / "no-such-folder" / "figures.json", "no folder"),
+                        (tmp_path, "is a folder")):
+        done = bench(option, str(where))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"argument {option}:" in done.stderr and says in done.stderr
+        assert "Traceback" not in done.stderr
