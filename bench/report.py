@@ -262,10 +262,16 @@ def start_rows(full: bool, sizes: str | None, rounds: int, pairs: int) -> list[R
 def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -> list[Row]:
     if missing := mosquitto_missing():
         return [("card -> backend, stressed", "skipped", missing)]
+    ours = trace is None  # a file of our own, named in the table: gone if there is no table
     trace = trace or tempfile.mkstemp(prefix="pokdeng-slow-cards-", suffix=".jsonl")[1]
-    found = run_json("stress_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
-                     "--trace", trace, "--trace-over", f"{trace_over:g}",
-                     timeout=600 * pairs)
+    try:
+        found = run_json("stress_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
+                         "--trace", trace, "--trace-over", f"{trace_over:g}",
+                         timeout=600 * pairs)
+    except BaseException:
+        if ours:
+            os.unlink(trace)
+        raise
     rows: list[Row] = []
     runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
         f"on{stalled_text(found['stalled'])}"

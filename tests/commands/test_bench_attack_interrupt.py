@@ -1,6 +1,7 @@
 """Ctrl-C in the middle of ``pokdeng-table bench``: the bench stops its daemon, its broker and
 its relays and removes its folders, as the terminal's SIGINT reaches the whole process group
-(the command, bench/report.py and the part's script). Real processes, a real mosquitto."""
+(the command, bench/report.py and the part's script); the stress part's trace file, named
+in a table that never comes, goes too. Real processes, a real mosquitto."""
 
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ def processes_naming(folder: Path) -> list[str]:
     return found
 
 
-def test_ctrl_c_leaves_no_daemon_broker_or_folder_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("part", ["latency", "stress"])
+def test_ctrl_c_leaves_no_daemon_broker_or_folder_behind(part: str, tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    others = ",".join(part for part in PARTS if part != "latency")
+    others = ",".join(name for name in PARTS if name != part)
     bench = subprocess.Popen(
         [sys.executable, "-m", "controller", "bench", "--skip", others,
-         "--latency-rounds", "200", "--pairs", "1"],
+         f"--{part}-rounds", "200", "--pairs", "1"],
         env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -46,7 +48,7 @@ def test_ctrl_c_leaves_no_daemon_broker_or_folder_behind(tmp_path: Path) -> None
         deadline = time.monotonic() + 60
         while not any("controller run" in cmd for cmd in processes_naming(scratch)):
             assert bench.poll() is None, bench.communicate()
-            assert time.monotonic() < deadline, "the latency part never started its daemon"
+            assert time.monotonic() < deadline, f"the {part} part never started its daemon"
             time.sleep(0.1)
         os.killpg(bench.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         out, err = bench.communicate(timeout=120)
