@@ -72,9 +72,13 @@ def test_a_yardstick_far_faster_than_itself_is_noise_both_ways() -> None:
     assert judge_ratio([0.5, 0.6, 0.4], [4.0, 1.0, 1.0], 1.3).word == CANNOT_TELL
 
 
-def test_an_outlier_in_the_aa_copy_widens_the_floor_to_cannot_tell() -> None:
-    assert judge_ratio([2.0, 2.0, 2.0, 2.0, 2.0], [1.0, 1.0, 9.0, 1.0, 1.0], 1.3).word \
-        == CANNOT_TELL
+@pytest.mark.xfail(strict=True, reason="the floor is the A/A ratios' min-max: one outlier "
+                   "A/A pair among five (x5: a stall in one copy) widens the band to x0.6-15 "
+                   "and hides a regression all five pairs agree on (x3); a floor robust to "
+                   "one outlier is a rule change, not designed yet")
+def test_one_outlier_aa_pair_does_not_hide_a_regression_every_pair_shows() -> None:
+    assert judge_ratio([3.0, 3.1, 2.9, 3.0, 3.05], [1.0, 0.98, 5.0, 1.02, 1.01], 1.3).word \
+        == NOT_MET
 
 
 @pytest.mark.xfail(strict=True, reason="a count goal's yardstick is a single total: 40 stressed "
