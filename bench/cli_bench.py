@@ -1,7 +1,8 @@
 """Command-line start-up: each command as a whole process, the way a shell or a script runs it.
 
-Side by side in one run, ``--repeat`` times each (min / median / max), the runs interleaved so
-that a busy moment of the machine falls on every command alike:
+Side by side in one run, ``--repeat`` times each (min / median / max), the runs interleaved
+and every other round in the reverse order (bench/harness.py ``alternate``), so that a busy
+moment of the machine falls on every command alike:
 
 - ``python -c pass``: the interpreter alone, the floor every command stands on;
 - ``pokdeng-table --version``;
@@ -10,7 +11,7 @@ that a busy moment of the machine falls on every command alike:
 - ``pokdeng-table replay`` of one whole 8-deck shoe
   (``controller.table.generators.scriptgen --seed 1``);
 - ``pokdeng-table rtp --json`` (8 decks: mostly the exact enumeration itself);
-- ``python -c pass`` again, last in each round: the interpreter's A/A copy;
+- ``python -c pass`` again, at the other end of each round: the interpreter's A/A copy;
 
 each with its median's ratio to ``python -c pass``, what it adds to it (median minus median:
 the part that is ours; the interpreter's own start-up depends on the machine and on the .pth
@@ -50,10 +51,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.harness import alternate, judged, notified_table, stop  # noqa: E402
 from bench.measuring import save_json  # noqa: E402
+from bench.verdict import Floor, pair_ratios  # noqa: E402
 
 PASS = "python -c pass"
-AGAIN = "python -c pass, again"  # the interpreter's A/A copy, at the end of every round
+AGAIN = "python -c pass, again"  # the interpreter's A/A copy, at the other end of each round
 GOALS = {  # command -> (the most its median may be, as a ratio to python -c pass, or seconds)
     "--version": ("ratio", 3.0),
     "status --json": ("ratio", 3.0),
@@ -76,8 +79,6 @@ def environment(repo: Path, pycache: Path) -> dict[str, str]:
 @contextmanager
 def running_daemon(repo: Path, work: Path, env: dict[str, str]) -> Iterator[Path]:
     """``pokdeng-table run`` of ``repo`` on simulated devices, READY; yields its socket."""
-    from bench.harness import notified_table, stop
-
     with notified_table(work, level="warning", repo=repo, env=env) as table:
         daemon = table.spawn()
         try:
@@ -130,13 +131,11 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
             }
             for argv in commands.values():  # fills the bytecode cache; not timed
                 run_once(argv, env, work)
-            times: dict[str, list[float]] = {name: [] for name in commands}
-            cpu: dict[str, list[float]] = {name: [] for name in commands}
-            for _ in range(repeat):
-                for name, argv in commands.items():
-                    wall, used = run_once(argv, env, work)
-                    times[name].append(wall)
-                    cpu[name].append(used)
+            # a round is a pair: every command once, the order reversed every other round
+            runs = alternate(list(commands), repeat,
+                             lambda name, _: run_once(commands[name], env, work))
+            times = {name: [wall for wall, _ in runs[name]] for name in commands}
+            cpu = {name: [used for _, used in runs[name]] for name in commands}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     floor = statistics.median(times[PASS])
@@ -152,15 +151,14 @@ def measure(repeat: int = 5, repo: Path = REPO) -> dict[str, Any]:
                      "goal": goal_text(name), "met": goal_met(name, median, median / floor),
                      "judged": judged_ratio(name, times)})
     return {"repo": str(repo), "runs_as": " ".join(Path(part).name for part in pdt),
-            "repeat": repeat, "rows": rows}
+            "repeat": repeat, "rows": rows,
+            "aa_floor": Floor.of(pair_ratios(times[AGAIN], times[PASS])).text()}
 
 
 def judged_ratio(name: str, times: dict[str, list[float]]) -> dict[str, Any] | None:
     """A ratio goal judged on the runs as pairs (each round of the interleaved runs one pair)
-    against the interpreter's A/A floor: ``python -c pass`` at the start of each round against
-    itself at its end (bench/verdict.py)."""
-    from bench.harness import judged
-
+    against the interpreter's A/A floor: ``python -c pass`` at one end of each round against
+    itself at the other (bench/verdict.py)."""
     kind, limit = GOALS.get(name, ("", 0.0))
     if kind != "ratio":
         return None

@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import harness  # noqa: E402
 from bench.harness import CARDS_A_ROUND, RELAY_TOPIC, Receivers  # noqa: E402
-from bench.measuring import save_json  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json  # noqa: E402
 
 #: the paths, in the order of even pairs (odd pairs reverse it: the relays take the rhythm of
 #: the daemon's run before them)
@@ -320,8 +320,8 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=8, help="rounds (13 cards each) per run")
-    parser.add_argument("--pairs", type=int, default=5,
+    parser.add_argument("--rounds", type=ROUNDS, default=8, help="rounds (13 cards each) per run")
+    parser.add_argument("--pairs", type=PAIRS, default=5,
                         help="alternated pairs: every path once a pair (default 5)")
     parser.add_argument("--state-dir", default=None,
                         help="work directory (default: a temporary one; the journals live "
@@ -344,8 +344,6 @@ def main() -> int:
         kind, link, mqtt_port, http_port, journal, receivers = args.relay
         return relay_main(kind, link, int(mqtt_port), int(http_port), journal,
                           tuple(receivers.split(",")))
-    if args.pairs < 1 or args.rounds < 1:
-        parser.error("--pairs and --rounds: at least 1")
     if missing := harness.mosquitto_missing():
         raise SystemExit(missing)
     work = Path(args.state_dir or tempfile.mkdtemp(prefix="pokdeng-latency-"))

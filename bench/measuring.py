@@ -3,7 +3,9 @@ daemon's idle figures from /proc, waiting for a server to listen, and the script
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import socket
 import threading
@@ -25,6 +27,50 @@ def wait_listening(port: int, what: str, alive: Callable[[], bool] = lambda: Tru
             if time.monotonic() > deadline or not alive():
                 raise SystemExit(f"{what} did not start") from None
             time.sleep(0.02)
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """An option's type: a whole number from ``low`` to ``high``; argparse names the option
+    in its error (0 pairs would judge nothing, 10**9 would run for ever)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a whole number, not {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{low} to {high}, not {value}")
+        return value
+    return parse
+
+
+def span(low: float, high: float) -> Callable[[str], float]:
+    """An option's type: a number from ``low`` to ``high`` (NaN and infinities refused)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a number, not {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"{low:g} to {high:g}, not {text}")
+        return value
+    return parse
+
+
+def writable(text: str) -> str:
+    """An option's type: a file to write at the end of a run, its folder checked now, so
+    that a run of minutes does not end in a traceback instead of its figures."""
+    folder = Path(text).resolve().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {folder} to write {Path(text).name} in")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"folder {folder} is not writable")
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    return text
+
+
+#: the bench's --pairs and --rounds: beyond these a part runs for hours
+PAIRS, ROUNDS = whole(1, 50), whole(1, 200)
 
 
 def save_json(path: str | None, figures: object) -> None:

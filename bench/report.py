@@ -65,7 +65,8 @@ PARTS = ("rtp", "replay", "journal", "latency", "burst", "catchup", "fleet", "da
 SOAK_RECORD = REPO / "docs" / "soak-figures.json"
 
 from bench.harness import GOAL_MAX_MS, mosquitto_missing, stalled_text  # noqa: E402
-from bench.measuring import save_json  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json, span, whole, writable  # noqa: E402
+from controller.commands.bench import run_to_its_end  # noqa: E402
 
 Row = tuple[str, str, str]  # figure, value, goal or note
 
@@ -163,8 +164,9 @@ def run_json(script: str, *args: str, timeout: float = 900) -> Any:
     """Run ``bench/<script>`` with ``--json``; its figures, or a FAILED row's note."""
     with tempfile.TemporaryDirectory(prefix="pokdeng-bench-") as scratch:
         figures = Path(scratch) / "figures.json"
-        done = subprocess.run([sys.executable, str(BENCH / script), *args, "--json",
-                               str(figures)], capture_output=True, text=True, timeout=timeout)
+        done = run_to_its_end([sys.executable, str(BENCH / script), *args, "--json",
+                               str(figures)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout)
         if done.returncode != 0 or not figures.exists():
             raise RuntimeError(done.stderr.strip()[-100:] or f"{script} exited {done.returncode}")
         return json.loads(figures.read_text())
@@ -260,10 +262,16 @@ def start_rows(full: bool, sizes: str | None, rounds: int, pairs: int) -> list[R
 def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -> list[Row]:
     if missing := mosquitto_missing():
         return [("card -> backend, stressed", "skipped", missing)]
+    ours = trace is None  # a file of our own, named in the table: gone if there is no table
     trace = trace or tempfile.mkstemp(prefix="pokdeng-slow-cards-", suffix=".jsonl")[1]
-    found = run_json("stress_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
-                     "--trace", trace, "--trace-over", f"{trace_over:g}",
-                     timeout=600 * pairs)
+    try:
+        found = run_json("stress_bench.py", "--rounds", str(rounds), "--pairs", str(pairs),
+                         "--trace", trace, "--trace-over", f"{trace_over:g}",
+                         timeout=600 * pairs)
+    except BaseException:
+        if ours:
+            os.unlink(trace)
+        raise
     rows: list[Row] = []
     runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
         f"on{stalled_text(found['stalled'])}"
@@ -298,12 +306,15 @@ def cli_rows() -> list[Row]:
     for row in f["rows"]:
         name = row["command"] if row["command"].startswith("python") else \
             f"pokdeng-table {row['command']}"
-        goal = f"; {row['judged']['note']}" if row["judged"] else \
-            f"; goal {row['goal']}" if row["goal"] else ""
+        # a judged ratio is its median pair, the figure its word is about; any other ratio
+        # still shows the interpreter's A/A floor it stands on
+        ratio = f"x{row['judged']['ratio']:.2f} python -c pass, median pair; " \
+            f"{row['judged']['note']}" if row["judged"] else \
+            f"x{row['ratio']:.1f} python -c pass (A/A floor {f['aa_floor']})" + \
+            (f"; goal {row['goal']}" if row["goal"] else "")
         rows.append((name, " / ".join(f"{row[key] * 1000:.0f}"
                                       for key in ("min_s", "median_s", "max_s")) + " ms",
-                     f"whole process, min / median / max of {row['runs']}; "
-                     f"x{row['ratio']:.1f} python -c pass{goal}"))
+                     f"whole process, min / median / max of {row['runs']}; {ratio}"))
     return rows
 
 
@@ -355,35 +366,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true",
                         help="the daemon's idle window is 60 s (default 20 s); start times "
                              "also at 1,500 shoes")
-    parser.add_argument("--idle-seconds", type=float, default=None,
+    parser.add_argument("--idle-seconds", type=span(1, 3600), default=None,
                         help="the daemon's idle window in seconds (default 20, --full 60)")
-    parser.add_argument("--replay-shoes", type=int, default=40, metavar="N",
+    parser.add_argument("--replay-shoes", type=whole(1, 10_000), default=40, metavar="N",
                         help="shoes the replay part plays through the machine (default 40)")
-    parser.add_argument("--journal-shoes", type=int, default=3, metavar="N",
+    parser.add_argument("--journal-shoes", type=whole(1, 1_000), default=3, metavar="N",
                         help="shoes the journal part appends, an fsync per input (default 3)")
     parser.add_argument("--journal-dir", help="where the journal benchmark writes (default /tmp)")
-    parser.add_argument("--pairs", type=int, default=5, metavar="N",
+    parser.add_argument("--pairs", type=PAIRS, default=5, metavar="N",
                         help="alternated pairs of the latency, start and stress parts, each "
                              "with its A/A copy (default 5): every ratio is the median pair, "
                              "judged against the A/A floor of the same run")
-    parser.add_argument("--latency-rounds", type=int, default=4, metavar="N",
+    parser.add_argument("--latency-rounds", type=ROUNDS, default=4, metavar="N",
                         help="rounds of 13 cards a latency run (default 4)")
-    parser.add_argument("--latency-repeat", type=int, default=None, metavar="N",
+    parser.add_argument("--latency-repeat", type=PAIRS, default=None, metavar="N",
                         help="the latency part's pairs (default --pairs)")
-    parser.add_argument("--deal-rounds", type=int, default=3, metavar="N",
+    parser.add_argument("--deal-rounds", type=ROUNDS, default=3, metavar="N",
                         help="rounds of 13 cards dealt after each start (default 3)")
-    parser.add_argument("--stress-rounds", type=int, default=4, metavar="N",
+    parser.add_argument("--stress-rounds", type=ROUNDS, default=4, metavar="N",
                         help="rounds of 13 cards a stress run (default 4)")
-    parser.add_argument("--trace", metavar="FILE",
+    parser.add_argument("--trace", metavar="FILE", type=writable,
                         help="the stress part's trace of slow cards (default: a new file in "
                              "the temporary directory, named in the table)")
-    parser.add_argument("--trace-over", type=float, default=10.0, metavar="MS",
+    parser.add_argument("--trace-over", type=span(0, 60_000), default=10.0, metavar="MS",
                         help="cards slower than this get a line in the trace (default 10)")
     parser.add_argument("--start-shoes", metavar="SIZES", default=None,
                         help="journal sizes for the start times, e.g. 1,50 (default 1,50,500)")
-    parser.add_argument("--soak-shoes", type=int, default=3, metavar="N",
+    parser.add_argument("--soak-shoes", type=whole(1, 1_000), default=3, metavar="N",
                         help="shoes of the short soak, every fault kind (default 3)")
-    parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    parser.add_argument("--json", metavar="FILE", type=writable,
+                        help="also write the table as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -393,17 +405,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; parts: {', '.join(PARTS)}",
               file=sys.stderr)
         return 2
-    if min(args.pairs, args.latency_repeat or 1, args.latency_rounds, args.deal_rounds,
-           args.stress_rounds) < 1:
-        print("--pairs, --latency-repeat and the rounds: at least 1", file=sys.stderr)
+    if skip == set(PARTS):
+        print(f"--skip: every part left out; parts: {', '.join(PARTS)}", file=sys.stderr)
         return 2
     idle = args.idle_seconds if args.idle_seconds is not None else (60.0 if args.full else 20.0)
     parts: list[tuple[str, Callable[[], list[Row]]]] = [
         ("rtp", rtp_rows),
         ("replay", lambda: replay_rows(args.replay_shoes)),
         ("journal", lambda: journal_rows(args.journal_shoes, args.journal_dir)),
-        ("latency", lambda: latency_rows(args.latency_rounds,
-                                         args.latency_repeat or args.pairs)),
+        ("latency", lambda: latency_rows(args.latency_rounds, args.pairs
+                                         if args.latency_repeat is None else
+                                         args.latency_repeat)),
         ("burst", burst_rows),
         ("catchup", catchup_rows),
         ("fleet", fleet_rows),
@@ -440,7 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pokdeng-table bench",
                                      description=__doc__.split("\n\n")[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except KeyboardInterrupt:  # each part has stopped what it started on its way out
+        print("bench: interrupted; no table", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import harness  # noqa: E402
-from bench.measuring import save_json  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json  # noqa: E402
 from bench.verdict import judge_count  # noqa: E402
 from controller.table.machine import MachineSettings  # noqa: E402
 from testkit.journals import cached_journal, journal_in_cache  # noqa: E402
@@ -142,15 +142,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shoes", type=int, default=None, help=f"default {SHOES}")
     parser.add_argument("--full", action="store_true", help=f"{FULL_SHOES} shoes")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds dealt a run (13 cards)")
-    parser.add_argument("--pairs", type=int, default=5,
+    parser.add_argument("--rounds", type=ROUNDS, default=5, help="rounds dealt a run (13 cards)")
+    parser.add_argument("--pairs", type=PAIRS, default=5,
                         help="alternated pairs: every case once a pair (default 5)")
     parser.add_argument("--repo", type=Path, default=REPO,
                         help="run the daemon from this checkout (e.g. the code before a change)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
-    if args.pairs < 1 or args.rounds < 1:
-        parser.error("--pairs and --rounds: at least 1")
     shoes = args.shoes or (FULL_SHOES if args.full else SHOES)
     result = measure(shoes, args.rounds, args.pairs, args.repo.resolve())
     for name, value, note in rows(result):

@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import harness  # noqa: E402
 from bench.card_trace import CardTrace  # noqa: E402
-from bench.measuring import save_json  # noqa: E402
+from bench.measuring import PAIRS, ROUNDS, save_json  # noqa: E402
 from bench.verdict import Floor, judge_count, pair_ratios  # noqa: E402
 
 SSE_CLIENTS = 16
@@ -346,8 +346,8 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=8, help="rounds (13 cards each) per run")
-    parser.add_argument("--pairs", type=int, default=5,
+    parser.add_argument("--rounds", type=ROUNDS, default=8, help="rounds (13 cards each) per run")
+    parser.add_argument("--pairs", type=PAIRS, default=5,
                         help="alternated pairs of runs: quiet, stressed, quiet again (default 5)")
     parser.add_argument("--state-dir", default=None, help="work directory (default: temporary)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
@@ -377,8 +377,6 @@ def main() -> int:
     stressors = tuple(s for s in args.stressors.split(",") if s)
     if not stressors or set(stressors) - set(STRESSORS):
         parser.error(f"--stressors: some of {','.join(STRESSORS)}")
-    if args.pairs < 1 or args.rounds < 1:
-        parser.error("--pairs and --rounds: at least 1")
     unit = harness.unit_priority()
     priority = harness.UnitPriority(
         unit.nice if args.daemon_nice is None else args.daemon_nice,

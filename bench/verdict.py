@@ -4,8 +4,9 @@ A ratio goal ("the daemon's p50 at most x1.3 the relay's") is measured as altern
 in one run: in each pair the thing measured (B), its yardstick (A) and a second copy of the
 yardstick (A'). Each pair gives a ratio B/A, and an A/A ratio A'/A: the yardstick against
 itself, 1 on a machine without noise. The **floor** is the spread of the A/A ratios, their
-lowest to their highest: how far one pair's ratio strays from the truth on this machine, in
-this run, through noise alone.
+lowest to their highest, each taken both ways (A'/A and A/A': which copy came out faster is
+chance, so a yardstick at x0.06 of itself is noise of x16 too): how far one pair's ratio
+strays from the truth on this machine, in this run, through noise alone.
 
 The **ratio** is the median of the pairs' B/A. A ratio measured is the true one times the
 machine's noise, and the floor is how far that noise went in this run, so the true ratio lies
@@ -21,6 +22,9 @@ The band is that of one pair while the ratio is a median of several, so the rule
 "cannot tell": it says met or not met only where noise of a single pair could not have
 turned it.
 
+Figures that are no latency (zero, negative, NaN, infinite: a run that timed nothing) are
+refused with an error naming them, never turned into a word.
+
 A count goal ("no card over 20 ms") is judged against the yardstick's own count in the same
 run: none over is ``met``; some over while the yardstick had none is ``not met``; some over
 while the yardstick (same machine, no load) had some too is ``cannot tell on this machine``.
@@ -28,6 +32,7 @@ while the yardstick (same machine, no load) had some too is ``cannot tell on thi
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,9 +40,17 @@ from dataclasses import dataclass
 MET, NOT_MET, CANNOT_TELL = "met", "not met", "cannot tell on this machine"
 
 
+def _positive(values: Sequence[float], what: str) -> None:
+    """Refuse figures a timing cannot give: min()/max() would drop a NaN, a zero divides."""
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"{what} of zero or less, NaN or infinite: {bad} in {list(values)}")
+
+
 @dataclass(frozen=True)
 class Floor:
-    """The A/A ratios' spread, widened to hold x1."""
+    """The A/A ratios' spread, widened to hold x1, and symmetric: which copy of the yardstick
+    is A and which A' is chance, so an A'/A of x0.5 is noise of x2 as much as of x0.5."""
     low: float
     high: float
 
@@ -45,7 +58,9 @@ class Floor:
     def of(cls, aa_ratios: Sequence[float]) -> Floor:
         if not aa_ratios:
             raise ValueError("an A/A floor needs at least one A/A pair")
-        return cls(min(1.0, *aa_ratios), max(1.0, *aa_ratios))
+        _positive(aa_ratios, "an A/A ratio")
+        both_ways = [*aa_ratios, *(1 / r for r in aa_ratios)]
+        return cls(min(1.0, *both_ways), max(1.0, *both_ways))
 
     def text(self) -> str:
         return f"x{self.low:.2f}-{self.high:.2f}"
@@ -71,8 +86,8 @@ def pair_ratios(measured: Sequence[float], yardstick: Sequence[float]) -> list[f
     if len(measured) != len(yardstick) or not measured:
         raise ValueError(f"pairs: {len(measured)} measured against {len(yardstick)} yardstick "
                          f"figures; both need the same number, at least one")
-    if any(y <= 0 for y in yardstick):
-        raise ValueError(f"a yardstick figure of zero or less: {list(yardstick)}")
+    _positive(measured, "a measured figure")
+    _positive(yardstick, "a yardstick figure")
     return [m / y for m, y in zip(measured, yardstick)]
 
 
@@ -80,6 +95,7 @@ def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float
     """The median of ``ratios`` against ``goal``, read with the floor of ``aa_ratios``."""
     if not ratios:
         raise ValueError("a ratio goal needs at least one pair")
+    _positive(ratios, "a pair ratio")
     floor = Floor.of(aa_ratios)
     ratio = statistics.median(ratios)
     if ratio / floor.low <= goal:

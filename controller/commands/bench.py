@@ -11,9 +11,16 @@ wheel or the Debian package has no ``bench/`` and says so.
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+#: after Ctrl-C, how long a benchmark may take to stop its daemons and broker and remove its
+#: folders before it is killed (a daemon's own stop takes up to 30 s)
+CLEAN_UP_S = 60.0
 
 
 def bench_folder() -> Path:
@@ -45,5 +52,30 @@ def run(args: argparse.Namespace) -> int:
               f"there", file=sys.stderr)
         return 2
     options = list(args.options)
-    done = subprocess.run([sys.executable, str(report), *options], check=False)
-    return done.returncode
+    return run_to_its_end([sys.executable, str(report), *options]).returncode
+
+
+def run_to_its_end(argv: Sequence[str], timeout: float | None = None,
+                   **popen: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run``, except that on Ctrl-C the child is left to clean up: it got the
+    same SIGINT (one process group) and stops its daemons and broker and removes its
+    folders; ``subprocess.run`` kills it after 0.25 s, leaving them behind. A child the
+    SIGINT did not reach (``kill -INT`` of this process alone) is sent one."""
+    with subprocess.Popen(list(argv), **popen) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except KeyboardInterrupt:
+            try:
+                child.wait(2.0)
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGINT)
+            try:
+                child.communicate(timeout=CLEAN_UP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
