@@ -86,7 +86,7 @@ def parse_studio(data: object, where: str = "display.studio") -> tuple[StudioSet
     unknown = sorted(set(map(str, data)) - {"currency", "limits", "colours"})
     problems += [f"{where}.{key}: unknown key (currency, limits, colours)" for key in unknown]
     currency = data.get("currency", "")
-    if currency != "" and (not isinstance(currency, str) or not _CURRENCY.match(currency)):
+    if currency != "" and (not isinstance(currency, str) or not _CURRENCY.fullmatch(currency)):
         problems.append(f"{where}.currency: must be a three-letter ISO 4217 code such as PHP, "
                         f"MYR or JPY, got {currency!r}")
         currency = ""
@@ -129,7 +129,7 @@ def _parse_colours(data: object, where: str, problems: list[str]) -> dict[str, s
         path = f"{where}.{name}"
         if name not in COLOUR_KEYS:
             problems.append(f"{path}: unknown colour ({', '.join(COLOUR_KEYS)})")
-        elif not isinstance(value, str) or not _HEX_COLOUR.match(value):
+        elif not isinstance(value, str) or not _HEX_COLOUR.fullmatch(value):
             problems.append(f"{path}: must be a colour as #rrggbb (quoted in YAML), "
                             f"got {value!r}")
         else:
