@@ -1,0 +1,203 @@
+"""Edges of the players' pages found by trying to break them:
+
+* each Player position's wins, losses and ties, as shares of the settled rounds, add up to
+  100 % on the scoreboard and on the overlay (rounded one by one, 1 win, 4 losses and 1 tie
+  of 6 read 17 % + 67 % + 17 % = 101 %);
+* while bets are taken after a cancel (its notice up), the stage's paytable is whole in every
+  language on every monitor: never a line cut at the box's edge;
+* a studio setting with a trailing line break is refused, not taken.
+
+The rounds are a real table machine's: a generated shoe replayed by ``pokdeng-table replay``
+(cut short and a round cancelled by the dealer's button where a test needs it), its events
+fed to a real display server and read by Chromium. The status beside them is the few fields
+of the table's status the players' view reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.display.server import DisplayServer
+from controller.display.settings import DisplaySettings
+from controller.display.studio import parse_studio
+
+CHROMIUM = "/usr/bin/chromium"
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+
+#: rounds of the replayed shoe the pages are shown: enough for shares that round badly
+ROUNDS_SHOWN = 13
+
+
+def shoe_script() -> list[str]:
+    """A whole shoe's table script (seed 3: its first rounds' shares do not round to 100 one
+    by one)."""
+    return subprocess.run([sys.executable, "-m", "controller.table.generators.scriptgen",
+                           "--seed", "3"], check=True, capture_output=True,
+                          text=True).stdout.splitlines()
+
+
+def replayed_events(tmp_path: Path, script: list[str]) -> list[dict[str, Any]]:
+    """The table machine's events for ``script``."""
+    path = tmp_path / "script.jsonl"
+    path.write_text("\n".join(script) + "\n")
+    out = subprocess.run([sys.executable, "-m", "controller", "replay", str(path)],
+                         check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def first_rounds(events: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+    """The events up to the ``rounds``-th round's result."""
+    kept, results = [], 0
+    for event in events:
+        kept.append(event)
+        if event["type"] == "round_result":
+            results += 1
+            if results == rounds:
+                return kept
+    raise AssertionError(f"the shoe has fewer than {rounds} results")
+
+
+def cancelled_then_betting(script: list[str], cancelled: int) -> list[str]:
+    """``script`` up to round ``cancelled``'s betting, that round cancelled by the dealer's
+    button, and the next round's betting opened."""
+    starts = [i for i, line in enumerate(script) if json.loads(line).get("name") == "start_round"]
+    kept = script[:starts[cancelled - 1] + 1]
+    at = json.loads(kept[-1])["at"]
+    return kept + [json.dumps({"at": at + 1, "kind": "button", "name": "cancel_round"}),
+                   json.dumps({"at": at + 2, "kind": "button", "name": "start_round"})]
+
+
+def serving(events: list[dict[str, Any]], status: dict[str, Any],
+            studio: dict[str, Any] | None = None) -> DisplayServer:
+    settings = DisplaySettings(port=0)
+    if studio is not None:
+        parsed, problems = parse_studio(studio)
+        assert not problems, problems
+        settings = DisplaySettings(port=0, studio=parsed)
+    display = DisplayServer(settings, lambda: (1, dict(status)))
+    display.start()
+    display.offer_events(events)
+    return display
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    events = first_rounds(replayed_events(tmp_path_factory.mktemp("shoe"), shoe_script()),
+                          ROUNDS_SHOWN)
+    display = serving(events, {"table": "table-1", "state": "ready", "shoe": 1, "round": None,
+                               "rounds_played": ROUNDS_SHOWN, "betting_open": False})
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+#: the cancelled round, and the studio's limits (the stage shows them beside the paytable)
+CANCELLED = 3
+STUDIO = {"currency": "PHP", "limits": {"player": {"min": 100, "max": 50000},
+                                        "pair": {"min": 50, "max": 5000}}}
+
+
+@pytest.fixture(scope="module")
+def betting_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    events = replayed_events(tmp_path_factory.mktemp("cancel"),
+                             cancelled_then_betting(shoe_script(), CANCELLED))
+    assert [e["round"] for e in events if e["type"] == "round_cancelled"] == [CANCELLED]
+    display = serving(events, {"table": "table-1", "state": "betting", "shoe": 1,
+                               "round": CANCELLED + 1, "rounds_played": CANCELLED,
+                               "betting_open": True}, STUDIO)
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def shares_by_position(page: Any) -> list[list[str]]:
+    """Each position's line of shares (wins, losses, ties) as the page shows them."""
+    overlay = page.evaluate("document.body.classList.contains('overlay')")
+    if overlay:
+        rows = page.locator("#stats .stats-row")
+        return [rows.nth(i).locator(".stats-share").all_inner_texts()
+                for i in range(rows.count())]
+    columns: list[list[str]] = [[], [], [], [], []]
+    for kind in ("wins", "losses", "ties"):
+        for p, text in enumerate(page.locator(f"#stats .stats-{kind} .stats-share")
+                                 .all_inner_texts()):
+            columns[p].append(text)
+    return columns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["/scoreboard", "/overlay"])
+def test_each_positions_shares_add_up_to_100(server: DisplayServer, browser: Any,
+                                              path: str) -> None:
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    try:
+        page.goto(f"http://127.0.0.1:{server.port}{path}")
+        page.wait_for_function(
+            f"() => document.querySelectorAll('#stats .stats-share').length >= 15 && "
+            f"roadmap && roadmap.rounds === {ROUNDS_SHOWN}")
+        lines = shares_by_position(page)
+    finally:
+        page.close()
+    assert len(lines) == 5 and all(len(line) == 3 for line in lines), lines
+    for position, line in enumerate(lines, start=1):
+        numbers = [int(re.sub(r"\D", "", text)) for text in line]
+        assert sum(numbers) == 100, f"P{position}'s shares {line} add up to {sum(numbers)} %"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "portrait 1080x1920: the stage row (560 px: the call ring, the cancel notice, the panel) "
+    "leaves the betting panel 220-263 px; the limits and the pattern note are dropped and "
+    "the paytable's last row is still cut at the box's edge (en, fa: 280 px of content; "
+    "fil, ms, ja: 314 px). A taller stage row squeezes the last results to one line: the "
+    "portrait scoreboard needs a layout decision (paytable in columns, a smaller ring)"))
+@pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
+def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplayServer,
+                                                       browser: Any, lang: str,
+                                                       tmp_path: Path) -> None:
+    cut = []
+    for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        try:
+            page.goto(f"http://127.0.0.1:{betting_server.port}/scoreboard?lang={lang}")
+            page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
+                                   "!document.getElementById('notice').hidden && "
+                                   "document.querySelector('#stage .paytable') !== null")
+            page.evaluate("() => document.fonts.ready")
+            room = page.evaluate("""() => { const stage = document.getElementById('stage');
+                return [stage.scrollHeight, stage.clientHeight]; }""")
+            if room[0] > room[1] + 1:
+                page.screenshot(path=tmp_path / f"stage-{lang}-{width}x{height}.png")
+                cut.append(f"{width}x{height}: content {room[0]} px in {room[1]} px")
+        finally:
+            page.close()
+    assert not cut, f"{lang}: the stage's lines are cut: {cut}"
+
+
+@pytest.mark.parametrize(("key", "value"), [("currency", "PHP\n"),
+                                            ("colours", {"accent": "#ffd23f\n"})])
+def test_a_trailing_line_break_is_refused(key: str, value: object) -> None:
+    studio, problems = parse_studio({key: value})
+    assert len(problems) == 1 and problems[0].startswith(f"display.studio.{key}"), problems
+    assert "\n" not in studio.currency and all("\n" not in c for c in studio.colours.values())
