@@ -201,3 +201,15 @@ def test_a_trailing_line_break_is_refused(key: str, value: object) -> None:
     studio, problems = parse_studio({key: value})
     assert len(problems) == 1 and problems[0].startswith(f"display.studio.{key}"), problems
     assert "\n" not in studio.currency and all("\n" not in c for c in studio.colours.values())
+
+
+def test_a_table_id_with_a_trailing_line_break_is_refused(tmp_path: Path) -> None:
+    """The table id is on every players' page and in the game id players quote."""
+    from controller.service.config.errors import ConfigError
+    from controller.service.config.settings import parse_config
+
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"table": {"id": "T1\n"}, "state_dir": str(tmp_path),
+                      "shoe": {"driver": "beetek", "url": "/dev/null"}}, "test")
+    assert any(problem.startswith("table.id") for problem in refused.value.errors), \
+        refused.value.errors
