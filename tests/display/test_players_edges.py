@@ -5,7 +5,9 @@
   of 6 read 17 % + 67 % + 17 % = 101 %);
 * while bets are taken after a cancel (its notice up), the stage's paytable is whole in every
   language on every monitor: never a line cut at the box's edge;
-* a studio setting with a trailing line break is refused, not taken.
+* players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
+  from its stream: it takes the oldest players' stream it is held back by;
+* a studio setting or a table id with a trailing line break is refused, not taken.
 
 The rounds are a real table machine's: a generated shoe replayed by ``pokdeng-table replay``
 (cut short and a round cancelled by the dealer's button where a test needs it), its events
@@ -26,9 +28,11 @@ from typing import Any
 
 import pytest
 
+from controller.display.admission import STREAMS_PER_ADDRESS
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.display.studio import parse_studio
+from support.display_helpers import SseReader
 
 CHROMIUM = "/usr/bin/chromium"
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -79,12 +83,12 @@ def cancelled_then_betting(script: list[str], cancelled: int) -> list[str]:
 
 
 def serving(events: list[dict[str, Any]], status: dict[str, Any],
-            studio: dict[str, Any] | None = None) -> DisplayServer:
-    settings = DisplaySettings(port=0)
+            studio: dict[str, Any] | None = None, max_clients: int = 16) -> DisplayServer:
+    settings = DisplaySettings(port=0, max_clients=max_clients)
     if studio is not None:
         parsed, problems = parse_studio(studio)
         assert not problems, problems
-        settings = DisplaySettings(port=0, studio=parsed)
+        settings = DisplaySettings(port=0, max_clients=max_clients, studio=parsed)
     display = DisplayServer(settings, lambda: (1, dict(status)))
     display.start()
     display.offer_events(events)
@@ -193,6 +197,33 @@ def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplaySer
         finally:
             page.close()
     assert not cut, f"{lang}: the stage's lines are cut: {cut}"
+
+
+@pytest.mark.parametrize("max_clients", [4, 16])
+def test_players_pages_never_keep_the_dealer_from_the_table(max_clients: int) -> None:
+    """Every stream this machine may hold (the address's share, or all of the server's) taken
+    by players' pages: the dealer's screen still gets the table, and the oldest page makes
+    room for it."""
+    display = serving([], {"table": "table-1", "state": "ready"}, max_clients=max_clients)
+    pages: list[SseReader] = []
+    try:
+        for _ in range(min(max_clients, STREAMS_PER_ADDRESS)):
+            pages.append(SseReader(display.port, "/players/events"))
+            pages[-1].wait_status(lambda view: view.get("state") == "ready")
+        crowd = SseReader(display.port, "/players/events")
+        pages.append(crowd)
+        crowd.wait_for(lambda _: crowd.ended, what="one players' page too many refused")
+        assert crowd.status == 503
+        dealer = SseReader(display.port, "/events")
+        pages.append(dealer)
+        dealer.wait_status(lambda view: view.get("state") == "ready")
+        assert dealer.status == 200
+        pages[0].wait_for(lambda _: pages[0].ended, what="the oldest page ended for the dealer")
+        assert all(not page.ended for page in pages[1:-2])
+    finally:
+        for page in pages:
+            page.close()
+        display.close()
 
 
 @pytest.mark.parametrize(("key", "value"), [("currency", "PHP\n"),
