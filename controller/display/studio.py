@@ -26,6 +26,9 @@ COLOUR_KEYS = {"accent": "#ffd23f", "brand": "#0b1713"}
 _HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 LIMIT_KEYS = ("player", "pair")
+#: the largest bet limit: nine digits (999,999,999 fits its line on every page; a page's
+#: numbers end at 2**53 and "1e400" would read as infinity)
+LIMIT_MAX = 999_999_999
 
 
 def _odds(units: int) -> str:
@@ -109,10 +112,10 @@ def _parse_limits(data: object, where: str, problems: list[str]) -> dict[str, Li
             problems.append(f"{path}: must be {{min: N, max: N}}, got {value!r}")
             continue
         low, high = value["min"], value["max"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= LIMIT_MAX
                    for v in (low, high)):
-            problems.append(f"{path}: min and max must be whole amounts above 0, "
-                            f"got min {low!r}, max {high!r}")
+            problems.append(f"{path}: min and max must be whole amounts from 1 to "
+                            f"{LIMIT_MAX:,}, got min {low!r}, max {high!r}")
         elif low > high:
             problems.append(f"{path}: min {low} is above max {high}")
         else:

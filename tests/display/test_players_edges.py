@@ -7,7 +7,9 @@
   language on every monitor: never a line cut at the box's edge;
 * players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
   from its stream: it takes the oldest players' stream it is held back by;
-* a studio setting or a table id with a trailing line break is refused, not taken.
+* a studio setting or a table id with a trailing line break is refused, not taken; a limit
+  beyond what a page can show (``10**400`` read as "∞") is refused, and the widest limits
+  allowed stay inside their box in every language on every monitor.
 
 The rounds are a real table machine's: a generated shoe replayed by ``pokdeng-table replay``
 (cut short and a round cancelled by the dealer's button where a test needs it), its events
@@ -31,7 +33,7 @@ import pytest
 from controller.display.admission import STREAMS_PER_ADDRESS
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
-from controller.display.studio import parse_studio
+from controller.display.studio import LIMIT_MAX, parse_studio
 from support.display_helpers import SseReader
 
 CHROMIUM = "/usr/bin/chromium"
@@ -167,6 +169,64 @@ def test_each_positions_shares_add_up_to_100(server: DisplayServer, browser: Any
     for position, line in enumerate(lines, start=1):
         numbers = [int(re.sub(r"\D", "", text)) for text in line]
         assert sum(numbers) == 100, f"P{position}'s shares {line} add up to {sum(numbers)} %"
+
+
+#: the widest limits a studio may set, in the widest currency code
+WIDEST = {"currency": "IDR", "limits": {name: {"min": LIMIT_MAX, "max": LIMIT_MAX}
+                                        for name in ("player", "pair")}}
+
+
+@pytest.fixture(scope="module")
+def widest_limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    script = cancelled_then_betting(shoe_script(), CANCELLED)[:-2]  # round 3's betting open
+    events = replayed_events(tmp_path_factory.mktemp("limits"), script)
+    display = serving(events, {"table": "table-1", "state": "betting", "shoe": 1,
+                               "round": CANCELLED, "rounds_played": CANCELLED - 1,
+                               "betting_open": True}, WIDEST)
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
+def test_the_widest_limits_stay_in_their_box(widest_limits_server: DisplayServer,
+                                             browser: Any, lang: str, tmp_path: Path) -> None:
+    out = []
+    for path in ("/scoreboard", "/overlay"):
+        for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+            page = browser.new_page(viewport={"width": width, "height": height})
+            try:
+                page.goto(f"http://127.0.0.1:{widest_limits_server.port}{path}?lang={lang}")
+                page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
+                                       "document.querySelector('#stage .paytable') !== null")
+                page.evaluate("() => document.fonts.ready")
+                # each limit's words and amounts: inside the panel's padding, not on each other
+                bad = page.evaluate("""() => {
+                  const panel = document.getElementById('stage').getBoundingClientRect();
+                  const rows = document.querySelectorAll('#stage .limits .pay-row');
+                  return [...rows].flatMap((row) => {
+                    const [words, odds] = [...row.children].map((e) => e.getBoundingClientRect());
+                    const inside = (r) => r.left >= panel.left && r.right <= panel.right;
+                    const apart = words.right <= odds.left + 0.5 || odds.right <= words.left + 0.5
+                      || words.bottom <= odds.top + 0.5 || odds.bottom <= words.top + 0.5;
+                    return inside(words) && inside(odds) && apart ? [] : [row.textContent];
+                  }); }""")
+                if bad:
+                    page.screenshot(path=tmp_path / f"limits-{lang}-{width}x{height}.png")
+                    out.append(f"{path} {width}x{height}: {bad}")
+            finally:
+                page.close()
+    assert not out, f"{lang}: limits out of their box: {out}"
+
+
+@pytest.mark.parametrize("amount", [LIMIT_MAX + 1, 10**400])
+def test_a_limit_no_page_can_show_is_refused(amount: int) -> None:
+    studio, problems = parse_studio({"limits": {"player": {"min": 100, "max": amount}}})
+    assert len(problems) == 1 and problems[0].startswith("display.studio.limits.player"), \
+        problems
+    assert f"{LIMIT_MAX:,}" in problems[0] and not studio.limits
 
 
 @pytest.mark.slow
