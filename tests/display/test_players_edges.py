@@ -7,6 +7,7 @@
   language on every monitor: never a line cut at the box's edge;
 * players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
   from its stream: it takes the oldest players' stream it is held back by;
+* the round count after the shoe's first round reads "1 round", not "1 rounds";
 * a studio setting or a table id with a trailing line break is refused, not taken; a limit
   beyond what a page can show (``10**400`` read as "∞") is refused, and the widest limits
   allowed stay inside their box in every language on every monitor.
@@ -107,6 +108,34 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
         yield display
     finally:
         display.close()
+
+
+@pytest.fixture(scope="module")
+def first_round_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    events = first_rounds(replayed_events(tmp_path_factory.mktemp("first"), shoe_script()), 1)
+    display = serving(events, {"table": "table-1", "state": "ready", "shoe": 1, "round": None,
+                               "rounds_played": 1, "betting_open": False})
+    try:
+        yield display
+    finally:
+        display.close()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "the catalogues have one form for the rounds' count (stats.rounds: '{n} rounds'); a "
+    "singular ('stats.rounds.one', as points.one) is needed in every catalogue"))
+@pytest.mark.parametrize("path", ["/scoreboard", "/overlay"])
+def test_one_round_is_counted_in_the_singular(first_round_server: DisplayServer, browser: Any,
+                                              path: str) -> None:
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    try:
+        page.goto(f"http://127.0.0.1:{first_round_server.port}{path}?lang=en")
+        page.wait_for_function("() => document.getElementById('rounds-count').textContent")
+        count = page.inner_text("#rounds-count")
+    finally:
+        page.close()
+    assert count == "1 round", count
 
 
 #: the cancelled round, and the studio's limits (the stage shows them beside the paytable)
