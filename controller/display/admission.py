@@ -15,7 +15,10 @@ sits on them. So:
   a loop, each new one sent the whole screen;
 * the last ``LOOPBACK_RESERVE`` streams are for screens on this machine (the kiosk beside the
   dealer); when the streams are full, a screen on this machine takes the oldest stream of
-  another machine's.
+  another machine's;
+* the dealer's screen comes before the players' pages (scoreboards, stream overlays): where a
+  limit above would refuse it, it takes the oldest players' stream it is held back by, so a
+  studio PC's overlays, or a flood of players' pages, never keep the dealer from the table.
 
 Bookkeeping only: ``connect`` and ``open_stream`` say whom to close, the server closes them.
 """
@@ -48,6 +51,7 @@ class Connection:
     order: int
     requesting: bool = True          # still sending its request line and headers
     stream: Any = None               # its stream once it has one
+    dealer: bool = False             # its stream is the dealer's screen (not a players' page)
     loopback: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,26 +87,42 @@ class Admission:
             if sock in self._open:
                 self._open[sock].requesting = False
 
-    def open_stream(self, sock: Any) -> list[Connection] | None:
-        """Whether ``sock`` may have a stream: the streams to end for it, or None (refused)."""
+    def open_stream(self, sock: Any, dealer: bool = False) -> list[Connection] | None:
+        """Whether ``sock`` may have a stream (``dealer``: for the dealer's screen): the streams
+        to end for it, or None (refused)."""
         with self._lock:
             mine = self._open.get(sock)
             if mine is None:
                 return None
-            streaming = sorted((c for c in self._open.values() if c.stream is not None),
-                               key=lambda c: c.order)
-            same = [c for c in streaming if c.address == mine.address]
-            if len(same) >= STREAMS_PER_ADDRESS:
+            mine.dealer = dealer
+            victims: list[Connection] = []
+
+            def streaming() -> list[Connection]:
+                return sorted((c for c in self._open.values() if c.stream is not None),
+                              key=lambda c: c.order)
+
+            def make_room(holders: list[Connection]) -> bool:
+                """End the oldest players' page of ``holders`` for the dealer's screen."""
+                pages = [c for c in holders if not c.dealer]
+                if not (dealer and pages):
+                    return False
+                victims.append(self._drop(pages[0]))
+                return True
+
+            same = [c for c in streaming() if c.address == mine.address]
+            if len(same) >= STREAMS_PER_ADDRESS and not make_room(same):
                 return None
-            if len(streaming) >= self.streams:
-                others = [c for c in streaming if not c.loopback]
+            if len(streaming()) >= self.streams:
+                others = [c for c in streaming() if not c.loopback]
                 if mine.loopback and others:
-                    return [self._drop(others[0])]
+                    victims.append(self._drop(others[0]))
+                elif not make_room(streaming()):
+                    return None
+            remote = [c for c in streaming() if not c.loopback]
+            if (not mine.loopback and len(remote) >= self.streams - LOOPBACK_RESERVE
+                    and not make_room(remote)):
                 return None
-            remote = sum(1 for c in streaming if not c.loopback)
-            if not mine.loopback and remote >= self.streams - LOOPBACK_RESERVE:
-                return None
-            return []
+            return victims
 
     def streaming(self, sock: Any, stream: Any) -> None:
         with self._lock:

@@ -422,7 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not feed.live():
             self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "the table is not answering")
             return
-        victims = self.server.admission.open_stream(self.connection)
+        victims = self.server.admission.open_stream(self.connection, audience == DEALER)
         for victim in victims or ():
             self.server.end(victim)
         stream = feed.open_stream(audience) if victims is not None else None

@@ -26,6 +26,9 @@ COLOUR_KEYS = {"accent": "#ffd23f", "brand": "#0b1713"}
 _HEX_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 LIMIT_KEYS = ("player", "pair")
+#: the largest bet limit: nine digits (999,999,999 fits its line on every page; a page's
+#: numbers end at 2**53 and "1e400" would read as infinity)
+LIMIT_MAX = 999_999_999
 
 
 def _odds(units: int) -> str:
@@ -86,7 +89,7 @@ def parse_studio(data: object, where: str = "display.studio") -> tuple[StudioSet
     unknown = sorted(set(map(str, data)) - {"currency", "limits", "colours"})
     problems += [f"{where}.{key}: unknown key (currency, limits, colours)" for key in unknown]
     currency = data.get("currency", "")
-    if currency != "" and (not isinstance(currency, str) or not _CURRENCY.match(currency)):
+    if currency != "" and (not isinstance(currency, str) or not _CURRENCY.fullmatch(currency)):
         problems.append(f"{where}.currency: must be a three-letter ISO 4217 code such as PHP, "
                         f"MYR or JPY, got {currency!r}")
         currency = ""
@@ -109,10 +112,10 @@ def _parse_limits(data: object, where: str, problems: list[str]) -> dict[str, Li
             problems.append(f"{path}: must be {{min: N, max: N}}, got {value!r}")
             continue
         low, high = value["min"], value["max"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= LIMIT_MAX
                    for v in (low, high)):
-            problems.append(f"{path}: min and max must be whole amounts above 0, "
-                            f"got min {low!r}, max {high!r}")
+            problems.append(f"{path}: min and max must be whole amounts from 1 to "
+                            f"{LIMIT_MAX:,}, got min {low!r}, max {high!r}")
         elif low > high:
             problems.append(f"{path}: min {low} is above max {high}")
         else:
@@ -129,7 +132,7 @@ def _parse_colours(data: object, where: str, problems: list[str]) -> dict[str, s
         path = f"{where}.{name}"
         if name not in COLOUR_KEYS:
             problems.append(f"{path}: unknown colour ({', '.join(COLOUR_KEYS)})")
-        elif not isinstance(value, str) or not _HEX_COLOUR.match(value):
+        elif not isinstance(value, str) or not _HEX_COLOUR.fullmatch(value):
             problems.append(f"{path}: must be a colour as #rrggbb (quoted in YAML), "
                             f"got {value!r}")
         else:

@@ -12,7 +12,7 @@ from controller.table.procedure import CARDS_PER_ROUND
 from controller.table.reveal_modes import REVEAL_MODES as REVEAL_MODES  # re-exported
 
 #: what a table id may be: it names the table in every event and topic
-TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+TABLE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}\Z")  # \Z: no trailing line break
 
 
 @dataclass(frozen=True)

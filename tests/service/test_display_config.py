@@ -74,7 +74,7 @@ def test_the_studio_section_gives_the_stream_its_limits_currency_and_colours(
     ({"studio": {"limits": {"player": {"min": 500, "max": 100}}}},
      "display.studio.limits.player: min 500 is above max 100"),
     ({"studio": {"limits": {"player": {"min": 0, "max": 100}}}},
-     "display.studio.limits.player: min and max must be whole amounts above 0"),
+     "display.studio.limits.player: min and max must be whole amounts from 1 to 999,999,999"),
     ({"studio": {"limits": {"player": [100, 500]}}},
      "display.studio.limits.player: must be {min: N, max: N}, got [100, 500]"),
     ({"studio": {"limits": {"banker": {"min": 1, "max": 2}}}},

@@ -189,16 +189,27 @@ function drawStats() {
     label.appendChild(el("span", "stats-words", T(key)));
     row.appendChild(label);
     for (let p = 1; p <= 5; p++) {
-      const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
-      const cell = el("div", "stats-cell", String(n));
-      if (isShare) cell.appendChild(el("span", "stats-share", share(n, settled)));
+      const counts = (roadmap.counts || {})["P" + p] || {};
+      const cell = el("div", "stats-cell", String(counts[count] || 0));
+      if (isShare) cell.appendChild(el("span", "stats-share", shares(counts, settled)[count]));
       row.appendChild(cell);
     }
     table.appendChild(row);
   });
 }
 
-function share(n, settled) { return settled ? Math.round(100 * n / settled) + "%" : "–"; }
+// A position's wins, losses and ties as whole percentages that add up to 100 (rounded one by
+// one, 1, 4 and 1 of 6 would read 17 + 67 + 17 = 101): the largest remainders take the rest.
+function shares(counts, settled) {
+  const kinds = STAT_ROWS.filter(([, , isShare]) => isShare).map(([count]) => count);
+  if (!settled) return Object.fromEntries(kinds.map((kind) => [kind, "\u2013"]));
+  const exact = kinds.map((kind) => 100 * (counts[kind] || 0) / settled);
+  const whole = exact.map(Math.floor);
+  let rest = 100 - whole.reduce((a, b) => a + b, 0);
+  kinds.map((kind, i) => i).sort((a, b) => (exact[b] - whole[b]) - (exact[a] - whole[a]))
+    .forEach((i) => { if (rest > 0 && exact[i] > whole[i]) { whole[i] += 1; rest -= 1; } });
+  return Object.fromEntries(kinds.map((kind, i) => [kind, whole[i] + "%"]));
+}
 
 // The overlay's corner: a line per Player position, its wins, losses and ties with shares.
 function drawStatsByPosition(table, settled) {
@@ -214,10 +225,11 @@ function drawStatsByPosition(table, settled) {
   for (let p = 1; p <= 5; p++) {
     const row = el("div", "stats-line stats-row");
     row.appendChild(el("div", "stats-seat", seatWords("P" + p)));
+    const counts = (roadmap.counts || {})["P" + p] || {};
+    const shown = shares(counts, settled);
     STAT_ROWS.filter(([, , isShare]) => isShare).forEach(([count]) => {
-      const n = ((roadmap.counts || {})["P" + p] || {})[count] || 0;
-      const cell = el("div", "stats-cell", String(n));
-      cell.appendChild(el("span", "stats-share", share(n, settled)));
+      const cell = el("div", "stats-cell", String(counts[count] || 0));
+      cell.appendChild(el("span", "stats-share", shown[count]));
       row.appendChild(cell);
     });
     table.appendChild(row);
