@@ -49,6 +49,7 @@ from controller.service.control.access import own_group
 from controller.service.daemon import Daemon
 from controller.service.telemetry.notify import Notifier
 from controller.service.trust.journal_key import KEY_FILE_BESIDE
+from controller.table.faults import CARD_NO_ROUND
 from controller.table.inputs import Actor, Supervisor
 from drivers.base import Driver
 
@@ -514,6 +515,12 @@ class DemoDealer:
         """Do what the table asks for now; ``again``: a press that did not take, repeated."""
         state = status.get("state")
         if status.get("paused"):
+            if self._own_card_after_a_cancel(status):
+                # the card left the dealer's hand as the supervisor cancelled the round: the
+                # pit sets it aside and resumes, as the fault's way out says
+                self.view.say("a card drawn as the round was cancelled is set aside; "
+                              "the supervisor resumes")
+                self._supervisor("resume")
             return  # the view shows why; the dealer waits for the supervisor
         if state == "no_shoe":
             self._press("new_shoe")
@@ -527,6 +534,13 @@ class DemoDealer:
             return
         if status.get("next_target") is not None:
             self._deal(status)
+
+    def _own_card_after_a_cancel(self, status: dict[str, Any]) -> bool:
+        """Whether the table is paused on the card this dealer drew last, which came out
+        with no round open (the round was cancelled between the dealer's look and the draw)."""
+        fault = status.get("fault") or {}
+        return (fault.get("code") == CARD_NO_ROUND and self._sent is not None
+                and self._sent == (status.get("shoe"), int(status.get("cards_drawn") or 0) - 1))
 
     def _deal(self, status: dict[str, Any]) -> None:
         shoe = int(status["shoe"])

@@ -123,9 +123,6 @@ def first_round_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dis
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "the catalogues have one form for the rounds' count (stats.rounds: '{n} rounds'); a "
-    "singular ('stats.rounds.one', as points.one) is needed in every catalogue"))
 @pytest.mark.parametrize("path", ["/scoreboard", "/overlay"])
 def test_one_round_is_counted_in_the_singular(first_round_server: DisplayServer, browser: Any,
                                               path: str) -> None:

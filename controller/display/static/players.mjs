@@ -171,7 +171,8 @@ function drawStats() {
   table.replaceChildren();
   const settled = roadmap.rounds || 0;
   const cancelled = (roadmap.cancelled || []).length;
-  const total = T("stats.rounds", {n: settled + cancelled})
+  const rounds = settled + cancelled;
+  const total = T(rounds === 1 ? "stats.rounds.one" : "stats.rounds", {n: rounds})
     + (cancelled ? " \u00b7 " + T("stats.cancelled", {n: cancelled}) : "");
   if ($("rounds-count")) $("rounds-count").textContent = total;
   if (isOverlay()) {
