@@ -48,6 +48,15 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
 
+def launched_browser() -> Iterator[Any]:
+    """Debian's Chromium, driven by Playwright (never a downloaded build): what each browser
+    module's ``browser`` fixture yields, one for the module."""
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
 class DemoTable:
     """``pokdeng-table demo`` with the display on a known port, restartable on its state."""
 
@@ -118,12 +127,10 @@ def table() -> Iterator[DemoTable]:
 
 @pytest.fixture(scope="module")
 def page(table: DemoTable) -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    for browser in launched_browser():
         page = browser.new_page(viewport={"width": 1920, "height": 1080})
-        wait_until(lambda: _reachable(page, table.url), 30, "the display to answer")
+        wait_until(lambda page=page: _reachable(page, table.url), 30, "the display to answer")
         yield page
-        browser.close()
 
 
 def _reachable(page: Any, url: str) -> bool:

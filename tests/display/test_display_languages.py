@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_display_browser import CHROMIUM, CHROMIUM_ARGS, DemoTable  # one demo table kind
+from test_display_browser import CHROMIUM, DemoTable, launched_browser  # one demo table kind
 
 from controller.display import words
 from controller.service.control.client import ControlClient
@@ -71,10 +71,7 @@ def _up(demo: DemoTable) -> bool:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    yield from launched_browser()
 
 
 @pytest.fixture

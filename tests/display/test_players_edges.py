@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_display_browser import CHROMIUM, launched_browser
 
 from controller.display.admission import STREAMS_PER_ADDRESS
 from controller.display.server import DisplayServer
@@ -38,8 +39,6 @@ from controller.display.settings import DisplaySettings
 from controller.display.studio import LIMIT_MAX, parse_studio
 from support.display_helpers import SseReader
 
-CHROMIUM = "/usr/bin/chromium"
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"{CHROMIUM} is missing (apt-get install chromium)")
 
@@ -158,10 +157,7 @@ def betting_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Display
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
+    yield from launched_browser()
 
 
 def shares_by_position(page: Any) -> list[list[str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_display_browser import CHROMIUM, CHROMIUM_ARGS, DemoTable
+from test_display_browser import CHROMIUM, DemoTable, launched_browser
 from test_display_languages import (
     LEGIBLE_PX,
     MEASURE,
@@ -51,10 +51,7 @@ def table() -> Iterator[DemoTable]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    yield from launched_browser()
 
 
 def english_words(text: str) -> list[str]:
