@@ -224,10 +224,6 @@ def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayS
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "the stage drops the limits when the paytable needs the room: the portrait scoreboard "
-    "never shows them (every language), nor the Filipino and Malay overlay at 1920x1080 and "
-    "1366x768 (their longer paytable rows; with a cancel notice up, their scoreboard neither)"))
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
 def test_the_limits_are_shown_while_bets_are_taken(limits_server: DisplayServer, browser: Any,
                                                     lang: str) -> None:
@@ -287,12 +283,6 @@ def test_a_limit_no_page_can_show_is_refused(amount: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "portrait 1080x1920: the stage row (560 px: the call ring, the cancel notice, the panel) "
-    "leaves the betting panel 220-263 px; the limits and the pattern note are dropped and "
-    "the paytable's last row is still cut at the box's edge (en, fa: 280 px of content; "
-    "fil, ms, ja: 314 px). A taller stage row squeezes the last results to one line: the "
-    "portrait scoreboard needs a layout decision (paytable in columns, a smaller ring)"))
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
 def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplayServer,
                                                        browser: Any, lang: str,
