@@ -383,8 +383,13 @@ def _watch_a_round_sealed(table: DemoTable, context: Any, languages: tuple[str, 
     try:
         for page in pages.values():
             wait_until(lambda page=page: drawn(page), 30, "every page drawn")
-        wait_until(lambda: (lambda s: s and s["state"] == "ready" and not s["paused"])(
-            table.status()), 90, "a table between rounds")
+        def between_rounds() -> bool:
+            table.keep_dealing()  # the shoe may have ended while the pages were drawn
+            status = table.status()
+            return bool(status and status["state"] == "ready" and not status["paused"])
+
+        wait_until(between_rounds, 120, "a table between rounds",
+                   details=lambda: f"the table: {table.status()}")
         opened = wait_until(lambda: (lambda s: s if s and s["state"] == "betting"
                                      else None)(table.status()), 60, "betting to open")
         number = opened["round"]
