@@ -32,13 +32,7 @@ def open_regular(path: str | Path, *, follow: bool = True) -> int:
             raise NotARegularFile(errno.ELOOP, "a link, not a regular file: not followed",
                                   str(path)) from None
         raise
-    try:
-        _refuse_unless_regular(os.fstat(fd), path)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _still_regular(fd, path)
 
 
 def open_regular_for_append(path: str | Path, mode: int = 0o640) -> int:
@@ -51,8 +45,15 @@ def open_regular_for_append(path: str | Path, mode: int = 0o640) -> int:
         pass  # created below
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(path, flags, mode)
+    return _still_regular(fd, path)
+
+
+def _still_regular(fd: int, path: str | Path) -> int:
+    """``fd``, opened non-blocking, made blocking once it is seen through the descriptor to
+    be a regular file still (it may have been swapped since the name was looked at); closed
+    and NotARegularFile otherwise."""
     try:
-        _refuse_unless_regular(os.fstat(fd), path)  # swapped since the stat
+        _refuse_unless_regular(os.fstat(fd), path)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
