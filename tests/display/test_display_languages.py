@@ -15,11 +15,12 @@ and relies on no other).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -414,10 +415,12 @@ def _watch_a_round_sealed(table: DemoTable, context: Any, languages: tuple[str, 
             page.close()
 
 
-def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> None:
-    """A settled round where a Player wins 2:1 with a Special Pair and the pair bet (the longest
-    seat: a two-word combination and a pair badge), fed from a real table machine: every page
-    fits every monitor in every language (Malay's seat once left its box on a portrait one)."""
+@contextlib.contextmanager
+def machine_fed_display(until: Callable[[list[dict[str, Any]]], Any] | None = None,
+                        ) -> Iterator[tuple[Any, Any]]:
+    """A display server fed seed 1's shoe from a real table machine, its status after each
+    input: the whole shoe, or up to the first input whose events ``until`` finds something
+    in. Yields (the server, what ``until`` found)."""
     from controller.display.server import DisplayServer
     from controller.display.settings import DisplaySettings
     from controller.table.generators.scriptgen import shoe_script
@@ -429,20 +432,33 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
         shown["version"], dict(shown["status"], now=shown["status"].get("clock"))))
     display.start()
     try:
-        longest = None
+        found = None
         for inp in shoe_script(1):
             events = machine.handle(inp)
             display.offer_events(events)
             shown["version"] += 1
             shown["status"] = machine.status()
             display.status_changed()
-            longest = next((e for e in events if e["type"] == "round_result" and any(
-                e["data"]["hands"][p]["combo"] == "special_pair"
-                and e["data"]["positions"][p]["outcome"] == "win"
-                and e["data"]["positions"][p]["pair"] for p in ("P1", "P2", "P3", "P4", "P5"))),
-                None)
-            if longest is not None:
+            found = until(events) if until is not None else None
+            if found is not None:
                 break
+        yield display, found
+    finally:
+        display.close()
+
+
+def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> None:
+    """A settled round where a Player wins 2:1 with a Special Pair and the pair bet (the longest
+    seat: a two-word combination and a pair badge), fed from a real table machine: every page
+    fits every monitor in every language (Malay's seat once left its box on a portrait one)."""
+    def longest_seat(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((e for e in events if e["type"] == "round_result" and any(
+            e["data"]["hands"][p]["combo"] == "special_pair"
+            and e["data"]["positions"][p]["outcome"] == "win"
+            and e["data"]["positions"][p]["pair"] for p in ("P1", "P2", "P3", "P4", "P5"))),
+            None)
+
+    with machine_fed_display(until=longest_seat) as (display, longest):
         assert longest is not None, "seed 1's shoe has such a round"
         for lang in words.LANGUAGES:
             for which in sorted(PAGES):
@@ -458,8 +474,6 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
                                                           measured["problems"][:4])
                     finally:
                         page.close()
-    finally:
-        display.close()
 
 
 BEADS_AND_HEADS = """() => {
@@ -504,22 +518,7 @@ def test_bead_letters_sit_inside_their_beads_and_plate_names_apart_from_their_co
     """A bead's letter drawn inside its bead (勝/負/引 at the legible 28 px stuck out of
     Japanese beads), and a plate's name never running into its counts ("Manlalaro 311 11 0"):
     a whole shoe from a real table machine (two-digit counts), both pages, every language."""
-    from controller.display.server import DisplayServer
-    from controller.display.settings import DisplaySettings
-    from controller.table.generators.scriptgen import shoe_script
-    from controller.table.machine import MachineSettings, TableMachine
-
-    machine = TableMachine(MachineSettings())
-    shown = {"version": 0, "status": machine.status()}
-    display = DisplayServer(DisplaySettings(port=0), lambda: (
-        shown["version"], dict(shown["status"], now=shown["status"].get("clock"))))
-    display.start()
-    try:
-        for inp in shoe_script(1):
-            display.offer_events(machine.handle(inp))
-            shown["version"] += 1
-            shown["status"] = machine.status()
-            display.status_changed()
+    with machine_fed_display() as (display, _):
         for lang in words.LANGUAGES:
             for which in sorted(PAGES):
                 page = browser.new_page(viewport={"width": 1920, "height": 1080})
@@ -534,5 +533,3 @@ def test_bead_letters_sit_inside_their_beads_and_plate_names_apart_from_their_co
                     assert seen["heads"] == 5 and not seen["touching"], (where, seen["touching"])
                 finally:
                     page.close()
-    finally:
-        display.close()
