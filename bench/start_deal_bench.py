@@ -111,11 +111,14 @@ def measure(shoes: int = SHOES, rounds: int = 5, pairs: int = 5,
                                aa=(per_pair(again, "p99"), per_pair(base, "p99"))),
         "archive": harness.judged(per_pair(on, "p99"), per_pair(big, "p99"), GOAL_RATIO,
                                   aa=(per_pair(again, "p99"), per_pair(base, "p99")))}
-    quiet_over = result["cases"][base]["over_goal"] + result["cases"][again]["over_goal"]
-    result["over_goal"] = {
-        "cards": result["cases"][big]["over_goal"] + result["cases"][on]["over_goal"],
-        "yardstick": quiet_over}
-    result["over_goal"]["verdict"] = judge_count(result["over_goal"]["cards"], quiet_over)
+    def summed(figure: str, *of: str) -> int:
+        return sum(result["cases"][case][figure] for case in of)
+
+    result["over_goal"] = {"cards": summed("over_goal", big, on),
+                           "yardstick": summed("over_goal", base, again)}
+    result["over_goal"]["verdict"] = judge_count(
+        result["over_goal"]["cards"], summed("cards", big, on),
+        result["over_goal"]["yardstick"], summed("cards", base, again))
     return result
 
 

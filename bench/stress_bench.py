@@ -299,7 +299,9 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             return [run[t][figure] for run in runs[case]]
 
         quiet_over = sum(per_run("quiet", "over_goal") + per_run("quiet-aa", "over_goal"))
+        quiet_cards = int(sum(per_run("quiet", "cards") + per_run("quiet-aa", "cards")))
         stressed_over = int(sum(per_run("stressed", "over_goal")))
+        stressed_cards = int(sum(per_run("stressed", "cards")))
         summary["transports"][t] = {
             case: {f: statistics.median(per_run(case, f)) for f in ("p50", "p99")}
             | {"max": max(per_run(case, "max")), "over_goal": int(sum(per_run(case, "over_goal")))}
@@ -312,7 +314,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
              "p50_floor": Floor.of(pair_ratios(per_run("quiet-aa", "p50"),
                                                per_run("quiet", "p50"))).text(),
              "over_goal": {"stressed": stressed_over, "quiet": int(quiet_over),
-                           "verdict": judge_count(stressed_over, int(quiet_over))}}
+                           "verdict": judge_count(stressed_over, stressed_cards, int(quiet_over),
+                                                  quiet_cards)}}
     return summary
 
 

@@ -20,14 +20,26 @@ the band always holds the measured ratio itself). Then:
 
 The band is that of one pair while the ratio is a median of several, so the rule errs towards
 "cannot tell": it says met or not met only where noise of a single pair could not have
-turned it.
+turned it. Two more rules keep one stray pair from deciding:
+
+* fewer than ``MIN_PAIRS`` pairs give no word but "cannot tell": one or two A/A ratios that
+  happen to come out x1.00 are no measure of a machine's noise;
+* the floor leaves out the A/A pairs farthest from x1, one for every four pairs beyond the
+  first (none of 3 or 4, one of 5 to 8, two of 9 to 12): the ratio is a median, which one
+  stalled pair in five does not move, so the floor it is read against must not be widened by
+  that one stall either.
 
 Figures that are no latency (zero, negative, NaN, infinite: a run that timed nothing) are
 refused with an error naming them, never turned into a word.
 
 A count goal ("no card over 20 ms") is judged against the yardstick's own count in the same
-run: none over is ``met``; some over while the yardstick had none is ``not met``; some over
-while the yardstick (same machine, no load) had some too is ``cannot tell on this machine``.
+run, each count with the cards it was taken over: none over is ``met``; some over while the
+yardstick had none is ``not met`` (the machine showed it can deal without one). Some over while
+the yardstick (same machine, no load) had some too means the machine makes slow cards of its
+own; then only a clear rise says ``not met``: the chance of seeing as many as were seen, were
+they slow at the yardstick's rate, is under 1 % (a Poisson tail, the yardstick's count taken
+one higher so that a rate measured from one or two cards is not trusted as exact). Any other
+count is ``cannot tell on this machine``.
 """
 
 from __future__ import annotations
@@ -38,6 +50,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MET, NOT_MET, CANNOT_TELL = "met", "not met", "cannot tell on this machine"
+#: fewer pairs than this say "cannot tell": too few A/A ratios to know the machine's noise
+MIN_PAIRS = 3
+#: a rise in slow cards is "not met" when the yardstick's rate gives it less than this chance
+COUNT_CHANCE = 0.01
 
 
 def _positive(values: Sequence[float], what: str) -> None:
@@ -45,6 +61,11 @@ def _positive(values: Sequence[float], what: str) -> None:
     bad = [v for v in values if not (math.isfinite(v) and v > 0)]
     if bad:
         raise ValueError(f"{what} of zero or less, NaN or infinite: {bad} in {list(values)}")
+
+
+def outliers(pairs: int) -> int:
+    """How many A/A pairs the floor leaves out: one for every four pairs beyond the first."""
+    return max(0, (pairs - 1) // 4)
 
 
 @dataclass(frozen=True)
@@ -59,7 +80,9 @@ class Floor:
         if not aa_ratios:
             raise ValueError("an A/A floor needs at least one A/A pair")
         _positive(aa_ratios, "an A/A ratio")
-        both_ways = [*aa_ratios, *(1 / r for r in aa_ratios)]
+        kept = sorted(aa_ratios, key=lambda r: abs(math.log(r)))[:len(aa_ratios) - outliers(
+            len(aa_ratios))]
+        both_ways = [*kept, *(1 / r for r in kept)]
         return cls(min(1.0, *both_ways), max(1.0, *both_ways))
 
     def text(self) -> str:
@@ -77,7 +100,8 @@ class Judgement:
 
     def text(self) -> str:
         """``goal <= x1.3: met (A/A floor x0.84-1.21; pairs x1.02, …)``: the note of a row."""
-        return (f"goal <= x{self.goal:g}: {self.word} (A/A floor {self.floor.text()}; "
+        few = f", fewer than {MIN_PAIRS} pairs" if len(self.ratios) < MIN_PAIRS else ""
+        return (f"goal <= x{self.goal:g}: {self.word}{few} (A/A floor {self.floor.text()}; "
                 f"{len(self.ratios)} pairs x" + ", x".join(f"{r:.2f}" for r in self.ratios) + ")")
 
 
@@ -98,7 +122,9 @@ def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float
     _positive(ratios, "a pair ratio")
     floor = Floor.of(aa_ratios)
     ratio = statistics.median(ratios)
-    if ratio / floor.low <= goal:
+    if min(len(ratios), len(aa_ratios)) < MIN_PAIRS:
+        word = CANNOT_TELL
+    elif ratio / floor.low <= goal:
         word = MET
     elif ratio / floor.high > goal:
         word = NOT_MET
@@ -107,8 +133,29 @@ def judge_ratio(ratios: Sequence[float], aa_ratios: Sequence[float], goal: float
     return Judgement(ratio, tuple(ratios), floor, goal, word)
 
 
-def judge_count(over: int, yardstick_over: int) -> str:
-    """A "none over" goal: ``over`` cards past the limit, the yardstick's ``yardstick_over``."""
+def judge_count(over: int, cards: int, yardstick_over: int, yardstick_cards: int) -> str:
+    """A "none over" goal: ``over`` of ``cards`` past the limit, against the yardstick's
+    ``yardstick_over`` of ``yardstick_cards`` in the same run."""
+    for name, value in (("cards", cards), ("yardstick cards", yardstick_cards)):
+        if value <= 0:
+            raise ValueError(f"a count goal over {value} {name}: a run that dealt nothing")
+    for name, count, of in (("over", over, cards), ("yardstick over", yardstick_over,
+                                                    yardstick_cards)):
+        if not 0 <= count <= of:
+            raise ValueError(f"{name} = {count} of {of} cards: a count of 0 to {of}")
     if over == 0:
         return MET
-    return CANNOT_TELL if yardstick_over else NOT_MET
+    if yardstick_over == 0:
+        return NOT_MET
+    expected = (yardstick_over + 1) * cards / yardstick_cards
+    return NOT_MET if poisson_tail(over, expected) < COUNT_CHANCE else CANNOT_TELL
+
+
+def poisson_tail(k: int, mean: float) -> float:
+    """The chance of ``k`` or more events where ``mean`` are expected (Poisson)."""
+    term = math.exp(-mean)
+    below = 0.0
+    for i in range(k):
+        below += term
+        term *= mean / (i + 1)
+    return max(0.0, 1.0 - below)
