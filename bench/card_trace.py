@@ -12,15 +12,31 @@ process wrote. A slow card whose threads neither waited for a core nor ran longe
 more than a quick one's spent its time asleep: on the disk, or on a lock. Cards under the
 threshold cost the snapshot and nothing more.
 
+Across the card, a sampler thread of the bench also looks at each daemon thread every
+``SAMPLE_S`` (``/proc/<pid>/task/<tid>/stat`` and ``wchan``): a thread asleep is counted under
+its state and the kernel function it sleeps in, e.g. ``D jbd2_log_wait_commit`` (an fsync
+waiting for the file system's journal), ``D blk_mq_get_tag``, ``S futex_wait_queue`` (a lock or
+the interpreter's), ``S do_epoll_wait`` (idle). A slow card's line says where its time went
+by name, with or without delay accounting. The sampler costs the bench a share of a core while
+a card is in flight, the same for every card of every run.
+
 The snapshots are taken outside the timed window (before the frame is written, after the
 event arrived), so they widen the window by the reading of a few small files, the same for
-every card.
+every card. With ``kernel.task_delayacct`` off, the bench run as root turns it on for its own
+run and back off after (``delay_accounting_on``).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,12 +44,124 @@ IO_FIELDS = ("read_bytes", "write_bytes", "syscr", "syscw", "cancelled_write_byt
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+#: how often the sampler looks at the daemon's threads while a card is in flight
+SAMPLE_S = 0.0005
+DELAYACCT = Path("/proc/sys/kernel/task_delayacct")
+
+
 def delay_accounting() -> bool:
     """Whether the kernel counts the time a task waits for block I/O (off by default)."""
     try:
-        return Path("/proc/sys/kernel/task_delayacct").read_text().strip() == "1"
+        return DELAYACCT.read_text().strip() == "1"
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def delay_accounting_on() -> Iterator[bool]:
+    """Delay accounting on for the block: turned on where it is off and this is root (and
+    back off after); yields whether it is on."""
+    if delay_accounting():
+        yield True
+        return
+    try:
+        DELAYACCT.write_text("1")
+    except OSError:
+        yield False  # not root, or a kernel without it: scheduling and wait channels only
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            DELAYACCT.write_text("0")
+
+
+class WaitSampler:
+    """Counts, per daemon thread, the samples it spent asleep, by state and wait channel.
+
+    The sampling runs in a process of its own (this file with ``--sample``): a thread of the
+    bench's would take the interpreter from the bench's dealing and timing. It is told
+    ``start PID`` before a card and ``stop`` after it, and answers the stop with a JSON line."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen([sys.executable, __file__, "--sample"], text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def start(self, pid: int) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(f"start {pid}\n")
+        self._proc.stdin.flush()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        """What each thread slept on since ``start``, in ms."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("stop\n")
+        self._proc.stdin.flush()
+        answer: dict[str, dict[str, float]] = json.loads(self._proc.stdout.readline() or "{}")
+        return answer
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def sample_main() -> None:
+    """The sampler process: ``start PID`` / ``stop`` lines in, a JSON line out per stop.
+    Its input is read from the descriptor, not through a buffer that select() cannot see.
+    Each sample stands for the time since the one before (a busy machine wakes the sampler
+    late), so the figures are milliseconds, not counts."""
+    slept: collections.Counter[tuple[str, str]] = collections.Counter()
+    pid = 0
+    last = 0.0
+    pending = b""
+    while True:
+        if b"\n" not in pending:
+            ready, _, _ = select.select([0], [], [], SAMPLE_S if pid else None)
+            if pid:
+                now = time.monotonic()
+                for key in asleep(pid):
+                    slept[key] += now - last
+                last = now
+            if not ready:
+                continue
+            chunk = os.read(0, 4096)
+            if not chunk:
+                return
+            pending += chunk
+            continue
+        line, pending = pending.split(b"\n", 1)
+        if line.startswith(b"start "):
+            pid, slept, last = int(line.split()[1]), collections.Counter(), time.monotonic()
+            continue
+        found: dict[str, dict[str, float]] = {}
+        for (thread, where), seconds in slept.most_common():
+            found.setdefault(thread, {})[where] = round(seconds * 1000, 1)
+        print(json.dumps(found), flush=True)
+        pid = 0
+
+
+def asleep(pid: int) -> list[tuple[str, str]]:
+    """(thread, "state wait-channel") of each of ``pid``'s threads not on a CPU right now."""
+    found = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state in ("R", "Z", "X"):
+                continue
+            where = (task / "wchan").read_text().strip() or "?"
+        except (OSError, IndexError):
+            continue
+        found.append((task.name, f"{state} {where}"))
+    return found
 
 
 def snapshot(pid: int) -> dict[str, Any]:
@@ -83,7 +211,18 @@ class CardTrace:
         self.pid = 0
         self.label = ""
         self.traced = 0
+        #: the traced cards' sleeps on the disk (state D), ms by wait channel, all threads
+        self.disk_ms: collections.Counter[str] = collections.Counter()
         self._before: dict[str, Any] | None = None
+        self._sampler = WaitSampler()
+
+    def close(self) -> None:
+        self._sampler.close()
+
+    def disk_text(self) -> str:
+        """``disk: submit_bio_wait 41 ms, folio_wait_bit 7 ms``: where the traced cards'
+        threads waited on the disk, most first; "" when none did."""
+        return ", ".join(f"{channel} {ms:.0f} ms" for channel, ms in self.disk_ms.most_common(4))
 
     def follow(self, pid: int, label: str) -> None:
         """From now on, the daemon at ``pid``; its lines say ``label`` (the run's name)."""
@@ -91,12 +230,25 @@ class CardTrace:
 
     def before(self) -> None:
         self._before = snapshot(self.pid) if self.pid else None
+        if self.pid:
+            self._sampler.start(self.pid)
 
     def after(self, card: int, latencies_ms: dict[str, float]) -> None:
+        slept = self._sampler.stop()
         if self._before is None or max(latencies_ms.values()) <= self.over_ms:
             return
         self.traced += 1
+        for where in slept.values():
+            for state_channel, ms in where.items():
+                state, _, channel = state_channel.partition(" ")
+                if state == "D":
+                    self.disk_ms[channel] += ms
         self.out.write(json.dumps({"run": self.label, "card": card,
                                    "ms": {k: round(v, 2) for k, v in latencies_ms.items()},
-                                   **difference(self._before, snapshot(self.pid))}) + "\n")
+                                   **difference(self._before, snapshot(self.pid)),
+                                   "asleep_ms": slept}) + "\n")
         self.out.flush()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--sample"]:
+    sample_main()

@@ -293,8 +293,10 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
     t = found["trace"]
     rows.append(("cards traced (stress)", str(t["cards"]),
                  f"slower than {t['over_ms']:g} ms: what the daemon waited on, in {t['file']}"
+                 + (f"; asleep on the disk in: {t['disk']}" if t.get("disk") else "")
                  + ("" if t["block_io_counted"] else
-                    " (block I/O waits not counted: kernel.task_delayacct is 0)")))
+                    " (block I/O waits not counted: kernel.task_delayacct is 0 and the "
+                    "bench is not root)")))
     return rows
 
 

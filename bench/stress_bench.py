@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import harness  # noqa: E402
-from bench.card_trace import CardTrace  # noqa: E402
+from bench.card_trace import CardTrace, delay_accounting_on  # noqa: E402
 from bench.measuring import PAIRS, ROUNDS, save_json  # noqa: E402
 from bench.verdict import Floor, judge_count, pair_ratios  # noqa: E402
 
@@ -264,8 +264,11 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
     stalled: list[str] = []
     with contextlib.ExitStack() as stack:
         stack.callback(lambda: None if state_dir else shutil.rmtree(work, ignore_errors=True))
-        trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms) \
-            if trace_file else None
+        trace = None
+        if trace_file:
+            stack.enter_context(delay_accounting_on())
+            trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms)
+            stack.callback(trace.close)
         stack.enter_context(receivers_at(receivers_rt))
         backends = stack.enter_context(harness.receivers(work))
 
@@ -292,7 +295,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
                                          "over_ms": trace_over_ms,
                                          "block_io_counted": bool(trace and
                                                                   trace.block_io_counted),
-                                         "cards": trace.traced if trace else 0},
+                                         "cards": trace.traced if trace else 0,
+                                         "disk": trace.disk_text() if trace else ""},
                                "transports": {}}
     for t in backends.names:
         def per_run(case: str, figure: str, t: str = t) -> list[float]:
@@ -344,7 +348,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"run again after: {stall}")
     trace = summary["trace"]
     if trace["file"]:
-        print(f"cards over {trace['over_ms']:g} ms traced: {trace['cards']}, in {trace['file']}")
+        print(f"cards over {trace['over_ms']:g} ms traced: {trace['cards']}, in {trace['file']}"
+              + (f"; asleep on the disk in: {trace['disk']}" if trace["disk"] else ""))
 
 
 def main() -> int:

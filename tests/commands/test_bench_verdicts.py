@@ -92,6 +92,10 @@ def test_latency_and_stress_print_their_floor_and_a_verdict(tmp_path: Path) -> N
     assert all(sum(line["run"] == run for line in lines) >= 13 for run in runs)
     assert all(line["on_cpu_us"] and "write_bytes" in line["io"] and "block_io_wait_us" in line
                for line in lines)
+    # and where each thread slept while the card was in flight, by state and wait channel
+    assert all(isinstance(line["asleep_ms"], dict) for line in lines)
+    assert any(re.fullmatch(r"[SDIT] \S+", where) for line in lines
+               for slept in line["asleep_ms"].values() for where in slept)
 
 
 @pytest.mark.slow
