@@ -3,7 +3,8 @@
 * each Player position's wins, losses and ties, as shares of the settled rounds, add up to
   100 % on the scoreboard and on the overlay (rounded one by one, 1 win, 4 losses and 1 tie
   of 6 read 17 % + 67 % + 17 % = 101 %);
-* while bets are taken the table's limits are shown on every page, language and monitor;
+* while bets are taken the table's limits and its whole paytable are shown on every page,
+  language and monitor, with or without the last round's cancel notice;
 * while bets are taken after a cancel (its notice up), the stage's paytable is whole in every
   language on every monitor: never a line cut at the box's edge;
 * players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
@@ -223,23 +224,52 @@ def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayS
     yield from betting_open(tmp_path_factory, STUDIO)
 
 
+#: the limits and every paytable row, each inside the stage's box and none cut at its edge
+WHOLE_STAGE = """() => {
+  const stage = document.getElementById('stage');
+  const box = stage.getBoundingClientRect();
+  const problems = [];
+  const limits = stage.querySelectorAll('.limits .pay-row').length;
+  const rows = stage.querySelectorAll('.paytable .pay-row').length;
+  if (limits !== 2) problems.push(`${limits} limit rows of 2`);
+  if (rows !== 6) problems.push(`${rows} paytable rows of 6`);
+  if (stage.scrollHeight > stage.clientHeight + 1)
+    problems.push(`content ${stage.scrollHeight} px in ${stage.clientHeight} px`);
+  for (const row of stage.querySelectorAll('.pay-row')) {
+    const r = row.getBoundingClientRect();
+    if (r.top < box.top || r.bottom > box.bottom || r.left < box.left || r.right > box.right)
+      problems.push(`out of the box: ${row.textContent}`);
+  }
+  return problems; }"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
-def test_the_limits_are_shown_while_bets_are_taken(limits_server: DisplayServer, browser: Any,
-                                                    lang: str) -> None:
+@pytest.mark.parametrize("notice", [False, True], ids=["plain", "cancel-notice"])
+def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureRequest,
+                                                    browser: Any, lang: str, notice: bool,
+                                                    tmp_path: Path) -> None:
+    """The limits and the whole paytable, with or without the last round's cancel notice."""
+    served = request.getfixturevalue("betting_server" if notice else "limits_server")
+    shown = ("!document.getElementById('notice').hidden" if notice
+             else "document.getElementById('notice').hidden")
     missing = []
     for path in ("/scoreboard", "/overlay"):
         for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
             page = browser.new_page(viewport={"width": width, "height": height})
             try:
-                page.goto(f"http://127.0.0.1:{limits_server.port}{path}?lang={lang}")
-                page.wait_for_function("() => document.querySelector('#stage .paytable')")
+                page.goto(f"http://127.0.0.1:{served.port}{path}?lang={lang}")
+                page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
+                                       f"{shown} && "
+                                       "document.querySelector('#stage .paytable') !== null")
                 page.evaluate("() => document.fonts.ready")
-                if not page.evaluate("() => !!document.querySelector('#stage .limits')"):
-                    missing.append(f"{path} {width}x{height}")
+                problems = page.evaluate(WHOLE_STAGE)
+                if problems:
+                    page.screenshot(path=tmp_path / f"stage-{lang}-{width}x{height}.png")
+                    missing.append(f"{path} {width}x{height}: {problems}")
             finally:
                 page.close()
-    assert not missing, f"{lang}: no limits on {missing}"
+    assert not missing, f"{lang}: the limits or the paytable not whole: {missing}"
 
 
 @pytest.mark.slow
