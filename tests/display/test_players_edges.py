@@ -10,6 +10,8 @@
 * players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
   from its stream: it takes the oldest players' stream it is held back by;
 * the round count after the shoe's first round reads "1 round", not "1 rounds";
+* each last result's odds ("2:1", Persian "2 به 1") stay on one line, clear of their chip's
+  edges (so two chips' odds never read as one run of numbers), in the language's reading order;
 * a studio setting or a table id with a trailing line break is refused, not taken; a limit
   beyond what a page can show (``10**400`` read as "∞") is refused, and the widest limits
   allowed stay inside their box in every language on every monitor.
@@ -193,6 +195,54 @@ def test_each_positions_shares_add_up_to_100(server: DisplayServer, browser: Any
     for position, line in enumerate(lines, start=1):
         numbers = [int(re.sub(r"\D", "", text)) for text in line]
         assert sum(numbers) == 100, f"P{position}'s shares {line} add up to {sum(numbers)} %"
+
+
+#: each chip's odds that is not one line, clear of its chip's edges, in its reading order
+CHIP_ODDS = """(clear) => {
+  const scale = Number(document.body.dataset.scale);
+  const rtl = document.documentElement.dir === 'rtl';
+  const bad = [];
+  for (const odds of document.querySelectorAll('#results .chip-odds')) {
+    const chip = odds.closest('.chip').getBoundingClientRect();
+    const box = odds.getBoundingClientRect();
+    const text = odds.firstChild, range = document.createRange();
+    const at = (i) => { range.setStart(text, i); range.setEnd(text, i + 1);
+                        return range.getBoundingClientRect(); };
+    const [first, last] = [at(0), at(text.length - 1)];
+    const where = `${odds.closest('.result').dataset.round} ${odds.closest('.chip').dataset.seat}`;
+    if (Math.abs(first.top - last.top) > 1 || odds.getClientRects().length !== 1)
+      bad.push(`${where} "${odds.textContent}" on more than one line`);
+    if (box.left < chip.left + clear * scale || box.right > chip.right - clear * scale)
+      bad.push(`${where} "${odds.textContent}" ${Math.round(box.width / scale)} px in a `
+               + `${Math.round(chip.width / scale)} px chip`);
+    if (text.length > 1 && (rtl ? first.left < last.left : first.left > last.left))
+      bad.push(`${where} "${odds.textContent}" not in its reading order`);
+  }
+  return bad; }"""
+#: px of a 1080-line screen between a chip's odds and each of its edges
+ODDS_CLEARANCE = 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
+def test_each_results_odds_read_on_one_line_inside_its_chip(server: DisplayServer,
+                                                            browser: Any, lang: str,
+                                                            tmp_path: Path) -> None:
+    bad = []
+    for width, height in ((1080, 1920), (1920, 1080), (1366, 768)):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        try:
+            page.goto(f"http://127.0.0.1:{server.port}/scoreboard?lang={lang}")
+            page.wait_for_function("() => document.querySelectorAll('#results .chip-odds')"
+                                   ".length >= 5")
+            page.evaluate("() => document.fonts.ready")
+            found = page.evaluate(CHIP_ODDS, ODDS_CLEARANCE)
+            if found:
+                page.screenshot(path=tmp_path / f"chips-{lang}-{width}x{height}.png")
+                bad.append(f"{width}x{height}: {found[:4]}")
+        finally:
+            page.close()
+    assert not bad, f"{lang}: {bad}"
 
 
 #: the widest limits a studio may set, in the widest currency code
