@@ -41,6 +41,8 @@ from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.display.studio import LIMIT_MAX, parse_studio
 from support.display_helpers import SseReader
+from support.display_helpers import request as request_path
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -250,14 +252,15 @@ WIDEST = {"currency": "IDR", "limits": {name: {"min": LIMIT_MAX, "max": LIMIT_MA
                                         for name in ("player", "pair")}}
 
 
-def betting_open(tmp_path_factory: pytest.TempPathFactory,
-                 studio: dict[str, Any]) -> Iterator[DisplayServer]:
-    """Round 3's betting open (no cancel before it), the studio's ``studio`` settings."""
+def betting_open(tmp_path_factory: pytest.TempPathFactory, studio: dict[str, Any],
+                 **status: Any) -> Iterator[DisplayServer]:
+    """Round 3's betting open (no cancel before it), the studio's ``studio`` settings, and
+    ``status``'s fields over the table's (a pause while bets are taken)."""
     script = cancelled_then_betting(shoe_script(), CANCELLED)[:-2]
     events = replayed_events(tmp_path_factory.mktemp("betting"), script)
     display = serving(events, {"table": "table-1", "state": "betting", "shoe": 1,
                                "round": CANCELLED, "rounds_played": CANCELLED - 1,
-                               "betting_open": True}, studio)
+                               "betting_open": True, **status}, studio)
     try:
         yield display
     finally:
@@ -272,6 +275,20 @@ def widest_limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[D
 @pytest.fixture(scope="module")
 def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
     yield from betting_open(tmp_path_factory, STUDIO)
+
+
+@pytest.fixture(scope="module")
+def paused_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    """A supervisor's pause while bets are taken."""
+    yield from betting_open(tmp_path_factory, STUDIO, paused=True,
+                            fault={"code": "supervisor_pause", "reason": "supervisor"})
+
+
+@pytest.fixture(scope="module")
+def misread_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    """A misread card (the table paused for it) while bets are taken."""
+    yield from betting_open(tmp_path_factory, STUDIO, paused=True,
+                            fault={"code": "misread", "reason": "misread"})
 
 
 #: the limits and every paytable row, each inside the stage's box and none cut at its edge
@@ -293,16 +310,27 @@ WHOLE_STAGE = """() => {
   return problems; }"""
 
 
+#: each notice the players may be told while bets are taken: its server and its words' key
+NOTICES = {"none": ("limits_server", None), "cancel": ("betting_server", "notice.cancelled"),
+           "pause": ("paused_server", "notice.paused"),
+           "misread": ("misread_server", "notice.misread")}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
-@pytest.mark.parametrize("notice", [False, True], ids=["plain", "cancel-notice"])
+@pytest.mark.parametrize("notice", sorted(NOTICES))
 def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureRequest,
-                                                    browser: Any, lang: str, notice: bool,
+                                                    browser: Any, lang: str, notice: str,
                                                     tmp_path: Path) -> None:
-    """The limits and the whole paytable, with or without the last round's cancel notice."""
-    served = request.getfixturevalue("betting_server" if notice else "limits_server")
-    shown = ("!document.getElementById('notice').hidden" if notice
-             else "document.getElementById('notice').hidden")
+    """The limits and the whole paytable, whatever notice is up beside them."""
+    fixture, key = NOTICES[notice]
+    served = request.getfixturevalue(fixture)
+
+    def told() -> object:  # the feed's notice, once it has taken the events in
+        status = json.loads(request_path(served.port, "/players/state.json")[2]).get("status")
+        return ((status or {}).get("notice") or {}).get("key") if status else "nothing yet"
+    wait_until(lambda: told() == key, 10, f"the feed's notice {key}", details=told)
+    shown = "document.getElementById('notice').hidden" + ("" if key is None else " === false")
     missing = []
     for path in ("/scoreboard", "/overlay"):
         for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
