@@ -117,7 +117,7 @@ class DisplayFeed:
         #: the table's language (``display.language``); a page may ask for another (``?lang=``)
         self.language = "en"
         self._studio = studio or StudioSettings()
-        self._screen = Screen()
+        self._screen = Screen(self._studio.zone())
         #: event batches; None: start a new screen (``restart``) before the batches after it
         self._inbox: deque[list[dict[str, Any]] | None] = deque()
         self._resync = False
@@ -219,7 +219,7 @@ class DisplayFeed:
         self._resync = False
         if self._history is not None:  # without one, the inbox is all there is: keep it
             self._inbox.clear()
-            self._screen = Screen()
+            self._screen = Screen(self._studio.zone())
             self._load_history()
         self._take_events()
         self._poll_backends()
@@ -251,7 +251,7 @@ class DisplayFeed:
         while self._inbox:
             batch = self._inbox.popleft()
             if batch is None:
-                self._screen = Screen()
+                self._screen = Screen(self._studio.zone())
                 changed |= {"results", "roadmap"}
                 continue
             for event in batch:

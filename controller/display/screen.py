@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from controller.display import words
@@ -173,7 +174,10 @@ def health(status: Mapping[str, Any], backends: Mapping[str, Any] | None) -> lis
 class Screen:
     """The screens' memory of published events, and the view of a status. One thread uses it."""
 
-    def __init__(self) -> None:
+    def __init__(self, zone: tzinfo | None = None) -> None:
+        #: the zone of the table's day in the game ids (``display.studio.timezone``); None:
+        #: the system's local zone
+        self.zone = zone
         self.roadmap: Roadmap = Roadmap()
         self.results: deque[dict[str, Any]] = deque(maxlen=RESULTS_KEPT)
         self.cancelled: list[int] = []               # this shoe's cancelled rounds
@@ -202,7 +206,8 @@ class Screen:
             seconds = (event.get("data") or {}).get("betting_seconds")
             if isinstance(seconds, (int, float)) and seconds > 0:
                 self.betting_seconds = float(seconds)
-            self.opened_on[(event.get("shoe"), event.get("round"))] = _date(event.get("time"))
+            self.opened_on[(event.get("shoe"), event.get("round"))] = _date(event.get("time"),
+                                                                        self.zone)
             self.opened_since = True
         elif kind == "shoe_started":
             self.results.clear()
@@ -312,9 +317,19 @@ def cancelled_summary(event: Mapping[str, Any], game: str | None) -> dict[str, A
             "last_round": False, "seats": [], "pairs_won": [], "game": game}
 
 
-def _date(time: object) -> str:
-    """``2026-12-02T11:30:00.123Z`` -> ``20261202`` (the events' ISO-8601 UTC time)."""
-    return str(time)[:10].replace("-", "") if isinstance(time, str) and len(time) >= 10 else ""
+def _date(time: object, zone: tzinfo | None) -> str:
+    """An event's ISO-8601 UTC time as the day it is in ``zone`` (None: the system's local
+    zone): ``2026-12-01T23:30:00.000Z`` in Asia/Manila -> ``20261202``. A studio's players
+    quote the day on their own calendar, not London's."""
+    if not isinstance(time, str):
+        return ""
+    try:
+        moment = datetime.fromisoformat(time)
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:  # the events' times are UTC; a bare one is taken as UTC too
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(zone).strftime("%Y%m%d")
 
 
 def target_order() -> list[str]:

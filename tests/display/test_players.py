@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import pytest
 from test_screen import open_round
 
 from controller.display.players import players_view
 from controller.display.screen import Screen
+from controller.display.server import DisplayServer
+from controller.display.settings import DisplaySettings
+from controller.display.studio import parse_studio
 from controller.rules.cards import parse_card
 from controller.service.screens.wire import SealedFilter
 from controller.table.inputs import Actor, Button, CardScan, Misread, Supervisor, Tick
 from controller.table.machine import MachineSettings, TableMachine
+from support.display_helpers import request
+from support.waiting import wait_until
 
 #: an internal code as a player must never read it: a snake_case word
 SNAKE = re.compile(r"\b[a-z]+_[a-z_]+\b")
@@ -129,8 +137,63 @@ def settle(machine: TableMachine, at: float) -> list[dict[str, Any]]:
 
 
 def test_the_game_id_names_table_shoe_round_and_day() -> None:
-    screen = Screen()
+    screen = Screen(ZoneInfo("UTC"))
     screen.apply({"seq": 1, "type": "round_opened", "table": "PD07", "shoe": 3, "round": 12,
                   "time": "2026-12-02T11:30:00.000Z", "data": {"betting_seconds": 15}})
     assert screen.game_id(3, 12) == "PD07-3-12-20261202"
     assert screen.game_id(3, None) is None  # no round open and no result yet
+
+
+#: a round opened half an hour before midnight in London: already the next morning in Manila
+LATE_EVENING_UTC = datetime(2026, 12, 1, 23, 30, tzinfo=UTC).timestamp()
+
+
+def opened_late_evening_utc() -> tuple[TableMachine, list[dict[str, Any]]]:
+    """A table machine whose round opened at 2026-12-01T23:30Z, and its events."""
+    machine = TableMachine(MachineSettings())
+    events: list[dict[str, Any]] = []
+    for inp in (Button(LATE_EVENING_UTC - 4, "new_shoe"),
+                CardScan(LATE_EVENING_UTC - 3, parse_card("2H")),
+                CardScan(LATE_EVENING_UTC - 2, parse_card("3H")),
+                CardScan(LATE_EVENING_UTC - 1, parse_card("4H")),
+                Button(LATE_EVENING_UTC, "start_round")):
+        events += machine.handle(inp)
+    opened = [e for e in events if e["type"] == "round_opened"]
+    assert [e["time"][:16] for e in opened] == ["2026-12-01T23:30"], opened
+    return machine, events
+
+
+@pytest.mark.parametrize("zone, day", [("Asia/Manila", "20261202"),
+                                       ("Europe/London", "20261201")])
+def test_the_game_id_has_the_tables_local_day(zone: str, day: str) -> None:
+    machine, events = opened_late_evening_utc()
+    screen = Screen(ZoneInfo(zone))
+    for event in SealedFilter().events(events):
+        screen.apply(event)
+    status = machine.status()
+    view = players_view(screen.view(status), screen)
+    assert view["game"] == f"{status['table']}-{status['shoe']}-{status['round']}-{day}"
+    # the round's result keeps the day it opened on
+    events = settle(machine, LATE_EVENING_UTC + 1)
+    for event in SealedFilter().events(events):
+        screen.apply(event)
+    assert screen.results_message()[0]["game"] == view["game"]
+
+
+def test_the_display_server_dates_game_ids_in_the_studios_zone() -> None:
+    machine, events = opened_late_evening_utc()
+    studio, problems = parse_studio({"timezone": "Asia/Manila"})
+    assert not problems, problems
+    status = machine.status()
+    display = DisplayServer(DisplaySettings(port=0, studio=studio), lambda: (1, dict(status)))
+    display.start()
+    try:
+        display.offer_events(SealedFilter().events(events))
+        wanted = f"{status['table']}-{status['shoe']}-{status['round']}-20261202"
+
+        def game() -> object:
+            shown = json.loads(request(display.port, "/players/state.json")[2])
+            return (shown.get("status") or {}).get("game")
+        wait_until(lambda: game() == wanted, 10, f"the game id {wanted}")
+    finally:
+        display.close()

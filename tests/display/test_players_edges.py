@@ -3,12 +3,15 @@
 * each Player position's wins, losses and ties, as shares of the settled rounds, add up to
   100 % on the scoreboard and on the overlay (rounded one by one, 1 win, 4 losses and 1 tie
   of 6 read 17 % + 67 % + 17 % = 101 %);
-* while bets are taken the table's limits are shown on every page, language and monitor;
+* while bets are taken the table's limits and its whole paytable are shown on every page,
+  language and monitor, with or without the last round's cancel notice;
 * while bets are taken after a cancel (its notice up), the stage's paytable is whole in every
   language on every monitor: never a line cut at the box's edge;
 * players' pages (a studio PC's overlays, or a flood of them) never keep the dealer's screen
   from its stream: it takes the oldest players' stream it is held back by;
 * the round count after the shoe's first round reads "1 round", not "1 rounds";
+* each last result's odds ("2:1", Persian "2 به 1") stay on one line, clear of their chip's
+  edges (so two chips' odds never read as one run of numbers), in the language's reading order;
 * a studio setting or a table id with a trailing line break is refused, not taken; a limit
   beyond what a page can show (``10**400`` read as "∞") is refused, and the widest limits
   allowed stay inside their box in every language on every monitor.
@@ -38,6 +41,8 @@ from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.display.studio import LIMIT_MAX, parse_studio
 from support.display_helpers import SseReader
+from support.display_helpers import request as request_path
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -194,19 +199,68 @@ def test_each_positions_shares_add_up_to_100(server: DisplayServer, browser: Any
         assert sum(numbers) == 100, f"P{position}'s shares {line} add up to {sum(numbers)} %"
 
 
+#: each chip's odds that is not one line, clear of its chip's edges, in its reading order
+CHIP_ODDS = """(clear) => {
+  const scale = Number(document.body.dataset.scale);
+  const rtl = document.documentElement.dir === 'rtl';
+  const bad = [];
+  for (const odds of document.querySelectorAll('#results .chip-odds')) {
+    const chip = odds.closest('.chip').getBoundingClientRect();
+    const box = odds.getBoundingClientRect();
+    const text = odds.firstChild, range = document.createRange();
+    const at = (i) => { range.setStart(text, i); range.setEnd(text, i + 1);
+                        return range.getBoundingClientRect(); };
+    const [first, last] = [at(0), at(text.length - 1)];
+    const where = `${odds.closest('.result').dataset.round} ${odds.closest('.chip').dataset.seat}`;
+    if (Math.abs(first.top - last.top) > 1 || odds.getClientRects().length !== 1)
+      bad.push(`${where} "${odds.textContent}" on more than one line`);
+    if (box.left < chip.left + clear * scale || box.right > chip.right - clear * scale)
+      bad.push(`${where} "${odds.textContent}" ${Math.round(box.width / scale)} px in a `
+               + `${Math.round(chip.width / scale)} px chip`);
+    if (text.length > 1 && (rtl ? first.left < last.left : first.left > last.left))
+      bad.push(`${where} "${odds.textContent}" not in its reading order`);
+  }
+  return bad; }"""
+#: px of a 1080-line screen between a chip's odds and each of its edges
+ODDS_CLEARANCE = 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
+def test_each_results_odds_read_on_one_line_inside_its_chip(server: DisplayServer,
+                                                            browser: Any, lang: str,
+                                                            tmp_path: Path) -> None:
+    bad = []
+    for width, height in ((1080, 1920), (1920, 1080), (1366, 768)):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        try:
+            page.goto(f"http://127.0.0.1:{server.port}/scoreboard?lang={lang}")
+            page.wait_for_function("() => document.querySelectorAll('#results .chip-odds')"
+                                   ".length >= 5")
+            page.evaluate("() => document.fonts.ready")
+            found = page.evaluate(CHIP_ODDS, ODDS_CLEARANCE)
+            if found:
+                page.screenshot(path=tmp_path / f"chips-{lang}-{width}x{height}.png")
+                bad.append(f"{width}x{height}: {found[:4]}")
+        finally:
+            page.close()
+    assert not bad, f"{lang}: {bad}"
+
+
 #: the widest limits a studio may set, in the widest currency code
 WIDEST = {"currency": "IDR", "limits": {name: {"min": LIMIT_MAX, "max": LIMIT_MAX}
                                         for name in ("player", "pair")}}
 
 
-def betting_open(tmp_path_factory: pytest.TempPathFactory,
-                 studio: dict[str, Any]) -> Iterator[DisplayServer]:
-    """Round 3's betting open (no cancel before it), the studio's ``studio`` settings."""
+def betting_open(tmp_path_factory: pytest.TempPathFactory, studio: dict[str, Any],
+                 **status: Any) -> Iterator[DisplayServer]:
+    """Round 3's betting open (no cancel before it), the studio's ``studio`` settings, and
+    ``status``'s fields over the table's (a pause while bets are taken)."""
     script = cancelled_then_betting(shoe_script(), CANCELLED)[:-2]
     events = replayed_events(tmp_path_factory.mktemp("betting"), script)
     display = serving(events, {"table": "table-1", "state": "betting", "shoe": 1,
                                "round": CANCELLED, "rounds_played": CANCELLED - 1,
-                               "betting_open": True}, studio)
+                               "betting_open": True, **status}, studio)
     try:
         yield display
     finally:
@@ -223,23 +277,77 @@ def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayS
     yield from betting_open(tmp_path_factory, STUDIO)
 
 
+@pytest.fixture(scope="module")
+def paused_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    """A supervisor's pause while bets are taken."""
+    yield from betting_open(tmp_path_factory, STUDIO, paused=True,
+                            fault={"code": "supervisor_pause", "reason": "supervisor"})
+
+
+@pytest.fixture(scope="module")
+def misread_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisplayServer]:
+    """A misread card (the table paused for it) while bets are taken."""
+    yield from betting_open(tmp_path_factory, STUDIO, paused=True,
+                            fault={"code": "misread", "reason": "misread"})
+
+
+#: the limits and every paytable row, each inside the stage's box and none cut at its edge
+WHOLE_STAGE = """() => {
+  const stage = document.getElementById('stage');
+  const box = stage.getBoundingClientRect();
+  const problems = [];
+  const limits = stage.querySelectorAll('.limits .pay-row').length;
+  const rows = stage.querySelectorAll('.paytable .pay-row').length;
+  if (limits !== 2) problems.push(`${limits} limit rows of 2`);
+  if (rows !== 6) problems.push(`${rows} paytable rows of 6`);
+  if (stage.scrollHeight > stage.clientHeight + 1)
+    problems.push(`content ${stage.scrollHeight} px in ${stage.clientHeight} px`);
+  for (const row of stage.querySelectorAll('.pay-row')) {
+    const r = row.getBoundingClientRect();
+    if (r.top < box.top || r.bottom > box.bottom || r.left < box.left || r.right > box.right)
+      problems.push(`out of the box: ${row.textContent}`);
+  }
+  return problems; }"""
+
+
+#: each notice the players may be told while bets are taken: its server and its words' key
+NOTICES = {"none": ("limits_server", None), "cancel": ("betting_server", "notice.cancelled"),
+           "pause": ("paused_server", "notice.paused"),
+           "misread": ("misread_server", "notice.misread")}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
-def test_the_limits_are_shown_while_bets_are_taken(limits_server: DisplayServer, browser: Any,
-                                                    lang: str) -> None:
+@pytest.mark.parametrize("notice", sorted(NOTICES))
+def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureRequest,
+                                                    browser: Any, lang: str, notice: str,
+                                                    tmp_path: Path) -> None:
+    """The limits and the whole paytable, whatever notice is up beside them."""
+    fixture, key = NOTICES[notice]
+    served = request.getfixturevalue(fixture)
+
+    def told() -> object:  # the feed's notice, once it has taken the events in
+        status = json.loads(request_path(served.port, "/players/state.json")[2]).get("status")
+        return ((status or {}).get("notice") or {}).get("key") if status else "nothing yet"
+    wait_until(lambda: told() == key, 10, f"the feed's notice {key}", details=told)
+    shown = "document.getElementById('notice').hidden" + ("" if key is None else " === false")
     missing = []
     for path in ("/scoreboard", "/overlay"):
         for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
             page = browser.new_page(viewport={"width": width, "height": height})
             try:
-                page.goto(f"http://127.0.0.1:{limits_server.port}{path}?lang={lang}")
-                page.wait_for_function("() => document.querySelector('#stage .paytable')")
+                page.goto(f"http://127.0.0.1:{served.port}{path}?lang={lang}")
+                page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
+                                       f"{shown} && "
+                                       "document.querySelector('#stage .paytable') !== null")
                 page.evaluate("() => document.fonts.ready")
-                if not page.evaluate("() => !!document.querySelector('#stage .limits')"):
-                    missing.append(f"{path} {width}x{height}")
+                problems = page.evaluate(WHOLE_STAGE)
+                if problems:
+                    page.screenshot(path=tmp_path / f"stage-{lang}-{width}x{height}.png")
+                    missing.append(f"{path} {width}x{height}: {problems}")
             finally:
                 page.close()
-    assert not missing, f"{lang}: no limits on {missing}"
+    assert not missing, f"{lang}: the limits or the paytable not whole: {missing}"
 
 
 @pytest.mark.slow

@@ -20,11 +20,11 @@ def played(seed: int = 3) -> tuple[TableMachine, list[dict[str, Any]]]:
     return machine, events
 
 
-def open_round(machine: TableMachine, cards: int) -> list[str]:
-    """New shoe, flip 2 (burn 2), start a round and deal ``cards`` (the burn first)."""
+def open_round(machine: TableMachine, cards: int, at: float = 1.0) -> list[str]:
+    """New shoe, flip 2 (burn 2), start a round ``at`` + 4 s (seconds since the epoch) and deal
+    ``cards`` (the burn first)."""
     dealt = ["2S", "3S", "4S", "5D", "6D", "7D", "8D", "9D", "TD", "JD", "QD", "KD", "AC",
              "2C", "3C", "4C"]
-    at = 1.0
     for inp in (Button(at, "new_shoe"), CardScan(at + 1, parse_card("2H")),
                 CardScan(at + 2, parse_card("3H")), CardScan(at + 3, parse_card("4H")),
                 Button(at + 4, "start_round")):

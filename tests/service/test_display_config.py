@@ -60,6 +60,18 @@ def test_the_studio_section_gives_the_stream_its_limits_currency_and_colours(
     assert type(settings.studio).from_json(shown) == settings.studio
 
 
+def test_the_studio_names_the_tables_time_zone_for_the_game_ids_day(tmp_path: Path) -> None:
+    display = parse_config(config_with(tmp_path, {"studio": {"timezone": "Asia/Manila"}}),
+                           "t").display
+    assert display is not None and display.studio.timezone == "Asia/Manila"
+    assert str(display.studio.zone()) == "Asia/Manila"
+    # the screen process gets it back from the JSON it is sent
+    assert type(display.studio).from_json(display.studio.to_json()) == display.studio
+    # none given: the system's local zone, as a table PC set up in its studio has
+    default = parse_config(config_with(tmp_path, {"studio": {}}), "t").display
+    assert default is not None and default.studio.zone() is None
+
+
 @pytest.mark.parametrize("display, message", [
     ({"listen": "8080"}, "display.listen: must be ADDRESS:PORT, e.g. 127.0.0.1:8080; "
                          'got "8080"'),
@@ -82,8 +94,15 @@ def test_the_studio_section_gives_the_stream_its_limits_currency_and_colours(
     ({"studio": {"colours": {"accent": "gold"}}},
      "display.studio.colours.accent: must be a colour as #rrggbb (quoted in YAML), got 'gold'"),
     ({"studio": {"colors": {}}}, "display.studio.colors: unknown key (currency, limits, "
-                                 "colours)"),
-    ({"studio": "big"}, "display.studio: must be a mapping (currency, limits, colours)"),
+                                 "colours, timezone)"),
+    ({"studio": "big"}, "display.studio: must be a mapping (currency, limits, colours, "
+                        "timezone)"),
+    ({"studio": {"timezone": "Asia/Manilla"}},
+     "display.studio.timezone: 'Asia/Manilla' is not a time zone this system knows"),
+    ({"studio": {"timezone": "+08:00"}},
+     "display.studio.timezone: '+08:00' is not a time zone this system knows"),
+    ({"studio": {"timezone": 8}},
+     "display.studio.timezone: must be an IANA time zone name such as Asia/Manila, got 8"),
     ({"allowed_hosts": "table-01"}, 'display.allowed_hosts: must be a list, got "table-01"'),
     ({"allowed_hosts": ["ok.example", "two words"]},
      'display.allowed_hosts[1]: not a host name: "two words"'),
