@@ -100,9 +100,11 @@ class Judgement:
 
     def text(self) -> str:
         """``goal <= x1.3: met (A/A floor x0.84-1.21; pairs x1.02, …)``: the note of a row."""
-        few = f", fewer than {MIN_PAIRS} pairs" if len(self.ratios) < MIN_PAIRS else ""
-        return (f"goal <= x{self.goal:g}: {self.word}{few} (A/A floor {self.floor.text()}; "
-                f"{len(self.ratios)} pairs x" + ", x".join(f"{r:.2f}" for r in self.ratios) + ")")
+        few = f"; fewer than {MIN_PAIRS} pairs give no word" if len(self.ratios) < MIN_PAIRS \
+            else ""
+        return (f"goal <= x{self.goal:g}: {self.word} (A/A floor {self.floor.text()}; "
+                f"{len(self.ratios)} pairs x" + ", x".join(f"{r:.2f}" for r in self.ratios)
+                + few + ")")
 
 
 def pair_ratios(measured: Sequence[float], yardstick: Sequence[float]) -> list[float]:
