@@ -139,3 +139,17 @@ def test_an_operators_whole_english_corrects_the_words(tmp_path: Path) -> None:
     assert loaded["en"]["seat.banker"] == "Dealer"
     assert "en" not in loaded["problems"]
     assert set(loaded["languages"]) == {"en", "fil", "ms", "fa", "ja"}
+
+
+def test_watch_says_why_it_cannot_speak_a_language_whose_catalogue_is_refused(
+        tmp_path: Path) -> None:
+    """``--lang th`` is offered by the file's name alone (the parser reads no catalogue); a
+    ``th.po`` that is not whole must not give the dealer English unsaid."""
+    write_catalogue(tmp_path / "th.po", "th", {"seat.banker": "เจ้ามือ\x1b[2J"})
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", "watch", "--socket", str(tmp_path / "none.sock"),
+         "--once", "--lang", "th"], env={**os.environ, catalogues.ENV: str(tmp_path)},
+        capture_output=True, text=True, timeout=LOAD_GUARD_S)
+    assert done.returncode == 64, done
+    assert "--lang th cannot be used" in done.stderr
+    assert "seat.banker has a control character" in done.stderr
