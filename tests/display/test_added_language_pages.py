@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -122,3 +123,32 @@ def test_a_language_code_with_a_script_is_told_to_the_browser_as_a_language_tag(
         assert page.evaluate("() => document.body.matches(':lang(zh)')")
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("asked", ["../x", "en;rm", "__proto__", "constructor", "toString",
+                                   "FA", "fa-IR", "th%00", "", "zh_Hant/../fa", "x" * 4000])
+def test_a_language_asked_that_no_catalogue_has_is_the_tables_own(
+        demo_table: int, browser: Any, asked: str) -> None:
+    page = open_page(browser, demo_table, "/scoreboard", urllib.parse.quote(asked))
+    try:
+        assert page.evaluate("() => document.documentElement.lang") == "en"
+        assert page.evaluate("() => window.missingWords") == []
+        assert "Table DEMO-1" in page.evaluate("() => document.body.innerText")
+    finally:
+        page.close()
+
+
+def test_a_browser_that_asks_for_another_language_is_shown_the_tables_own(
+        demo_table: int, browser: Any) -> None:
+    """Accept-Language is the viewer's browser, not the studio's choice: a stream shows the
+    table's language (or the page's ``?lang=``) whatever the browser that opens it."""
+    context = browser.new_context(locale="th-TH", viewport={"width": 1920, "height": 1080},
+                                  extra_http_headers={"Accept-Language": "th, zh-Hant;q=0.8"})
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{demo_table}/overlay")
+        page.wait_for_function("() => document.body.dataset.link === 'live'",
+                               timeout=SCREENS_S * 1000)
+        assert page.evaluate("() => document.documentElement.lang") == "en"
+    finally:
+        context.close()
