@@ -27,6 +27,7 @@ break that would split its one line per change) is refused.
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import re
@@ -106,7 +107,8 @@ def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str
         if len(text) > MAX_BYTES:
             return {}, code, [f"{path}: over {MAX_BYTES:,} bytes: not a catalogue of the "
                               f"screens' words"]
-        catalogue = read_po(io.BytesIO(text), abort_invalid=True)
+        # a UTF-8 byte order mark (Notepad writes one) is not a PO keyword: Babel refuses it
+        catalogue = read_po(io.BytesIO(text.removeprefix(codecs.BOM_UTF8)), abort_invalid=True)
     except Exception as e:  # a syntax error, bad UTF-8, an unreadable file: say it, go on
         return {}, code, [f"{path}: cannot be read as a PO file: {e}"]
     said = catalogue.locale_identifier

@@ -153,3 +153,12 @@ def test_watch_says_why_it_cannot_speak_a_language_whose_catalogue_is_refused(
     assert done.returncode == 64, done
     assert "--lang th cannot be used" in done.stderr
     assert "seat.banker has a control character" in done.stderr
+
+
+def test_a_catalogue_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """A text editor on Windows (Notepad) saves UTF-8 with a byte order mark; the words are
+    the same, and the docs say any text editor will do."""
+    path = write_catalogue(tmp_path / "th.po", "th", {"seat.banker": "เจ้ามือ"})
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    loaded = load_with(tmp_path)
+    assert "th" in loaded["languages"], loaded["problems"]
