@@ -7,6 +7,7 @@ must end, offer the languages that read whole and name what is wrong with the ot
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import subprocess
@@ -53,6 +54,12 @@ def write_catalogue(path: Path, code: str, own: dict[str, str]) -> Path:
     with open(path, "wb") as f:
         write_po(f, catalogue, width=0)
     return path
+
+
+def control_section(directory: Path) -> str:
+    """A control section whose supervisor group exists here (this process's own)."""
+    return (f"control: {{socket: {directory / 'control.sock'}, "
+            f"supervisor_group: {grp.getgrgid(os.getgid()).gr_name}}}\n")
 
 
 def test_a_fifo_where_a_catalogue_should_be_is_refused_not_waited_on(tmp_path: Path) -> None:
@@ -179,8 +186,26 @@ def test_a_language_a_word_behind_english_does_not_stop_the_table(tmp_path: Path
     config = tmp_path / "table.yaml"
     config.write_text(f"table: {{id: T1}}\nstate_dir: {tmp_path / 'state'}\n"
                       "shoe: {driver: beetek, url: /dev/null}\n"
-                      "display: {listen: '127.0.0.1:0', language: th}\n")
+                      "display: {listen: '127.0.0.1:0', language: th}\n"
+                      + control_section(tmp_path))
     done = subprocess.run([sys.executable, "-m", "controller", "config", "check", str(config)],
                           env={**os.environ, catalogues.ENV: str(tmp_path / "locales")},
                           capture_output=True, text=True, timeout=LOAD_GUARD_S)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_config_check_warns_of_an_english_set_aside(tmp_path: Path) -> None:
+    path = write_catalogue(tmp_path / "locales" / "en.po", "en", {})
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        'msgid "seat.banker"', '#, fuzzy\nmsgid "seat.banker"'), encoding="utf-8")
+    config = tmp_path / "table.yaml"
+    config.write_text(f"table: {{id: T1}}\nstate_dir: {tmp_path / 'state'}\n"
+                      "shoe: {driver: beetek, url: /dev/null}\n"
+                      "display: {listen: '127.0.0.1:0', language: en}\n"
+                      + control_section(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "controller", "config", "check", str(config)],
+                          env={**os.environ, catalogues.ENV: str(tmp_path / "locales")},
+                          capture_output=True, text=True, timeout=LOAD_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: the screens speak the package's English" in done.stderr
+    assert "seat.banker is marked fuzzy" in done.stderr
