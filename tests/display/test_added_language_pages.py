@@ -31,6 +31,12 @@ CHROMIUM = "/usr/bin/chromium"
 PAGES = ("/", "/scoreboard", "/overlay")
 THAI = {"language": "ไทย", "seat.P": "ผู้เล่น {n}", "seat.banker": "เจ้ามือ",
         "table": "โต๊ะ {id}", "stats.title": "สถิติ", "outcome.win": "ชนะ"}
+#: a hostile translator's words: markup, script and style where the words go
+HOSTILE = {"language": "<b>zz</b>", "seat.P": '<img src=x onerror="window.pwned=1">{n}',
+           "table": "<script>window.pwned=1</script>{id}",
+           "call.place_bets": '"><svg onload="window.pwned=1">',
+           "state.betting": "</style><style>body{display:none}</style>",
+           "stats.title": "javascript:window.pwned=1", "outcome.win": "&lt;&amp;"}
 CHINESE = {"language": "繁體中文", "seat.P": "閒家 {n}", "seat.banker": "莊家",
            "table": "賭桌 {id}", "stats.title": "統計", "outcome.win": "贏"}
 
@@ -64,6 +70,7 @@ def demo_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     locales.mkdir()
     write_catalogue(locales, "th", "Thai", THAI)
     write_catalogue(locales, "zh_Hant", "Chinese (Traditional)", CHINESE)
+    write_catalogue(locales, "zzh", "Hostile", HOSTILE)
     port = free_port()
     table = subprocess.Popen(
         [sys.executable, "-m", "controller", "demo", "--rounds", "1", "--speed", "50",
@@ -152,3 +159,19 @@ def test_a_browser_that_asks_for_another_language_is_shown_the_tables_own(
         assert page.evaluate("() => document.documentElement.lang") == "en"
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_markup_in_a_catalogue_is_shown_as_words_never_run(demo_table: int, browser: Any,
+                                                          path: str) -> None:
+    page = open_page(browser, demo_table, path, "zzh")
+    try:
+        assert page.evaluate("() => document.documentElement.lang") == "zzh"
+        assert page.evaluate("() => window.pwned") is None
+        assert page.evaluate("() => document.querySelectorAll('body img, body script:not([src]),"
+                             " body style, body svg[onload]').length") == 0
+        assert page.evaluate("() => getComputedStyle(document.body).display") != "none"
+        assert "<script>window.pwned=1</script>DEMO-1" in page.evaluate(
+            "() => document.body.innerText")
+    finally:
+        page.close()
