@@ -117,6 +117,12 @@ def check_config(args: argparse.Namespace) -> int:
         warning = readable_by_others(Path(path), key, path)
         if warning:
             warnings.append(warning)
+    if config.display is not None:
+        from controller.display.words import PROBLEMS
+
+        if "en" in PROBLEMS:  # an operator's en.po that is not whole: the package's is used
+            warnings.append("the screens speak the package's English, not "
+                            + "; ".join(PROBLEMS["en"]))
     for note in notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
     for warning in warnings:

@@ -25,6 +25,7 @@ from controller.service.control.client import (
 )
 
 CLEAR = "\x1b[H\x1b[2J"
+EX_USAGE = 64  # sysexits.h: a --lang whose catalogue is not offered
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,8 +163,15 @@ def language_of(status: dict[str, Any], asked: str | None) -> str:
 
 @client_command("watch")
 def watch(args: argparse.Namespace) -> int:
-    client = ControlClient(socket_path(args))
     lang = table_language(args)
+    if args.lang:  # a catalogue file is there, but was it offered? (not: English, unsaid)
+        from controller.display.words import LANGUAGES, PROBLEMS
+
+        if lang not in LANGUAGES:
+            print(f"pokdeng-table watch: --lang {lang} cannot be used: "
+                  + "; ".join(PROBLEMS.get(str(lang), ["no catalogue"])), file=sys.stderr)
+            return EX_USAGE
+    client = ControlClient(socket_path(args))
     tty = sys.stdout.isatty()
     visual_rtl = args.rtl == "visual" or (args.rtl is None and tty)
     if args.once:

@@ -15,14 +15,27 @@ A catalogue's msgids are the words' keys (``seat.P``), its msgstrs the words, wi
 ``language.direction`` is ``ltr`` or ``rtl`` (as GTK's ``default:LTR``: a translator sets it in
 any PO editor). A file that breaks any of this is not offered, and ``problems`` says why, by file
 and line: the table's config names it when ``display.language`` asks for it.
+
+Every catalogue is checked against the package's own English (the keys and placeholders the
+code uses), an operator's ``en.po`` too: one that is not whole is not used, and the package's
+English is, so a broken correction never leaves the daemon, its screens or ``watch`` without
+words. Only a regular file of at most ``MAX_BYTES`` is read (a FIFO planted at ``th.po`` would
+hang every reader at its open, a link to ``/dev/zero`` would be read for ever), and a word
+with a control character (an escape sequence ``watch`` would send to the terminal, a line
+break that would split its one line per change) is refused.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from controller.regular_file import open_regular
 
 ENV = "POKDENG_TABLE_LOCALES"
 OPERATOR_DIR = Path("/usr/local/share/pokdeng-table/locales")
@@ -31,6 +44,8 @@ SOURCE = "en"  # the catalogue every other one is checked against
 DIRECTIONS = ("ltr", "rtl")
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _CODE = re.compile(r"^[a-z]{2,3}(?:_[A-Za-z0-9]{2,8})*$")
+#: the largest catalogue read: English is about 11 KB, a language's twice that at most
+MAX_BYTES = 1 << 20
 
 
 def placeholders(text: str) -> set[str]:
@@ -86,8 +101,14 @@ def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str
 
     problems: list[str] = []
     try:
-        with open(path, "rb") as f:
-            catalogue = read_po(f, abort_invalid=True)
+        # a regular file only (a FIFO, a device, a directory: refused at once), bounded
+        with os.fdopen(open_regular(path), "rb") as f:
+            text = f.read(MAX_BYTES + 1)
+        if len(text) > MAX_BYTES:
+            return {}, code, [f"{path}: over {MAX_BYTES:,} bytes: not a catalogue of the "
+                              f"screens' words"]
+        # a UTF-8 byte order mark (Notepad writes one) is not a PO keyword: Babel refuses it
+        catalogue = read_po(io.BytesIO(text.removeprefix(codecs.BOM_UTF8)), abort_invalid=True)
     except Exception as e:  # a syntax error, bad UTF-8, an unreadable file: say it, go on
         return {}, code, [f"{path}: cannot be read as a PO file: {e}"]
     said = catalogue.locale_identifier
@@ -105,10 +126,19 @@ def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str
             problems.append(f"{where}: {message.id} is marked fuzzy (not yet checked)")
         elif not message.string.strip():
             problems.append(f"{where}: {message.id} has no words")
+        elif (control := _control(message.string)) is not None:
+            problems.append(f"{where}: {message.id} has a control character "
+                            f"(U+{ord(control):04X}): a terminal would act on it")
         else:
             words[message.id] = message.string
     team = dict(catalogue.mime_headers).get("Language-Team", "")
     return words, team.split("<")[0].strip() or words.get("language", code), problems
+
+
+def _control(text: str) -> str | None:
+    """The first control character in ``text`` (an escape, a line break, a NUL), or None;
+    a zero-width non-joiner (Persian) is a format character, not a control."""
+    return next((c for c in text if unicodedata.category(c) == "Cc"), None)
 
 
 def check_against(code: str, path: Path, words: dict[str, str],
@@ -130,13 +160,16 @@ def check_against(code: str, path: Path, words: dict[str, str],
 
 
 def load() -> Loaded:
-    """Every catalogue on the search path, each checked against English."""
+    """Every catalogue on the search path, each checked against the package's English; an
+    English that is not whole gives way to the package's (its problems kept)."""
     loaded = Loaded()
     files = catalogue_files()
-    if SOURCE not in files:
-        raise RuntimeError(f"no {SOURCE}.po on {[str(p) for p in search_path()]}")
+    packaged = PACKAGED_DIR / f"{SOURCE}.po"
+    source, source_name, problems = read_catalogue(SOURCE, packaged)
+    problems += check_against(SOURCE, packaged, source, source)
+    if problems:  # the screens cannot speak at all: a packaging fault
+        raise RuntimeError("; ".join(problems))
     read = {code: (path, *read_catalogue(code, path)) for code, path in files.items()}
-    source = read[SOURCE][1]
     for code in ordered(read):
         path, words, name, problems = read[code]
         problems += check_against(code, path, words, source)
@@ -145,6 +178,8 @@ def load() -> Loaded:
         else:
             loaded.catalogues[code] = Catalogue(
                 code, name, words, words["language.direction"] == "rtl", path)
-    if SOURCE not in loaded.catalogues:  # the screens cannot speak at all: a packaging fault
-        raise RuntimeError("; ".join(loaded.problems[SOURCE]))
+    if SOURCE not in loaded.catalogues:  # an operator's English that is not whole
+        loaded.catalogues[SOURCE] = Catalogue(SOURCE, source_name, source,
+                                              source["language.direction"] == "rtl", packaged)
+        loaded.catalogues = {code: loaded.catalogues[code] for code in ordered(loaded.catalogues)}
     return loaded

@@ -81,7 +81,9 @@ function chooseLanguage() {
   const asked = new URLSearchParams(window.location.search).get("lang");
   const known = catalogue ? Object.keys(catalogue) : [];
   lang = known.includes(asked) ? asked : (known.includes(tableLanguage) ? tableLanguage : "en");
-  document.documentElement.lang = lang;
+  // a catalogue's code (zh_Hant, pt_BR) as the language tag the browser reads (zh-Hant): it
+  // picks the glyphs (Han differs by language) and the :lang() styles by it
+  document.documentElement.lang = lang.replace(/_/g, "-");
   document.documentElement.dir = rtlLanguages.includes(lang) ? "rtl" : "ltr";
   document.querySelectorAll("[data-word]").forEach((node) => {
     node.textContent = T(node.dataset.word);
