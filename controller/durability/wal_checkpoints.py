@@ -8,6 +8,18 @@ checkpoints (PASSIVE: it never makes a writer wait) once the WAL holds more than
 ``wal_bytes``, and anything pending every ``idle_s`` so the database file stays close to
 the WAL. The journal's ``journal_size_limit`` truncates the WAL back to ``wal_bytes`` when it
 restarts, so its size says how much is waiting.
+
+It also keeps the WAL file **allocated** to ``wal_bytes``: zeros written past its end, in short
+steps, each under the journal's write lock, when the thread starts and whenever the file is
+shorter (a new WAL after a start, one cut to nothing by a TRUNCATE checkpoint). A commit that
+writes inside the file's size leaves its size and blocks alone, so its ``fdatasync`` is the
+data and the disk's flush; a commit that grows the file must also commit the file system's
+journal (ext4's jbd2), and with ``data=ordered`` that commit first writes every other file's
+new data, e.g. a broker's store saved by rename a moment before. Measured side by side on this
+project's machine with such a writer beside it, 20 KB syncs at p99 went from 43-68 ms growing
+the file to 6-8 ms writing inside it. SQLite reads a WAL's frames only up to the first one
+whose salts do not match its header, so zeros past the last frame are never taken for data
+(the same holds for the stale frames a restarted WAL leaves behind).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import time
 from pathlib import Path
 
 from controller.durability.journal import JournalError, connect
+from controller.durability.write_lock import write_transaction, writer_lock
 
 log = logging.getLogger("pokdeng.wal_checkpoints")
 
@@ -29,6 +42,9 @@ WAL_BYTES = 4 * 1024 * 1024
 CHECK_EVERY_S = 1.0
 #: a WAL with anything in it is checkpointed at least this often
 IDLE_CHECKPOINT_S = 30.0
+#: zeros written at a time to keep the WAL allocated, each step one short write transaction
+#: (a card waiting for the lock waits for one step, a few milliseconds, not the whole file)
+ALLOCATE_STEP = 512 * 1024
 
 
 class WalCheckpointer:
@@ -59,6 +75,7 @@ class WalCheckpointer:
             log.error("WAL checkpoints: cannot open the journal: %s", exc)
             return
         try:
+            self._keep_allocated(conn)
             last = time.monotonic()
             version = self._data_version(conn)
             while not self._stop.wait(self.check_every_s):
@@ -67,8 +84,38 @@ class WalCheckpointer:
                 if self._wal_size() > self.wal_bytes or due:
                     self._checkpoint(conn)
                     last, version = time.monotonic(), self._data_version(conn)
+                self._keep_allocated(conn)
         finally:
             conn.close()
+
+    def _keep_allocated(self, conn: sqlite3.Connection) -> None:
+        """Zeros past the WAL's end up to ``wal_bytes``, a step at a time under the write lock
+        (no other writer appends a frame meanwhile), each step synced."""
+        lock = writer_lock(self.path)
+        while not self._stop.is_set():
+            try:
+                with write_transaction(conn, lock=lock):
+                    if not self._allocate_step():
+                        return
+            except (sqlite3.Error, OSError) as exc:  # tried again on the next look
+                log.warning("WAL allocation: %s", exc)
+                return
+
+    def _allocate_step(self) -> bool:
+        """One step of zeros at the WAL's end; False when it is long enough, or not there."""
+        try:
+            fd = os.open(self.wal, os.O_WRONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # SQLite makes it with the first connection; not ours to make
+            return False
+        try:
+            end = os.fstat(fd).st_size
+            if end >= self.wal_bytes:
+                return False
+            os.pwrite(fd, bytes(min(ALLOCATE_STEP, self.wal_bytes - end)), end)
+            os.fdatasync(fd)
+            return True
+        finally:
+            os.close(fd)
 
     def _wal_size(self) -> int:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
 from typing import Any
 
 from controller.rules.cards import parse_card
@@ -45,3 +47,18 @@ def fill(journal, count: int, events_per_input: int = 2) -> list[dict[str, Any]]
         journal.append(inp, evs)
         written.extend(evs)
     return written
+
+
+def wal_frames_end(wal: Path) -> int:
+    """Where the WAL's frames of its current cycle end: the daemon keeps the file allocated
+    past them (zeros; wal_checkpoints.py), so its size is no measure of what it holds. A frame
+    of this cycle carries the header's two salts (SQLite's WAL format)."""
+    data = wal.read_bytes()
+    if len(data) < 32:
+        return 0
+    page_size = struct.unpack(">I", data[8:12])[0]
+    salts = data[16:24]
+    end, frame = 32, 24 + page_size
+    while end + frame <= len(data) and data[end + 8:end + 16] == salts:
+        end += frame
+    return end
