@@ -13,6 +13,8 @@ const SUITS = {S: "\u2660", H: "\u2665", D: "\u2666", C: "\u2663"};
 const RED = {H: true, D: true};
 const ROUND_TARGETS = ["burn", "P1", "P2", "P3", "P4", "P5", "banker",
                        "P1", "P2", "P3", "P4", "P5", "banker"];
+// a round's hands in the last results, in the felt's order
+const CHIP_SEATS = ["P1", "P2", "P3", "P4", "P5", "banker"];
 const DESIGN = {landscape: [1920, 1080], portrait: [1080, 1920]};
 // The countdown eases onto a resynced deadline: at most this share of a frame's time is added
 // or taken per frame, so the seconds never run backwards; beyond SNAP_S it simply jumps.
@@ -68,6 +70,27 @@ function seatShort(seat) {
   return T("seat.short." + seat);
 }
 
+// A seat's name wider than its box ("Manlalaro 1" in a portrait seat or beside a plate's
+// counts) takes the catalogue's short word (M1), never a smaller or a cut name.
+function shortenIfWide(node, seat, box) {
+  const room = box || node;
+  if (/^(P\d|banker)$/.test(seat) && room.scrollWidth > room.clientWidth + 1) {
+    node.textContent = seatShort(seat);
+  }
+}
+
+// Each plate's name beside its counts, whole or short; measured only while the plates are
+// shown (a pause hides them), so again on every status.
+function fitPlateNames() {
+  document.querySelectorAll("#roadmap .plate").forEach((plate) => {
+    const head = plate.querySelector(".plate-head");
+    if (head.clientWidth === 0) return;
+    const seat = "P" + plate.dataset.position;
+    head.firstChild.textContent = seatWords(seat);
+    shortenIfWide(head.firstChild, seat, head);
+  });
+}
+
 // A {key, args} message (the dealer's next step): seats and "which card" translated too.
 function message(msg) {
   if (!msg || !msg.key) return "";
@@ -115,11 +138,15 @@ function valueWords(hand) {
   return shown === "1" ? T("points.one") : T("points", {v: shown});
 }
 
-function oddsWords(odds) {
+function oddsWords(odds, key) {
   if (!odds) return "";
   const [a, b] = String(odds).split(":");
-  return T("odds", {a: a, b: b});
+  return T(key || "odds", {a: a, b: b});
 }
+
+// The odds in a result chip: the catalogue's short form ("2:1", as the Persian sheet's table
+// writes it too), where "2 به 1" is wider than the chip.
+function oddsShort(odds) { return oddsWords(odds, "odds.short"); }
 
 // A card face drawn with CSS: the rank and the suit symbol, red or black.
 function cardFace(code) {
@@ -139,7 +166,8 @@ function drawSeat(node, name, hand, facedown, result, next) {
   node.replaceChildren();
   node.classList.toggle("next", next);
   node.classList.remove("win", "lose", "tie");
-  node.appendChild(el("div", "seat-name", seatWords(name)));
+  const title = el("div", "seat-name", seatWords(name));
+  node.appendChild(title);
   const cards = el("div", "cards");
   if (hand && hand.cards) {
     hand.cards.forEach((code) => cards.appendChild(cardFace(code)));
@@ -167,6 +195,7 @@ function drawSeat(node, name, hand, facedown, result, next) {
     node.appendChild(badge);
   }
   if (next) node.appendChild(el("div", "next-tag", T("next_card")));
+  shortenIfWide(title, name);
 }
 
 function drawLayout(view) {
@@ -251,6 +280,7 @@ function drawStatus(view) {
   window.statusCount += 1;
   document.body.dataset.link = "live";
   drawHeader(view);
+  fitPlateNames();
   drawBanner(view);
   drawHealth(view);
   if ($("step")) $("step").textContent = message(view.step_words);
@@ -385,8 +415,6 @@ function drawRoadmap() {
     });
     plate.appendChild(svg);
     box.appendChild(plate);
-    // a long name ("Manlalaro 3") never runs into the counts: a smaller name where it would
-    if (head.scrollWidth > head.clientWidth) head.classList.add("tight");
     // A letter wider than its bead (W, 勝) is drawn narrower, never smaller: its 28 px height
     // is what a player reads from 2 m (docs/display.md), its ink stays inside the bead.
     svg.querySelectorAll(".bead-text").forEach((t) => {
@@ -396,6 +424,7 @@ function drawRoadmap() {
       }
     });
   }
+  fitPlateNames();
   const legend = $("legend");
   if (legend) {
     legend.replaceChildren();
@@ -415,27 +444,30 @@ function drawResults(list) {
     drawPlayersResults();
   } else if (box && catalogue) {
     box.replaceChildren();
+    // the hands' names once, over their columns: each chip has the room for its odds
+    const head = el("li", "results-head");
+    head.appendChild(el("span", "result-round"));
+    const names = el("span", "chips");
+    CHIP_SEATS.forEach((seat) => names.appendChild(el("span", "chip chip-label", seatShort(seat))));
+    head.appendChild(names);
+    box.appendChild(head);
     const keep = Number(box.dataset.keep || results.length);
     results.slice(0, keep).forEach((res) => {
-      const item = el("li", "result");
+      const item = el("li", "result" + (res.cancelled ? " cancelled" : ""));
       item.dataset.round = res.round;
       item.appendChild(el("span", "result-round", "#" + res.round));
       if (res.cancelled) item.appendChild(el("span", "result-cancelled", T("result.cancelled")));
       const chips = el("span", "chips");
-      res.seats.forEach((seat) => {
+      (res.seats || []).forEach((seat) => {
         const chip = el("span", "chip " + (seat.outcome || "banker"));
         chip.dataset.seat = seat.seat;
-        chip.appendChild(el("span", "chip-seat", seatShort(seat.seat)));
         chip.appendChild(el("span", "chip-value", valueText(seat)));
-        if (seat.outcome && seat.outcome !== "tie") {
-          chip.appendChild(el("span", "chip-odds", oddsWords(seat.odds)));
-        } else if (seat.outcome === "tie") {
-          chip.appendChild(el("span", "chip-odds", T("bead.tie")));
-        }
-        if (seat.pair_won) chip.appendChild(el("span", "chip-pair", "\u25cf"));
+        if (seat.outcome === "tie") chip.appendChild(el("span", "chip-odds", T("bead.tie")));
+        else if (seat.outcome) chip.appendChild(el("span", "chip-odds", oddsShort(seat.odds)));
+        if (seat.pair_won) chip.appendChild(el("span", "chip-pair"));  // a dot, as on the plates
         chips.appendChild(chip);
       });
-      item.appendChild(chips);
+      if (!res.cancelled) item.appendChild(chips);
       box.appendChild(item);
     });
   }
