@@ -79,15 +79,14 @@ function shortenIfWide(node, seat, box) {
   }
 }
 
-// Each plate's name beside its counts, whole or short; measured only while the plates are
-// shown (a pause hides them), so again on every status.
+// Each plate's name beside its counts, whole or short: measured once the plates are shown
+// (a pause hides them), so tried on every status until it was.
 function fitPlateNames() {
-  document.querySelectorAll("#roadmap .plate").forEach((plate) => {
+  document.querySelectorAll("#roadmap .plate:not([data-fitted])").forEach((plate) => {
     const head = plate.querySelector(".plate-head");
     if (head.clientWidth === 0) return;
-    const seat = "P" + plate.dataset.position;
-    head.firstChild.textContent = seatWords(seat);
-    shortenIfWide(head.firstChild, seat, head);
+    plate.dataset.fitted = "1";
+    shortenIfWide(head.firstChild, "P" + plate.dataset.position, head);
   });
 }
 
@@ -166,8 +165,7 @@ function drawSeat(node, name, hand, facedown, result, next) {
   node.replaceChildren();
   node.classList.toggle("next", next);
   node.classList.remove("win", "lose", "tie");
-  const title = el("div", "seat-name", seatWords(name));
-  node.appendChild(title);
+  node.appendChild(el("div", "seat-name", seatWords(name)));
   const cards = el("div", "cards");
   if (hand && hand.cards) {
     hand.cards.forEach((code) => cards.appendChild(cardFace(code)));
@@ -195,7 +193,6 @@ function drawSeat(node, name, hand, facedown, result, next) {
     node.appendChild(badge);
   }
   if (next) node.appendChild(el("div", "next-tag", T("next_card")));
-  shortenIfWide(title, name);
 }
 
 function drawLayout(view) {
@@ -224,6 +221,10 @@ function drawLayout(view) {
   felt.querySelectorAll(".seat").forEach((node) => {
     const name = node.dataset.seat;
     drawSeat(node, name, hands[name], dealt[name] || 0, outcome[name], view.target === name);
+  });
+  // measured once all seats are drawn: one layout for the felt
+  felt.querySelectorAll(".seat").forEach((node) => {
+    shortenIfWide(node.querySelector(".seat-name"), node.dataset.seat);
   });
 }
 
