@@ -438,6 +438,25 @@ function drawRoadmap() {
   }
 }
 
+// The hands' short names over the last results' columns (P1…P5, B).
+function chipNames(seats) {
+  const names = el("span", "chips");
+  seats.forEach((seat) => names.appendChild(el("span", "chip chip-label", seatShort(seat))));
+  return names;
+}
+
+// One hand of a round in the last results: its value and its odds (`odds` writes them) or
+// the tie's letter, coloured by outcome, a dot for a won Pair bet (as on the plates).
+function resultChip(seat, odds) {
+  const chip = el("span", "chip " + (seat.outcome || "banker"));
+  chip.dataset.seat = seat.seat;
+  chip.appendChild(el("span", "chip-value", valueText(seat)));
+  if (seat.outcome === "tie") chip.appendChild(el("span", "chip-odds", T("bead.tie")));
+  else if (seat.outcome) chip.appendChild(el("span", "chip-odds", odds(seat.odds)));
+  if (seat.pair_won) chip.appendChild(el("span", "chip-pair"));
+  return chip;
+}
+
 function drawResults(list) {
   results = list || [];
   const box = $("results");
@@ -448,9 +467,7 @@ function drawResults(list) {
     // the hands' names once, over their columns: each chip has the room for its odds
     const head = el("li", "results-head");
     head.appendChild(el("span", "result-round"));
-    const names = el("span", "chips");
-    CHIP_SEATS.forEach((seat) => names.appendChild(el("span", "chip chip-label", seatShort(seat))));
-    head.appendChild(names);
+    head.appendChild(chipNames(CHIP_SEATS));
     box.appendChild(head);
     const keep = Number(box.dataset.keep || results.length);
     results.slice(0, keep).forEach((res) => {
@@ -459,15 +476,7 @@ function drawResults(list) {
       item.appendChild(el("span", "result-round", "#" + res.round));
       if (res.cancelled) item.appendChild(el("span", "result-cancelled", T("result.cancelled")));
       const chips = el("span", "chips");
-      (res.seats || []).forEach((seat) => {
-        const chip = el("span", "chip " + (seat.outcome || "banker"));
-        chip.dataset.seat = seat.seat;
-        chip.appendChild(el("span", "chip-value", valueText(seat)));
-        if (seat.outcome === "tie") chip.appendChild(el("span", "chip-odds", T("bead.tie")));
-        else if (seat.outcome) chip.appendChild(el("span", "chip-odds", oddsShort(seat.odds)));
-        if (seat.pair_won) chip.appendChild(el("span", "chip-pair"));  // a dot, as on the plates
-        chips.appendChild(chip);
-      });
+      (res.seats || []).forEach((seat) => chips.appendChild(resultChip(seat, oddsShort)));
       if (!res.cancelled) item.appendChild(chips);
       box.appendChild(item);
     });
