@@ -533,13 +533,48 @@ def dealer_shows(page: Any, state: str) -> bool:
           && !!document.querySelector('#roadmap .plate') && ({DEALER_SHOWS[state]}); }}"""))
 
 
+def open_round_leaks(table: Any) -> Leaks | None:
+    """The cards (and tags) scanned into the round whose betting is open, as a sealing search
+    looks for them; None when no betting is open."""
+    from controller.table.inputs import CardScan
+
+    if not table.machine.status().get("betting_open"):
+        return None
+    opened = max(i for i, events in enumerate(table.answers)
+                 if any(e["type"] == "round_opened" for e in events))
+    scans = [inp for inp in table.inputs[opened:] if isinstance(inp, CardScan)]
+    assert scans, "cards out while betting is open: what the search looks for"
+    leaks = Leaks()
+    for scan in scans:
+        leaks.add_card(scan.card)
+        if scan.tag:
+            leaks.add_tag(scan.tag)
+    assert leaks.found_in("a probe", f"the {scans[0].card.code} card"), "a search that finds"
+    return leaks
+
+
 def test_every_state_of_the_dealer_page_reads_from_afar_in_every_language(browser: Any) -> None:
     """A real table machine stepped through a settled round, betting open with cards going
     out (backs, a seat lit NEXT CARD), a supervisor's pause, a misread, a cancelled round and
-    a new shoe: the dealer page whole and legible in each, every language, every monitor."""
+    a new shoe: the dealer page whole and legible in each, every language, every monitor; and
+    while betting is open (cards out, paused, misread) no card of the round in its DOM."""
     from testkit.players_table import STATES, MachineTable
 
-    with MachineTable() as table:
+    class RecordingTable(MachineTable):
+        """The players' test table, keeping each input and the events it made."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.inputs: list[Any] = []
+            self.answers: list[list[dict[str, Any]]] = []
+
+        def handle(self, inp: Any) -> list[dict[str, Any]]:
+            events = super().handle(inp)
+            self.inputs.append(inp)
+            self.answers.append(events)
+            return events
+
+    with RecordingTable() as table:
         pages = {lang: browser.new_page(viewport={"width": 1920, "height": 1080})
                  for lang in words.LANGUAGES}
         try:
@@ -553,6 +588,10 @@ def test_every_state_of_the_dealer_page_reads_from_afar_in_every_language(browse
                                where)
                     dealer_fits_every_monitor(page, where, lang)
                     page.set_viewport_size({"width": 1920, "height": 1080})
+                    leaks = open_round_leaks(table)
+                    if leaks is not None:
+                        found = leaks.found_in(f"the DOM of {where}", _snapshot(page)["html"])
+                        assert not found, found[0]
                 seen_states.append(state)
             assert tuple(seen_states) == STATES == tuple(DEALER_SHOWS)
         finally:
