@@ -15,7 +15,7 @@ pngquant): the files stay small. Same seed, same shoe, same pictures.
 The players' pages (``players-*.png``: the scoreboard and the stream overlay in each state they
 tell, across the languages) come from a real table machine feeding a real display server
 (testkit/players_table.py), at 1920x1080: ``python -m testkit.screenshots docs/ --players``
-takes only those.
+takes only those, ``--dealer`` only the dealer's.
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ def main(argv: list[str]) -> int:
     if not Path(CHROMIUM).exists():
         print(f"screenshots: {CHROMIUM} is missing (apt-get install chromium)", file=sys.stderr)
         return 1
-    shots = take_players(out) if "--players" in argv else take(out) + take_players(out)
+    shots = (take_players(out) if "--players" in argv else take(out) if "--dealer" in argv
+             else take(out) + take_players(out))
     for shot in shots:
         if shutil.which("pngquant"):  # Debian's pngquant: a quarter of the bytes, same look
             subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--force",

@@ -33,6 +33,7 @@ from test_display_languages import LEGIBLE_PX, MEASURE, VIEWPORTS, english_left
 from controller.display import words
 from controller.service.control.client import ControlClient
 from support.display_helpers import SseReader, request
+from support.legibility import TEXT_SIZES
 from support.png import alpha_at, size
 from support.waiting import wait_until
 from testkit.players_table import STATES, SUPERVISOR, MachineTable
@@ -51,25 +52,6 @@ REFUND = {"en": "refunded", "fil": "ibabalik", "ms": "dikembalikan", "fa": "با
           "ja": "返金"}
 #: an internal code as no player may read it
 SNAKE = re.compile(r"[A-Za-z]+_[A-Za-z_]+")
-
-#: every element that shows text of its own, with its size on the screen (px of the window)
-TEXT_SIZES = """() => {
-  const scale = Number(document.body.dataset.scale);
-  const found = [];
-  for (const e of document.body.querySelectorAll('*')) {
-    const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
-    if (!own) continue;
-    const style = getComputedStyle(e);
-    if (style.visibility === 'hidden' || e.getClientRects().length === 0) continue;
-    let px = parseFloat(style.fontSize) * scale;
-    const svg = e.ownerSVGElement;
-    if (svg) px = parseFloat(style.fontSize)
-      * svg.getBoundingClientRect().height / svg.viewBox.baseVal.height;
-    found.push([e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || ''),
-                e.textContent.trim().slice(0, 30), px]);
-  }
-  return found;
-}"""
 
 
 @pytest.fixture(scope="module")

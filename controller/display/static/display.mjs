@@ -13,6 +13,8 @@ const SUITS = {S: "\u2660", H: "\u2665", D: "\u2666", C: "\u2663"};
 const RED = {H: true, D: true};
 const ROUND_TARGETS = ["burn", "P1", "P2", "P3", "P4", "P5", "banker",
                        "P1", "P2", "P3", "P4", "P5", "banker"];
+// a round's hands in the last results, in the felt's order
+const CHIP_SEATS = ["P1", "P2", "P3", "P4", "P5", "banker"];
 const DESIGN = {landscape: [1920, 1080], portrait: [1080, 1920]};
 // The countdown eases onto a resynced deadline: at most this share of a frame's time is added
 // or taken per frame, so the seconds never run backwards; beyond SNAP_S it simply jumps.
@@ -68,6 +70,26 @@ function seatShort(seat) {
   return T("seat.short." + seat);
 }
 
+// A seat's name wider than its box ("Manlalaro 1" in a portrait seat or beside a plate's
+// counts) takes the catalogue's short word (M1), never a smaller or a cut name.
+function shortenIfWide(node, seat, box) {
+  const room = box || node;
+  if (/^(P\d|banker)$/.test(seat) && room.scrollWidth > room.clientWidth + 1) {
+    node.textContent = seatShort(seat);
+  }
+}
+
+// Each plate's name beside its counts, whole or short: measured once the plates are shown
+// (a pause hides them), so tried on every status until it was.
+function fitPlateNames() {
+  document.querySelectorAll("#roadmap .plate:not([data-fitted])").forEach((plate) => {
+    const head = plate.querySelector(".plate-head");
+    if (head.clientWidth === 0) return;
+    plate.dataset.fitted = "1";
+    shortenIfWide(head.firstChild, "P" + plate.dataset.position, head);
+  });
+}
+
 // A {key, args} message (the dealer's next step): seats and "which card" translated too.
 function message(msg) {
   if (!msg || !msg.key) return "";
@@ -117,11 +139,15 @@ function valueWords(hand) {
   return shown === "1" ? T("points.one") : T("points", {v: shown});
 }
 
-function oddsWords(odds) {
+function oddsWords(odds, key) {
   if (!odds) return "";
   const [a, b] = String(odds).split(":");
-  return T("odds", {a: a, b: b});
+  return T(key || "odds", {a: a, b: b});
 }
+
+// The odds in a result chip: the catalogue's short form ("2:1", as the Persian sheet's table
+// writes it too), where "2 به 1" is wider than the chip.
+function oddsShort(odds) { return oddsWords(odds, "odds.short"); }
 
 // A card face drawn with CSS: the rank and the suit symbol, red or black.
 function cardFace(code) {
@@ -198,6 +224,10 @@ function drawLayout(view) {
     const name = node.dataset.seat;
     drawSeat(node, name, hands[name], dealt[name] || 0, outcome[name], view.target === name);
   });
+  // measured once all seats are drawn: one layout for the felt
+  felt.querySelectorAll(".seat").forEach((node) => {
+    shortenIfWide(node.querySelector(".seat-name"), node.dataset.seat);
+  });
 }
 
 function drawBanner(view) {
@@ -253,6 +283,7 @@ function drawStatus(view) {
   window.statusCount += 1;
   document.body.dataset.link = "live";
   drawHeader(view);
+  fitPlateNames();
   drawBanner(view);
   drawHealth(view);
   if ($("step")) $("step").textContent = message(view.step_words);
@@ -387,8 +418,6 @@ function drawRoadmap() {
     });
     plate.appendChild(svg);
     box.appendChild(plate);
-    // a long name ("Manlalaro 3") never runs into the counts: a smaller name where it would
-    if (head.scrollWidth > head.clientWidth) head.classList.add("tight");
     // A letter wider than its bead (W, 勝) is drawn narrower, never smaller: its 28 px height
     // is what a player reads from 2 m (docs/display.md), its ink stays inside the bead.
     svg.querySelectorAll(".bead-text").forEach((t) => {
@@ -398,6 +427,7 @@ function drawRoadmap() {
       }
     });
   }
+  fitPlateNames();
   const legend = $("legend");
   if (legend) {
     legend.replaceChildren();
@@ -410,6 +440,25 @@ function drawRoadmap() {
   }
 }
 
+// The hands' short names over the last results' columns (P1…P5, B).
+function chipNames(seats) {
+  const names = el("span", "chips");
+  seats.forEach((seat) => names.appendChild(el("span", "chip chip-label", seatShort(seat))));
+  return names;
+}
+
+// One hand of a round in the last results: its value and its odds (`odds` writes them) or
+// the tie's letter, coloured by outcome, a dot for a won Pair bet (as on the plates).
+function resultChip(seat, odds) {
+  const chip = el("span", "chip " + (seat.outcome || "banker"));
+  chip.dataset.seat = seat.seat;
+  chip.appendChild(el("span", "chip-value", valueText(seat)));
+  if (seat.outcome === "tie") chip.appendChild(el("span", "chip-odds", T("bead.tie")));
+  else if (seat.outcome) chip.appendChild(el("span", "chip-odds", odds(seat.odds)));
+  if (seat.pair_won) chip.appendChild(el("span", "chip-pair"));
+  return chip;
+}
+
 function drawResults(list) {
   results = list || [];
   const box = $("results");
@@ -417,27 +466,20 @@ function drawResults(list) {
     drawPlayersResults();
   } else if (box && catalogue) {
     box.replaceChildren();
+    // the hands' names once, over their columns: each chip has the room for its odds
+    const head = el("li", "results-head");
+    head.appendChild(el("span", "result-round"));
+    head.appendChild(chipNames(CHIP_SEATS));
+    box.appendChild(head);
     const keep = Number(box.dataset.keep || results.length);
     results.slice(0, keep).forEach((res) => {
-      const item = el("li", "result");
+      const item = el("li", "result" + (res.cancelled ? " cancelled" : ""));
       item.dataset.round = res.round;
       item.appendChild(el("span", "result-round", "#" + res.round));
       if (res.cancelled) item.appendChild(el("span", "result-cancelled", T("result.cancelled")));
       const chips = el("span", "chips");
-      res.seats.forEach((seat) => {
-        const chip = el("span", "chip " + (seat.outcome || "banker"));
-        chip.dataset.seat = seat.seat;
-        chip.appendChild(el("span", "chip-seat", seatShort(seat.seat)));
-        chip.appendChild(el("span", "chip-value", valueText(seat)));
-        if (seat.outcome && seat.outcome !== "tie") {
-          chip.appendChild(el("span", "chip-odds", oddsWords(seat.odds)));
-        } else if (seat.outcome === "tie") {
-          chip.appendChild(el("span", "chip-odds", T("bead.tie")));
-        }
-        if (seat.pair_won) chip.appendChild(el("span", "chip-pair", "\u25cf"));
-        chips.appendChild(chip);
-      });
-      item.appendChild(chips);
+      (res.seats || []).forEach((seat) => chips.appendChild(resultChip(seat, oddsShort)));
+      if (!res.cancelled) item.appendChild(chips);
       box.appendChild(item);
     });
   }

@@ -256,9 +256,7 @@ function drawPlayersResults() {
   if (head) {
     head.replaceChildren();
     head.appendChild(el("span", "result-round", "#"));
-    const seats = el("span", "chips");
-    HANDS.forEach((seat) => seats.appendChild(el("span", "chip chip-label", seatShort(seat))));
-    head.appendChild(seats);
+    head.appendChild(chipNames(HANDS));
     head.appendChild(el("span", "results-title", T("last_results")));
   }
   box.replaceChildren();
@@ -272,15 +270,7 @@ function drawPlayersResults() {
     } else {
       const chips = el("span", "chips");
       const order = res.seats.slice().sort((a, b) => HANDS.indexOf(a.seat) - HANDS.indexOf(b.seat));
-      order.forEach((seat) => {
-        const chip = el("span", "chip " + (seat.outcome || "banker"));
-        chip.dataset.seat = seat.seat;
-        chip.appendChild(el("span", "chip-value", valueText(seat)));
-        if (seat.outcome === "tie") chip.appendChild(el("span", "chip-odds", T("bead.tie")));
-        else if (seat.outcome) chip.appendChild(el("span", "chip-odds", oddsWords(seat.odds)));
-        if (seat.pair_won) chip.appendChild(el("span", "chip-pair"));  // a dot, as on the plates
-        chips.appendChild(chip);
-      });
+      order.forEach((seat) => chips.appendChild(resultChip(seat, (odds) => oddsWords(odds))));
       item.appendChild(chips);
       // the combinations that paid or took: the Banker's, and each winning Player's
       const combos = order.filter((seat) => seat.combo
