@@ -244,7 +244,11 @@ function drawStatsByPosition(table, settled) {
 function keepResultsWhole() {
   const box = $("results");
   if (!box) return;
-  while (box.children.length > 1 && box.scrollHeight > box.clientHeight + 1) {
+  // by the boxes' own edges, not scrollHeight: that is rounded to a whole pixel, and a line
+  // 1.7 px past the edge could pass for one that fits
+  const bottom = () => box.getBoundingClientRect().bottom;
+  while (box.children.length > 1
+         && box.lastElementChild.getBoundingClientRect().bottom > bottom() + 0.5) {
     box.lastElementChild.remove();
   }
 }
