@@ -8,8 +8,9 @@ five combinations, win/lose/tie, the odds. The catalogue is the one source: the 
 in the feed's ``state`` message and translate in the browser (so a page can ask for another
 language with ``?lang=``); ``watch`` and the feed's English ``step`` use ``say`` here.
 
-A key missing from a language is an error (tests/display/test_words.py; a catalogue file that
-lacks one is not offered, ``PROBLEMS`` says why), never an English word on a Japanese screen.
+A key missing from a shipped language is an error (tests/display/test_words.py), never an
+English word on a Japanese screen; an added catalogue that lacks keys English has (an upgrade
+added them) shows those words in English, and ``BEHIND_ENGLISH`` names them.
 Placeholders are ``{name}``, the same in every language.
 
 ``step(status)`` is the one source of the dealer's next step: the key and its arguments,
@@ -38,6 +39,9 @@ LANGUAGE_NAMES = {code: c.name for code, c in _LOADED.catalogues.items()}
 RTL = frozenset(code for code, c in _LOADED.catalogues.items() if c.rtl)
 #: a catalogue file that is not offered, and why (file and line): the config names it
 PROBLEMS: dict[str, list[str]] = _LOADED.problems
+#: an offered language's keys it lacks, shown in English: config check, the daemon and
+#: watch warn of them
+BEHIND_ENGLISH: dict[str, list[str]] = _LOADED.behind
 EN = CATALOGUE[catalogues.SOURCE]
 DEALT_PER_ROUND = CARDS_PER_ROUND - 1  # the burn is not "dealt": 12 cards to the hands
 
@@ -48,6 +52,17 @@ FAULT_CODES = (*FAULTS, "fault")
 def language(code: object) -> str:
     """A known language code (``fil``, ``ms``…), or ``en`` for anything else."""
     return code if isinstance(code, str) and code in CATALOGUE else "en"
+
+
+def behind_english(code: str) -> str | None:
+    """The warning for a language whose catalogue lacks words English has, naming each
+    (None: it has them all)."""
+    lacks = BEHIND_ENGLISH.get(code)
+    if not lacks:
+        return None
+    path = _LOADED.catalogues[code].path
+    return (f"the {code} catalogue ({path}) lacks {len(lacks)} of English's words, shown in "
+            f"English: {', '.join(lacks)}")
 
 
 def fault_key(status: Mapping[str, Any]) -> str:
