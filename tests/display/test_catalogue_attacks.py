@@ -202,6 +202,29 @@ def test_a_language_a_word_behind_english_does_not_stop_the_table(tmp_path: Path
     assert "th" in loaded["languages"] and "th" not in loaded["problems"]
 
 
+_WATCH_TWO_CHANGES = """
+import sys
+from controller.commands.watch import follow
+statuses = [{"state": "ready", "language": "th", "shoe": 1},
+            {"state": "no_shoe", "language": "th", "shoe": None}]
+follow(iter(statuses), sys.stdout, False, None)
+"""
+
+
+def test_watch_says_once_which_words_of_its_language_show_in_english(tmp_path: Path) -> None:
+    path = write_catalogue(tmp_path / "th.po", "th", {"seat.banker": "เจ้ามือ"})
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(f'msgid "state.ready"\nmsgstr "{words.EN["state.ready"]}"\n',
+                                 ""), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _WATCH_TWO_CHANGES],
+                          env={**os.environ, catalogues.ENV: str(tmp_path)},
+                          capture_output=True, text=True, timeout=LOAD_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("WARNING") == 1, done.stderr
+    assert "the th catalogue" in done.stderr and "English: state.ready" in done.stderr
+    assert len(done.stdout.splitlines()) == 2  # it went on speaking, both changes
+
+
 def test_a_language_with_a_broken_word_is_still_refused(tmp_path: Path) -> None:
     write_catalogue(tmp_path / "locales" / "th.po", "th", {"winner.pok": "ป๊อก"})
     config = tmp_path / "table.yaml"
