@@ -19,7 +19,7 @@ PLAYER_FIELDS = ("table", "state", "shoe", "round", "rounds_played", "cards_left
 #: steps or the devices
 PLAYER_WORDS = ("language", "seat.", "combo.", "flush", "pair", "points", "outcome.", "odds",
                 "pair_won", "bead.", "legend.", "table", "shoe", "no_shoe", "round",
-                "round_settled", "last_round", "last_results", "roadmap", "state.", "link.",
+                "round_settled", "round_cancelled", "last_round", "last_results", "roadmap", "state.", "link.",
                 "notice.", "call.", "result.", "shuffling", "shuffling.", "points.", "stats.",
                 "limits.", "paytable.",
                 "pay.", "game_id", "winner.")
@@ -27,6 +27,8 @@ PLAYER_WORDS = ("language", "seat.", "combo.", "flush", "pair", "points", "outco
 CARD_CHECKS = frozenset({"misread", "ninth_copy", "unknown_shoe_frame"})
 #: the states where a round is under way and its betting has closed: "no more bets"
 BETTING_CLOSED = frozenset({"dealing", "revealing"})
+#: the states where a round is open: a pause then holds it and its bets
+ROUND_OPEN = BETTING_CLOSED | {"betting"}
 
 
 class RoundMemory(Protocol):
@@ -40,8 +42,9 @@ class RoundMemory(Protocol):
 
 def notice(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any] | None:
     """What happened and what it means for the bets, as words' key and arguments: a cancel
-    (all bets refunded) until the next round's result, a pause (the round continues); a pause
-    in the round after a cancel is the news of the moment."""
+    (all bets refunded) until the next round's result, a pause (the round continues, or
+    between rounds the table waits); a pause in the round after a cancel is the news of the
+    moment."""
     cancelled = None
     if memory.cancelled_round is not None:
         cancelled = {"kind": "cancelled", "key": "notice.cancelled",
@@ -51,7 +54,12 @@ def notice(view: Mapping[str, Any], memory: RoundMemory) -> dict[str, Any] | Non
         return cancelled
     if not banner:
         return None
-    key = "notice.misread" if banner.get("fault") in CARD_CHECKS else "notice.paused"
+    if view.get("state") not in ROUND_OPEN:  # between rounds: no round goes on, no bet stands
+        key = "notice.table_paused"
+    elif banner.get("fault") in CARD_CHECKS:
+        key = "notice.misread"
+    else:
+        key = "notice.paused"
     return {"kind": "paused", "key": key, "args": {}}
 
 
