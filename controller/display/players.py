@@ -19,7 +19,8 @@ PLAYER_FIELDS = ("table", "state", "shoe", "round", "rounds_played", "cards_left
 #: steps or the devices
 PLAYER_WORDS = ("language", "seat.", "combo.", "flush", "pair", "points", "outcome.", "odds",
                 "pair_won", "bead.", "legend.", "table", "shoe", "no_shoe", "round",
-                "round_settled", "round_cancelled", "last_round", "last_results", "roadmap", "state.", "link.",
+                "round_settled", "round_cancelled", "last_round", "last_results", "roadmap",
+                "state.", "link.",
                 "notice.", "call.", "result.", "shuffling", "shuffling.", "points.", "stats.",
                 "limits.", "paytable.",
                 "pay.", "game_id", "winner.")

@@ -41,6 +41,7 @@ function amount(n) { return Number(n).toLocaleString("en-US"); }  // 50,000: as 
 function drawPlayersStatus(view) {
   const phase = phaseOf(view);
   document.body.dataset.phase = phase;
+  drawPlayersHeader(view);
   $("game").textContent = view.game ? T("game_id", {id: view.game}) : "";
   const notice = view.notice;
   $("notice").hidden = !notice;
@@ -50,6 +51,16 @@ function drawPlayersStatus(view) {
   $("call").textContent = view.call ? T(view.call) : "";
   $("call").dataset.call = view.call || "";
   drawStage(view);
+}
+
+// The header as players read it: a table name too long for its room is cut with an ellipsis
+// (the whole name in its title); after a cancel, the cancelled round, not the last settled.
+function drawPlayersHeader(view) {
+  $("table").title = $("table").textContent;
+  const newest = results[0];
+  if (!view.round && newest && newest.cancelled && newest.shoe === view.shoe) {
+    $("round").textContent = T("round_cancelled", {n: newest.round});
+  }
 }
 
 // The stage: the shuffle between shoes, the limits and paytable while bets are taken, the
