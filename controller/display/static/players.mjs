@@ -19,8 +19,10 @@ function isPlayersPage() { return document.body.classList.contains("players-page
 
 function isOverlay() { return document.body.classList.contains("overlay"); }
 
-// Where the round is, as the players' story tells it.
+// Where the round is, as the players' story tells it: the shoe's last result stays up a while
+// before the shuffle (result_held), as any other result does before the next call.
 function phaseOf(view) {
+  if (view.result_held) return "result";
   if (SHUFFLING_STATES.includes(view.state)) return "shuffling";
   if (view.betting && view.betting.open) return "betting";
   if (view.state === "dealing" || view.state === "revealing") return "closed";
