@@ -75,8 +75,9 @@ def fault_key(status: Mapping[str, Any]) -> str:
 
 
 def say(lang: str, key: str, **args: object) -> str:
-    """The words for ``key`` in ``lang`` with its placeholders filled. A key the language
-    lacks raises KeyError: the tests find it, a screen never shows English instead."""
+    """The words for ``key`` in ``lang`` with its placeholders filled (an added catalogue's
+    missing words are English's, filled in at load). A key English lacks raises KeyError:
+    the tests find it."""
     text = CATALOGUE[language(lang)][key]
     return PLACEHOLDER.sub(lambda m: str(args.get(m.group(1), m.group(0))), text)
 

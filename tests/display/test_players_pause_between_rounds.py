@@ -50,3 +50,31 @@ def test_a_pause_in_an_open_round_still_tells_its_bets_stand() -> None:
         told = wait_until(lambda: players_status(table.port)["notice"], 10.0,
                           "the pause told to the players")
         assert told["key"] == "notice.paused", told
+
+
+def test_both_pages_tell_a_pause_between_rounds_in_the_pages_language() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with MachineTable() as table:
+        for state in table.states():
+            if state == "result":
+                break
+        table.handle(Supervisor(float(table.machine.status()["clock"]) + 0.1, "pause",
+                                by=SUPERVISOR))
+        told = players_words(table.port)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                                 args=["--no-sandbox"])
+            try:
+                for path in ("/scoreboard", "/overlay"):
+                    for lang in ("en", "ja"):
+                        page = browser.new_page(viewport={"width": 1920, "height": 1080})
+                        page.goto(f"http://127.0.0.1:{table.port}{path}?lang={lang}")
+                        page.wait_for_function(
+                            "() => !document.getElementById('notice').hidden")
+                        shown = page.evaluate(
+                            "() => document.getElementById('notice-words').textContent")
+                        assert shown == told[lang]["notice.table_paused"], (path, lang, shown)
+                        page.close()
+            finally:
+                browser.close()
