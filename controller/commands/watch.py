@@ -192,8 +192,9 @@ def watch(args: argparse.Namespace) -> int:
     visual_rtl = args.rtl == "visual" or (args.rtl is None and tty)
     if args.once:
         status = client.status()
-        warn_behind_english(language_of(status, lang), set())
-        print("\n".join(shown_view(status, language_of(status, lang), visual_rtl)))
+        speaking = language_of(status, lang)
+        warn_behind_english(speaking, set())
+        print("\n".join(shown_view(status, speaking, visual_rtl)))
         return 0
     follow(client.watch(), sys.stdout, tty, lang, visual_rtl)
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)
