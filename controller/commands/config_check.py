@@ -118,11 +118,14 @@ def check_config(args: argparse.Namespace) -> int:
         if warning:
             warnings.append(warning)
     if config.display is not None:
-        from controller.display.words import PROBLEMS
+        from controller.display.words import BEHIND_ENGLISH, PROBLEMS, behind_english
 
         if "en" in PROBLEMS:  # an operator's en.po that is not whole: the package's is used
             warnings.append("the screens speak the package's English, not "
                             + "; ".join(PROBLEMS["en"]))
+        # any offered language: a page may ask for it (?lang=), not only display.language
+        warnings += [warning for code in BEHIND_ENGLISH
+                     if (warning := behind_english(code)) is not None]
     for note in notes:
         print(f"{args.file}: note: {note}", file=sys.stderr)
     for warning in warnings:

@@ -125,8 +125,11 @@ def follow(snapshots: Any, out: TextIO, tty: bool, lang: str | None = "en",
     """Render each snapshot: redraw on a terminal, one line per change otherwise; ``lang``
     None: in the language each snapshot names."""
     last = None
+    warned: set[str] = set()
     for status in snapshots:
-        lines = shown_view(status, language_of(status, lang), visual_rtl)
+        speaking = language_of(status, lang)
+        warn_behind_english(speaking, warned)
+        lines = shown_view(status, speaking, visual_rtl)
         if tty:
             out.write(CLEAR + "\n".join(lines) + "\n")
         else:
@@ -161,6 +164,19 @@ def language_of(status: dict[str, Any], asked: str | None) -> str:
     return language(asked or status.get("language"))
 
 
+def warn_behind_english(lang: str, warned: set[str]) -> None:
+    """Say once which words of the language watch speaks show in English (its catalogue
+    lacks them), the first time it speaks it."""
+    from controller.display.words import behind_english
+
+    if lang in warned:
+        return
+    warned.add(lang)
+    warning = behind_english(lang)
+    if warning is not None:
+        print(f"pokdeng-table watch: WARNING: {warning}", file=sys.stderr)
+
+
 @client_command("watch")
 def watch(args: argparse.Namespace) -> int:
     lang = table_language(args)
@@ -176,7 +192,9 @@ def watch(args: argparse.Namespace) -> int:
     visual_rtl = args.rtl == "visual" or (args.rtl is None and tty)
     if args.once:
         status = client.status()
-        print("\n".join(shown_view(status, language_of(status, lang), visual_rtl)))
+        speaking = language_of(status, lang)
+        warn_behind_english(speaking, set())
+        print("\n".join(shown_view(status, speaking, visual_rtl)))
         return 0
     follow(client.watch(), sys.stdout, tty, lang, visual_rtl)
     print("pokdeng-table watch: the daemon went away", file=sys.stderr)

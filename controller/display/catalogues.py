@@ -19,10 +19,14 @@ and line: the table's config names it when ``display.language`` asks for it.
 Every catalogue is checked against the package's own English (the keys and placeholders the
 code uses), an operator's ``en.po`` too: one that is not whole is not used, and the package's
 English is, so a broken correction never leaves the daemon, its screens or ``watch`` without
-words. Only a regular file of at most ``MAX_BYTES`` is read (a FIFO planted at ``th.po`` would
-hang every reader at its open, a link to ``/dev/zero`` would be read for ever), and a word
-with a control character (an escape sequence ``watch`` would send to the terminal, a line
-break that would split its one line per change) is refused.
+words. A catalogue that only lacks words English has (an operator's language after an upgrade
+added keys) is offered with those words in English, each named in ``Loaded.behind``: a
+display word never stops the table. A key given twice is refused (msgfmt refuses it too;
+Babel would silently keep the last). Only a regular file of at most ``MAX_BYTES`` is read
+(a FIFO planted at ``th.po`` would hang every reader at its open, a link to ``/dev/zero``
+would be read for ever), and a word with a control character (an escape sequence ``watch``
+would send to the terminal, a line break that would split its one line per change) is
+refused.
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ class Loaded:
     """Every catalogue that reads whole, and what is wrong with those that do not."""
     catalogues: dict[str, Catalogue] = field(default_factory=dict)
     problems: dict[str, list[str]] = field(default_factory=dict)
+    #: each offered language's keys it lacks, shown in English
+    behind: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str]]:
@@ -111,6 +117,7 @@ def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str
         catalogue = read_po(io.BytesIO(text.removeprefix(codecs.BOM_UTF8)), abort_invalid=True)
     except Exception as e:  # a syntax error, bad UTF-8, an unreadable file: say it, go on
         return {}, code, [f"{path}: cannot be read as a PO file: {e}"]
+    problems += twice_given(path, text.decode("utf-8", errors="replace"))
     said = catalogue.locale_identifier
     if said != code:
         problems.append(f"{path}: its header says Language: {said or '(none)'}, "
@@ -135,6 +142,36 @@ def read_catalogue(code: str, path: Path) -> tuple[dict[str, str], str, list[str
     return words, team.split("<")[0].strip() or words.get("language", code), problems
 
 
+_KEYWORD = re.compile(r'^(msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)\s+"(.*)"\s*$')
+_CONTINUATION = re.compile(r'^"(.*)"\s*$')
+
+
+def twice_given(path: Path, text: str) -> list[str]:
+    """Each key (with its msgctxt) given a second time, by file, key and both lines."""
+    strings: list[tuple[str, str, int]] = []  # keyword, its string whole, its line
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if (keyword := _KEYWORD.match(line.strip())) is not None:
+            strings.append((keyword[1], keyword[2], lineno))
+        elif strings and (more := _CONTINUATION.match(line.strip())) is not None:
+            kind, value, at = strings[-1]
+            strings[-1] = (kind, value + more[1], at)
+    seen: dict[tuple[str | None, str], int] = {}
+    problems, context = [], None
+    for kind, value, lineno in strings:
+        if kind == "msgctxt":
+            context = value
+        elif kind == "msgid":
+            key, context = (context, value), None
+            if key == (None, ""):
+                continue  # the header
+            if key in seen:
+                problems.append(f"{path}:{lineno}: {value} is given twice (lines {seen[key]} "
+                                f"and {lineno}): msgfmt refuses the file")
+            else:
+                seen[key] = lineno
+    return problems
+
+
 def _control(text: str) -> str | None:
     """The first control character in ``text`` (an escape, a line break, a NUL), or None;
     a zero-width non-joiner (Persian) is a format character, not a control."""
@@ -143,18 +180,17 @@ def _control(text: str) -> str | None:
 
 def check_against(code: str, path: Path, words: dict[str, str],
                   source: dict[str, str]) -> list[str]:
-    """Every key of the source, nothing else, the same placeholders; a direction."""
+    """No key the source lacks, the same placeholders; a direction (a key it lacks is no
+    problem: ``behind``)."""
     problems = []
-    missing, extra = sorted(set(source) - set(words)), sorted(set(words) - set(source))
-    if missing:
-        problems.append(f"{path}: lacks {', '.join(missing)}")
+    extra = sorted(set(words) - set(source))
     if extra:
         problems.append(f"{path}: has keys English does not: {', '.join(extra)}")
     for key in sorted(set(words) & set(source)):
         if placeholders(words[key]) != placeholders(source[key]):
             problems.append(f"{path}: {key} has placeholders {sorted(placeholders(words[key]))}, "
                             f"English {sorted(placeholders(source[key]))}")
-    if words.get("language.direction") not in DIRECTIONS:
+    if words.get("language.direction", source.get("language.direction")) not in DIRECTIONS:
         problems.append(f"{path}: language.direction must be ltr or rtl")
     return problems
 
@@ -175,9 +211,13 @@ def load() -> Loaded:
         problems += check_against(code, path, words, source)
         if problems:
             loaded.problems[code] = problems
-        else:
-            loaded.catalogues[code] = Catalogue(
-                code, name, words, words["language.direction"] == "rtl", path)
+            continue
+        lacks = [key for key in source if key not in words]
+        if lacks:
+            loaded.behind[code] = lacks
+        words = {key: words.get(key, english) for key, english in source.items()}
+        loaded.catalogues[code] = Catalogue(
+            code, name, words, words["language.direction"] == "rtl", path)
     if SOURCE not in loaded.catalogues:  # an operator's English that is not whole
         loaded.catalogues[SOURCE] = Catalogue(SOURCE, source_name, source,
                                               source["language.direction"] == "rtl", packaged)

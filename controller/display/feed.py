@@ -40,7 +40,7 @@ from typing import Any
 
 import structlog
 
-from controller.display.players import players_view, players_words
+from controller.display.players import last_result_hold, players_view, players_words
 from controller.display.screen import Screen, target_order
 from controller.display.studio import StudioSettings
 from controller.display.words import CATALOGUE, LANGUAGES, RTL
@@ -123,6 +123,8 @@ class DisplayFeed:
         self._resync = False
         self._wake = threading.Event()
         self._status_dirty = True
+        #: when (monotonic) the shoe's last result gives way to the shuffle: a status then
+        self._hold_ends: float | None = None
         self._closed = threading.Event()
         self._lock = threading.Lock()  # guards _streams and _state
         self._streams: set[Stream] = set()
@@ -202,7 +204,10 @@ class DisplayFeed:
     def _feed(self) -> None:
         last_status = last_health = time.monotonic()
         while not self._closed.is_set():
-            if self._wake.wait(min(HEARTBEAT_S, HEALTH_POLL_S)):
+            timeout = min(HEARTBEAT_S, HEALTH_POLL_S)
+            if self._hold_ends is not None:
+                timeout = max(0.0, min(timeout, self._hold_ends - time.monotonic()))
+            if self._wake.wait(timeout):
                 self._closed.wait(self.settle_s)
             self._wake.clear()
             if self._closed.is_set():
@@ -235,6 +240,8 @@ class DisplayFeed:
             last_health = now
             if self._poll_backends():
                 self._status_dirty = True
+        if self._hold_ends is not None and now >= self._hold_ends:
+            self._status_dirty = True
         changed = self._take_events()
         if "results" in changed:
             self._broadcast(self._render_results())
@@ -276,8 +283,11 @@ class DisplayFeed:
         self._status_dirty = False
         _, status = self._snapshot_source()
         view = self._screen.view(status, self._backends, self._rate)
+        now = status.get("now")
+        hold = last_result_hold(view, self._screen, now)
+        self._hold_ends = time.monotonic() + hold * self._rate if hold > 0 else None
         return {DEALER: self._render("status", view, DEALER)[DEALER],
-                PLAYERS: self._render("status", players_view(view, self._screen),
+                PLAYERS: self._render("status", players_view(view, self._screen, now),
                                       PLAYERS)[PLAYERS]}
 
     def _render_results(self) -> dict[str, bytes]:

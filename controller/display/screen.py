@@ -185,6 +185,9 @@ class Screen:
         #: player who bet on it sees it was refunded (``opened_since``: a round opened after)
         self.cancelled_round: int | None = None
         self.opened_since = False
+        #: the table clock when the newest result came, while it is a settled round's (None
+        #: after a cancel or a new shoe): the shoe's last result is held on the players' stage
+        self.settled_at: float | None = None
         self.table: str | None = None
         self.opened_on: dict[tuple[Any, Any], str] = {}  # (shoe, round): its date, YYYYMMDD
         self.betting_seconds: float = DEFAULT_BETTING_SECONDS
@@ -213,10 +216,11 @@ class Screen:
             self.results.clear()
             self.cancelled.clear()
             self.opened_on.clear()
-            self.cancelled_round = None
+            self.cancelled_round = self.settled_at = None
             changed |= {"results", "roadmap", "status"}
         elif kind == "round_result":
             self.cancelled_round = None
+            self.settled_at = _clock(event.get("time"))
             changed.add("status")
             self.results.appendleft(dict(result_summary(event),
                                          game=self.game_id(event.get("shoe"), event.get("round"))))
@@ -225,6 +229,7 @@ class Screen:
             # it keeps its place in the last results and in the shoe's round count
             self.cancelled.append(event["round"])
             self.cancelled_round, self.opened_since = event["round"], False
+            self.settled_at = None
             self.results.appendleft(cancelled_summary(
                 event, self.game_id(event.get("shoe"), event.get("round"))))
             changed |= {"results", "roadmap", "status"}
@@ -317,19 +322,29 @@ def cancelled_summary(event: Mapping[str, Any], game: str | None) -> dict[str, A
             "last_round": False, "seats": [], "pairs_won": [], "game": game}
 
 
+def _moment(time: object) -> datetime | None:
+    """An event's ISO-8601 UTC time (a bare one taken as UTC, as the events' are), or None."""
+    if not isinstance(time, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(time)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _clock(time: object) -> float | None:
+    """An event's time as the table clock reads it (seconds since the epoch), or None."""
+    moment = _moment(time)
+    return moment.timestamp() if moment is not None else None
+
+
 def _date(time: object, zone: tzinfo | None) -> str:
     """An event's ISO-8601 UTC time as the day it is in ``zone`` (None: the system's local
     zone): ``2026-12-01T23:30:00.000Z`` in Asia/Manila -> ``20261202``. A studio's players
     quote the day on their own calendar, not London's."""
-    if not isinstance(time, str):
-        return ""
-    try:
-        moment = datetime.fromisoformat(time)
-    except ValueError:
-        return ""
-    if moment.tzinfo is None:  # the events' times are UTC; a bare one is taken as UTC too
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).strftime("%Y%m%d")
+    moment = _moment(time)
+    return moment.astimezone(zone).strftime("%Y%m%d") if moment is not None else ""
 
 
 def target_order() -> list[str]:

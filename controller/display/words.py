@@ -8,8 +8,9 @@ five combinations, win/lose/tie, the odds. The catalogue is the one source: the 
 in the feed's ``state`` message and translate in the browser (so a page can ask for another
 language with ``?lang=``); ``watch`` and the feed's English ``step`` use ``say`` here.
 
-A key missing from a language is an error (tests/display/test_words.py; a catalogue file that
-lacks one is not offered, ``PROBLEMS`` says why), never an English word on a Japanese screen.
+A key missing from a shipped language is an error (tests/display/test_words.py), never an
+English word on a Japanese screen; an added catalogue that lacks keys English has (an upgrade
+added them) shows those words in English, and ``BEHIND_ENGLISH`` names them.
 Placeholders are ``{name}``, the same in every language.
 
 ``step(status)`` is the one source of the dealer's next step: the key and its arguments,
@@ -38,6 +39,9 @@ LANGUAGE_NAMES = {code: c.name for code, c in _LOADED.catalogues.items()}
 RTL = frozenset(code for code, c in _LOADED.catalogues.items() if c.rtl)
 #: a catalogue file that is not offered, and why (file and line): the config names it
 PROBLEMS: dict[str, list[str]] = _LOADED.problems
+#: an offered language's keys it lacks, shown in English: config check, the daemon and
+#: watch warn of them
+BEHIND_ENGLISH: dict[str, list[str]] = _LOADED.behind
 EN = CATALOGUE[catalogues.SOURCE]
 DEALT_PER_ROUND = CARDS_PER_ROUND - 1  # the burn is not "dealt": 12 cards to the hands
 
@@ -50,6 +54,17 @@ def language(code: object) -> str:
     return code if isinstance(code, str) and code in CATALOGUE else "en"
 
 
+def behind_english(code: str) -> str | None:
+    """The warning for a language whose catalogue lacks words English has, naming each
+    (None: it has them all)."""
+    lacks = BEHIND_ENGLISH.get(code)
+    if not lacks:
+        return None
+    path = _LOADED.catalogues[code].path
+    return (f"the {code} catalogue ({path}) lacks {len(lacks)} of English's words, shown in "
+            f"English: {', '.join(lacks)}")
+
+
 def fault_key(status: Mapping[str, Any]) -> str:
     """The words' key for what stops the table (``fault.<key>``): its fault's code when the
     screens explain it, ``journal_unwritable`` for a storage fault, else ``fault``."""
@@ -60,8 +75,9 @@ def fault_key(status: Mapping[str, Any]) -> str:
 
 
 def say(lang: str, key: str, **args: object) -> str:
-    """The words for ``key`` in ``lang`` with its placeholders filled. A key the language
-    lacks raises KeyError: the tests find it, a screen never shows English instead."""
+    """The words for ``key`` in ``lang`` with its placeholders filled (an added catalogue's
+    missing words are English's, filled in at load). A key English lacks raises KeyError:
+    the tests find it."""
     text = CATALOGUE[language(lang)][key]
     return PLACEHOLDER.sub(lambda m: str(args.get(m.group(1), m.group(0))), text)
 

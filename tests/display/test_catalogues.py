@@ -74,8 +74,35 @@ def test_an_operators_file_corrects_a_packaged_language(
     assert loaded.catalogues["ms"].words["table"] == "Meja Utama {id}"
 
 
+def test_a_catalogue_behind_english_is_offered_with_those_words_in_english(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_catalogue(tmp_path, drop=("seat.P", "round"))
+    monkeypatch.setenv(catalogues.ENV, str(tmp_path))
+    loaded = catalogues.load()
+    assert CODE not in loaded.problems
+    assert sorted(loaded.behind[CODE]) == ["round", "seat.P"], loaded.behind
+    qps = loaded.catalogues[CODE].words
+    assert qps["round"] == words.EN["round"] and qps["seat.P"] == words.EN["seat.P"]
+    assert qps["table"] == pseudo_words()["table"] != words.EN["table"]  # the rest its own
+    assert set(qps) == set(words.EN)
+
+
+def test_a_key_given_twice_is_refused_naming_the_file_the_key_and_both_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_catalogue(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = next(n for n, line in enumerate(lines, 1) if line == 'msgid "round"')
+    path.write_text("\n".join([*lines, "", 'msgid "round"', 'msgstr "[Ŕöüñd {n}] 2"', ""]),
+                    encoding="utf-8")
+    second = len(lines) + 2
+    monkeypatch.setenv(catalogues.ENV, str(tmp_path))
+    loaded = catalogues.load()
+    assert CODE not in loaded.catalogues
+    assert f"{path}:{second}: round is given twice (lines {first} and {second})" in \
+        " ".join(loaded.problems[CODE]), loaded.problems
+
+
 @pytest.mark.parametrize("broken, said", [
-    ({"drop": ("seat.P", "round")}, "qps.po: lacks round, seat.P"),
     ({"change": {"round": "[Ŕöüñd]"}}, "qps.po: round has placeholders [], English ['n']"),
     ({"change": {"language.direction": "sideways"}},
      "qps.po: language.direction must be ltr or rtl"),
@@ -136,9 +163,10 @@ def test_the_config_takes_a_language_with_a_whole_catalogue_and_names_a_broken_o
         tmp_path: Path) -> None:
     write_catalogue(tmp_path / "good")
     assert config_language(tmp_path, tmp_path / "good") == {"language": CODE}
-    broken = write_catalogue(tmp_path / "broken", drop=("step.wait",))
+    broken = write_catalogue(tmp_path / "broken", change={"round": "[Ŕöüñd]"})
     error = config_language(tmp_path, tmp_path / "broken")["error"]
-    assert f"display.language: \"qps\" cannot be used: {broken}: lacks step.wait" in error
+    assert (f"display.language: \"qps\" cannot be used: {broken}: round has placeholders"
+            in error)
     error = config_language(tmp_path, tmp_path / "none")["error"]
     assert "no catalogue qps.po (languages: en, fa, fil, ja, ms)" in error
 

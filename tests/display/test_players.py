@@ -65,7 +65,8 @@ def test_a_supervisor_pause_tells_players_the_round_continues_and_names_nobody()
     text = words_in(view)
     assert "maria" not in text and "supervisor" not in text
     assert not SNAKE.findall(text.replace("rounds_played", "").replace("cards_left", "")
-                             .replace("last_round", "").replace("seconds_left", "")), text
+                             .replace("last_round", "").replace("seconds_left", "")
+                             .replace("result_held", "")), text
     assert not {"banner", "health", "step", "step_words", "target"} & set(view)
 
 

@@ -182,3 +182,27 @@ def test_watch_says_paused_not_a_countdown_and_puts_persian_in_a_terminals_order
         english = on_a_terminal("watch", "--once", "--socket", socket_path)
         assert "PAUSED · countdown frozen" in english  # a left-to-right language unchanged
         assert cli("supervisor", "resume", "--socket", socket_path).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_language_a_word_behind_english_is_spoken_with_one_warning(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    """An operator's ``qps.po`` that lacks a word English gained: the daemon starts, logs
+    one WARNING naming the language and the word, and ``watch`` speaks it, saying so once."""
+    from controller.display import catalogues
+    from support.pseudo_locale import pseudo_words, write_catalogue
+
+    write_catalogue(short_dir / "locales", drop=("winner.pok",))
+    env = {catalogues.ENV: str(short_dir / "locales")}
+    shoe, panel = devices
+    config = daemon_config(short_dir, short_dir / "shoe", panel.path,
+                           display={"listen": f"127.0.0.1:{free_port()}", "language": "qps"})
+    with running_daemon(config, short_dir, env=env) as (_, log):
+        warned = log_records(log, "the screens show some words in English: a catalogue lacks "
+                                  "them")
+        assert [record["languages"] for record in warned] == [{"qps": ["winner.pok"]}], warned
+        assert warned[0]["level"] == "warning", warned
+        shown = cli("watch", "--once", "--socket", str(short_dir / "control.sock"), env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stderr.count("WARNING") == 1 and "English: winner.pok" in shown.stderr
+        assert pseudo_words()["step.new_shoe"] in shown.stdout, shown.stdout

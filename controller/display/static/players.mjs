@@ -19,8 +19,10 @@ function isPlayersPage() { return document.body.classList.contains("players-page
 
 function isOverlay() { return document.body.classList.contains("overlay"); }
 
-// Where the round is, as the players' story tells it.
+// Where the round is, as the players' story tells it: the shoe's last result stays up a while
+// before the shuffle (result_held), as any other result does before the next call.
 function phaseOf(view) {
+  if (view.result_held) return "result";
   if (SHUFFLING_STATES.includes(view.state)) return "shuffling";
   if (view.betting && view.betting.open) return "betting";
   if (view.state === "dealing" || view.state === "revealing") return "closed";
@@ -41,6 +43,7 @@ function amount(n) { return Number(n).toLocaleString("en-US"); }  // 50,000: as 
 function drawPlayersStatus(view) {
   const phase = phaseOf(view);
   document.body.dataset.phase = phase;
+  drawPlayersHeader(view);
   $("game").textContent = view.game ? T("game_id", {id: view.game}) : "";
   const notice = view.notice;
   $("notice").hidden = !notice;
@@ -50,6 +53,16 @@ function drawPlayersStatus(view) {
   $("call").textContent = view.call ? T(view.call) : "";
   $("call").dataset.call = view.call || "";
   drawStage(view);
+}
+
+// The header as players read it: a table name too long for its room is cut with an ellipsis
+// (the whole name in its title); after a cancel, the cancelled round, not the last settled.
+function drawPlayersHeader(view) {
+  $("table").title = $("table").textContent;
+  const newest = results[0];
+  if (!view.round && newest && newest.cancelled && newest.shoe === view.shoe) {
+    $("round").textContent = T("round_cancelled", {n: newest.round});
+  }
 }
 
 // The stage: the shuffle between shoes, the limits and paytable while bets are taken, the

@@ -129,6 +129,11 @@ def start_dealer_display(config: Config, board: StatusBoard, clock: TableClock,
     caller, the journaled events); None when not configured or it cannot be shown."""
     if config.display is None:
         return None
+    from controller.display.words import BEHIND_ENGLISH
+
+    if BEHIND_ENGLISH:  # an added catalogue after an upgrade: its new words show in English
+        log.warning("the screens show some words in English: a catalogue lacks them",
+                    languages=BEHIND_ENGLISH)
     journal_path = config.journal_path
     link = ScreenLink(config.display, board, clock, lambda: shoe_history(journal_path),
                       backend_backlog(outbox), config.logging, config.table.table_id,
