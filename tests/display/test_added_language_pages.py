@@ -8,7 +8,6 @@ by it.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from babel.messages.catalog import Catalog
 from babel.messages.pofile import write_po
 
 from controller.display import words
-from support.display_helpers import SCREENS_S, free_port
+from support.display_helpers import SCREENS_S, free_port, players_state
 from support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
@@ -50,15 +49,6 @@ def write_catalogue(directory: Path, code: str, team: str, own: dict[str, str]) 
         catalogue.add(key, text)
     with open(directory / f"{code}.po", "wb") as f:
         write_po(f, catalogue, width=0)
-
-
-def players_state(port: int) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/players/state.json",
-                                    timeout=5) as reply:
-            return dict(json.load(reply))
-    except OSError:
-        return {}
 
 
 @pytest.fixture(scope="module")

@@ -7,28 +7,17 @@ in the round count, and the table going on.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from support.display_helpers import SCREENS_S, free_port
+from support.display_helpers import SCREENS_S, free_port, players_state
 from support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
-
-
-def players_state(port: int) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/players/state.json",
-                                    timeout=5) as reply:
-            return dict(json.load(reply))
-    except OSError:
-        return {}
 
 
 def screen_process(demo: subprocess.Popen) -> int | None:

@@ -37,6 +37,16 @@ def request(port: int, path: str, method: str = "GET", body: bytes | None = None
         conn.close()
 
 
+def players_state(port: int) -> dict[str, Any]:
+    """The players' state (``/players/state.json``); {} while nothing answers (a screen
+    process starting or restarting)."""
+    try:
+        status, _, body = request(port, "/players/state.json")
+    except OSError:
+        return {}
+    return dict(json.loads(body)) if status == 200 else {}
+
+
 def parse_sse(text: str) -> list[tuple[str, Any]]:
     """Whole messages of an SSE text as (event, JSON data); comments and ``retry:`` skipped."""
     messages = []
