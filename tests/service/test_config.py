@@ -118,7 +118,7 @@ def test_example_config_is_valid_and_covers_every_option() -> None:
                 "password_credential", "password_file", "client_id", "keepalive", "level",
                 "format", "archive", "retention_days", "archive_dir", "allow_insecure",
                 "supervisor_group", "max_clients", "protocol", "key_credential",
-                "realtime_priority"):
+                "realtime_priority", "wal_kib"):
         assert f"{key}:" in text, key
     assert config.realtime_priority == 10
 
@@ -135,6 +135,18 @@ def test_a_real_time_priority_out_of_range_is_refused(tmp_path: Path, value: obj
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, data))
     assert caught.value.errors == [error]
+
+
+def test_the_journals_wal_size_is_read_in_kib_and_bounded(tmp_path: Path) -> None:
+    data = base_config(tmp_path)
+    assert load_config(write(tmp_path, data)).wal_bytes == 4 * 1024 * 1024
+    data["journal"] = {**data.get("journal", {}), "wal_kib": 256}
+    assert load_config(write(tmp_path, data)).wal_bytes == 256 * 1024
+    data["journal"]["wal_kib"] = 8
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, data))
+    assert caught.value.errors == ["journal.wal_kib: must be an integer >= 64 and <= 262144, "
+                                   "got 8"]
 
 
 def test_every_error_is_listed_at_once(tmp_path: Path) -> None:

@@ -117,7 +117,10 @@ def test_a_full_journal_holds_inputs_and_the_table_carries_on(
     shoe = ShoeSimulator(shoe_link, "beetek", decks=8, seed=3).start()
     config = daemon_config(tmp_path, shoe_link, panel.path, betting_seconds=1)
     text = config.read_text().replace(str(tmp_path / "state"), str(small_fs))
-    config.write_text(text)
+    # the WAL is kept allocated as a reserve the journal writes into on a full disk: 64 KiB
+    # here (a few inputs), not the 4 MiB default (hundreds), so the dealing below meets the
+    # full disk within the round
+    config.write_text(text + "journal:\n  wal_kib: 64\n")
     events_path = tmp_path / "events.jsonl"
     notify = NotifyListener(tmp_path / "notify.sock")
     proc = start_daemon(config, notify.path, tmp_path / "daemon.log")

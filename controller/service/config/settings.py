@@ -266,6 +266,9 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     #: how long a start waits for the backends to say where they stand (docs/backend.md)
     backend_confirm_s: float = 5.0
+    #: the journal's WAL: checkpointed past this size, and kept allocated to it so a commit
+    #: never grows the file (controller/durability/wal_checkpoints.py); ``journal.wal_kib``
+    wal_bytes: int = 4 * 1024 * 1024
     #: SCHED_RR priority of the threads on a card's way from READY on; 0: the normal priority
     #: (controller/service/realtime.py; the unit must permit it: LimitRTPRIO=)
     realtime_priority: int = 0
@@ -478,10 +481,12 @@ def _read_logging(s: Section | None) -> LoggingConfig:
     return config
 
 
-def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySource, float]:
+def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySource, float, int]:
     if s is None:
-        return RetentionSettings(), JournalKeySource(), Config.backend_confirm_s
+        return RetentionSettings(), JournalKeySource(), Config.backend_confirm_s, Config.wal_bytes
     confirm_s = s.get_float("backend_confirm_s", Config.backend_confirm_s, minval=0, maxval=600)
+    wal_bytes = 1024 * s.get_int("wal_kib", Config.wal_bytes // 1024, minval=64,
+                                 maxval=256 * 1024)
     settings = RetentionSettings(
         archive=s.get_bool("archive", True),
         retention_days=s.get_float("retention_days", 30.0, minval=0, maxval=36500),
@@ -489,7 +494,7 @@ def _read_journal(s: Section | None) -> tuple[RetentionSettings, JournalKeySourc
     )
     key_file, key_credential = _read_secret(s, "key", False)
     s.finish()
-    return settings, JournalKeySource(key_file, key_credential), confirm_s
+    return settings, JournalKeySource(key_file, key_credential), confirm_s, wal_bytes
 
 
 def _read_display(s: Section | None) -> DisplaySettings | None:
@@ -575,7 +580,8 @@ def parse_config(data: Any, source: str | None = None,
     control = _read_control(root.get_section("control"), state_dir or DEFAULT_STATE_DIR, environ)
     transports = _read_transports(root.get_section("transports"))
     logging_config = _read_logging(root.get_section("logging"))
-    journal, journal_key, backend_confirm_s = _read_journal(root.get_section("journal"))
+    journal, journal_key, backend_confirm_s, wal_bytes = _read_journal(
+        root.get_section("journal"))
     display = _read_display(root.get_section("display"))
     metrics = _read_metrics(root.get_section("metrics"))
     realtime_priority = root.get_int("realtime_priority", 0, minval=0, maxval=HIGHEST_PRIORITY)
@@ -588,7 +594,7 @@ def parse_config(data: Any, source: str | None = None,
                   transports=transports, logging=logging_config,
                   journal=journal, source=source, display=display, journal_key=journal_key,
                   metrics=metrics, backend_confirm_s=backend_confirm_s,
-                  realtime_priority=realtime_priority)
+                  realtime_priority=realtime_priority, wal_bytes=wal_bytes)
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Config:

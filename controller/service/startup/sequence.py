@@ -77,7 +77,7 @@ def start(daemon: TableDaemon) -> None:
     daemon.watch_clock()
     daemon.storage.publish_status()
     # Checkpoints copy the WAL into the database and fsync it: not between two inputs.
-    daemon.checkpointer = WalCheckpointer(config.journal_path).start()
+    daemon.checkpointer = WalCheckpointer(config.journal_path, wal_bytes=config.wal_bytes).start()
     journal.leave_checkpoints_to_background(daemon.checkpointer.wal_bytes)
     journal.retry_busy_in_short_steps()
     try:
