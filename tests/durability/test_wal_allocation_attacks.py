@@ -1,0 +1,154 @@
+"""The WAL kept allocated (wal_checkpoints.py) against a hostile state directory, a full disk
+and another process holding the journal: real journals, real files, real processes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from controller.durability.journal import Journal, connect
+from controller.durability.wal_checkpoints import WAL_BYTES, WalCheckpointer
+from support.journal_helpers import event, sample_inputs
+
+
+def _journal_with_records(path: Path, count: int = 3) -> None:
+    with Journal(path) as j:
+        for i, inp in enumerate(sample_inputs(count)):
+            j.append(inp, [event(i + 1)])
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "pokdeng.wal_checkpoints" and r.levelno >= logging.WARNING]
+
+
+def test_a_wal_replaced_by_a_symlink_is_not_followed(tmp_path):
+    """Someone who can write the state directory puts a link where the WAL was: the thread
+    (root, in this run) must not write zeros into the file it points at."""
+    path = tmp_path / "journal.db"
+    _journal_with_records(path)
+    victim = tmp_path / "elsewhere" / "victim.conf"
+    victim.parent.mkdir()
+    victim.write_bytes(b"keep me exactly as I am\n")
+    journal = Journal(path)  # its connection holds the WAL open
+    try:
+        cp = WalCheckpointer(path)
+        conn = connect(path)  # the thread's, opened when the daemon started
+        wal = Path(f"{path}-wal")
+        wal.rename(tmp_path / "moved-wal")
+        wal.symlink_to(victim)
+        try:
+            cp._keep_allocated(conn)
+        finally:
+            conn.close()
+        assert victim.read_bytes() == b"keep me exactly as I am\n"
+        journal.append(sample_inputs(4)[3], [event(4)])  # the table goes on
+    finally:
+        journal.close()
+
+
+def test_a_wal_replaced_by_a_fifo_does_not_hang_the_thread_holding_the_write_lock(tmp_path):
+    """A FIFO where the WAL was: opening it for writing blocks until a reader comes, and the
+    thread would wait there holding the process's writer lock and SQLite's, so no card is
+    journaled again."""
+    path = tmp_path / "journal.db"
+    _journal_with_records(path)
+    journal = Journal(path)
+    cp = WalCheckpointer(path)
+    conn = connect(path, check_same_thread=False)  # the thread's, opened at the daemon's start
+    wal = Path(f"{path}-wal")
+    wal.rename(tmp_path / "moved-wal")
+    os.mkfifo(wal)
+    worker = threading.Thread(target=cp._keep_allocated, args=(conn,), daemon=True)
+    worker.start()
+    worker.join(60)  # a hang guard, not a timing assertion
+    hung = worker.is_alive()
+    if hung:  # let the blocked open through so the thread and its lock can end
+        cp._stop.set()
+        fd = os.open(wal, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+        worker.join(60)
+    try:
+        assert not hung, "the allocation thread blocked on a FIFO holding the write lock"
+        journal.append(sample_inputs(4)[3], [event(4)])
+    finally:
+        conn.close()
+        journal.close()
+
+
+def test_a_wal_that_cannot_grow_is_warned_about_once_not_every_look(tmp_path):
+    """A full disk (here: the file-size limit, EFBIG, a real error from the kernel) fails every
+    step; the thread looks every second, and one WARNING a second fills the log of a table
+    that is otherwise fine. Commits that fit go on."""
+    path = tmp_path / "journal.db"
+    _journal_with_records(path)
+    script = textwrap.dedent(f"""
+        import logging, resource, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+        from controller.durability.journal import Journal, connect
+        from controller.durability.wal_checkpoints import WalCheckpointer
+        from support.journal_helpers import event, sample_inputs
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))
+        path = {str(path)!r}
+        journal = Journal(path)
+        cp = WalCheckpointer(path)
+        conn = connect(path)
+        for _ in range(5):
+            cp._keep_allocated(conn)
+        journal.append(sample_inputs(4)[3], [event(4)])
+        journal.close()
+        conn.close()
+        print("appended")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "appended" in done.stdout
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1, done.stderr
+
+
+def test_an_allocated_wal_is_left_alone_while_another_process_holds_the_journal(tmp_path,
+                                                                                caplog):
+    """With the WAL already at ``wal_bytes`` there is nothing to write: the thread must not
+    queue for the write lock behind another process (an operator's archive, a housekeeping
+    cut) every second, holding the process's writer lock, the table's cards behind it, for up
+    to ten seconds and then warn."""
+    path = tmp_path / "journal.db"
+    _journal_with_records(path)
+    journal = Journal(path)
+    try:
+        cp = WalCheckpointer(path)
+        conn = connect(path)
+        try:
+            cp._keep_allocated(conn)
+            assert os.stat(f"{path}-wal").st_size >= WAL_BYTES
+            holder = subprocess.Popen(
+                [sys.executable, "-c", textwrap.dedent(f"""
+                    import sqlite3, sys
+                    c = sqlite3.connect({str(path)!r}, isolation_level=None)
+                    c.execute("BEGIN IMMEDIATE")
+                    print("holding", flush=True)
+                    sys.stdin.read()
+                """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            try:
+                assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+                with caplog.at_level(logging.WARNING, logger="pokdeng.wal_checkpoints"):
+                    cp._keep_allocated(conn)
+                assert _warnings(caplog) == []
+            finally:
+                holder.communicate("", timeout=60)
+        finally:
+            conn.close()
+    finally:
+        journal.close()
+    with sqlite3.connect(path) as check:
+        assert check.execute("SELECT COUNT(*) FROM records").fetchone()[0] > 0
