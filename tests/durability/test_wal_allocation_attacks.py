@@ -277,3 +277,26 @@ def test_a_backup_copy_with_its_zero_tailed_wal_verifies_and_exports_at_other_pa
         with Journal(copy) as j:  # the daemon's start on the copy: it goes on from event 40
             assert j.verify().ok and j.last_event_seq() == 40
             j.append(sample_inputs(41)[40], [event(41)])
+
+
+def test_a_wal_hard_linked_to_another_file_is_not_written(tmp_path):
+    """A second name of another file put where the WAL was (a hard link; no symlink to refuse):
+    the thread, root in this run, leaves that file as it was."""
+    path = tmp_path / "journal.db"
+    _journal_with_records(path)
+    victim = tmp_path / "victim.conf"
+    victim.write_bytes(b"keep me\n")
+    journal = Journal(path)
+    try:
+        cp = WalCheckpointer(path)
+        conn = connect(path)
+        try:
+            wal = Path(f"{path}-wal")
+            wal.rename(tmp_path / "moved-wal")
+            os.link(victim, wal)
+            cp._keep_allocated(conn)
+        finally:
+            conn.close()
+        assert victim.read_bytes() == b"keep me\n"
+    finally:
+        journal.close()
