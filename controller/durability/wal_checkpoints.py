@@ -73,7 +73,11 @@ class WalCheckpointer:
 
     def _run(self) -> None:
         try:
-            conn = connect(self.path, synchronous="FULL")
+            # SQLite's busy handler off: the allocation's BEGIN waits in write_lock.py's short
+            # steps (the handler's 1-100 ms sleeps would hold this process's writer lock, and
+            # the cards queued on it, past the other process's commit); a PASSIVE checkpoint
+            # and PRAGMA data_version never wait on a lock at all
+            conn = connect(self.path, synchronous="FULL", busy_timeout_ms=0)
         except JournalError as exc:
             log.error("WAL checkpoints: cannot open the journal: %s", exc)
             return
@@ -82,12 +86,18 @@ class WalCheckpointer:
             last = time.monotonic()
             version = self._data_version(conn)
             while not self._stop.wait(self.check_every_s):
-                changed = self._data_version(conn) != version
-                due = changed and time.monotonic() - last >= self.idle_s
-                if self._wal_size() > self.wal_bytes or due:
-                    self._checkpoint(conn)
-                    last, version = time.monotonic(), self._data_version(conn)
-                self._keep_allocated(conn)
+                try:
+                    changed = self._data_version(conn) != version
+                    due = changed and time.monotonic() - last >= self.idle_s
+                    if self._wal_size() > self.wal_bytes or due:
+                        self._checkpoint(conn)
+                        last, version = time.monotonic(), self._data_version(conn)
+                    self._keep_allocated(conn)
+                except sqlite3.Error as exc:  # the thread carries on: a dead one never says so
+                    if self._failing != str(exc):
+                        log.warning("WAL checkpoints: %s (tried again every %.0f s)", exc,
+                                    self.check_every_s)
+                        self._failing = str(exc)
         finally:
             conn.close()
 
