@@ -24,9 +24,11 @@ whose salts do not match its header, so zeros past the last frame are never take
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from pathlib import Path
@@ -56,6 +58,7 @@ class WalCheckpointer:
         self.check_every_s = check_every_s
         self.idle_s = idle_s
         self.checkpoints = 0
+        self._failing: str | None = None  # the allocation's last failure, warned about once
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wal-checkpoints", daemon=True)
 
@@ -70,7 +73,11 @@ class WalCheckpointer:
 
     def _run(self) -> None:
         try:
-            conn = connect(self.path, synchronous="FULL")
+            # SQLite's busy handler off: the allocation's BEGIN waits in write_lock.py's short
+            # steps (the handler's 1-100 ms sleeps would hold this process's writer lock, and
+            # the cards queued on it, past the other process's commit); a PASSIVE checkpoint
+            # and PRAGMA data_version never wait on a lock at all
+            conn = connect(self.path, synchronous="FULL", busy_timeout_ms=0)
         except JournalError as exc:
             log.error("WAL checkpoints: cannot open the journal: %s", exc)
             return
@@ -79,36 +86,64 @@ class WalCheckpointer:
             last = time.monotonic()
             version = self._data_version(conn)
             while not self._stop.wait(self.check_every_s):
-                changed = self._data_version(conn) != version
-                due = changed and time.monotonic() - last >= self.idle_s
-                if self._wal_size() > self.wal_bytes or due:
-                    self._checkpoint(conn)
-                    last, version = time.monotonic(), self._data_version(conn)
-                self._keep_allocated(conn)
+                try:
+                    changed = self._data_version(conn) != version
+                    due = changed and time.monotonic() - last >= self.idle_s
+                    if self._wal_size() > self.wal_bytes or due:
+                        self._checkpoint(conn)
+                        last, version = time.monotonic(), self._data_version(conn)
+                    self._keep_allocated(conn)
+                except sqlite3.Error as exc:  # the thread carries on: a dead one never says so
+                    if self._failing != str(exc):
+                        log.warning("WAL checkpoints: %s (tried again every %.0f s)", exc,
+                                    self.check_every_s)
+                        self._failing = str(exc)
         finally:
             conn.close()
 
     def _keep_allocated(self, conn: sqlite3.Connection) -> None:
         """Zeros past the WAL's end up to ``wal_bytes``, a step at a time under the write lock
-        (no other writer appends a frame meanwhile), each step synced."""
+        (no other writer appends a frame meanwhile), each step synced. A WAL already that long
+        takes no lock at all (it was looked at every second, queueing behind another process's
+        transaction while holding this process's writer lock). A failure is warned about once
+        until a step succeeds again (a full disk would otherwise log every second)."""
+        if self._wal_size() >= self.wal_bytes:
+            return
         lock = writer_lock(self.path)
         while not self._stop.is_set():
             try:
                 with write_transaction(conn, lock=lock):
                     if not self._allocate_step():
                         return
+                self._failing = None
             except (sqlite3.Error, OSError) as exc:  # tried again on the next look
-                log.warning("WAL allocation: %s", exc)
+                if self._failing != str(exc):
+                    log.warning("WAL allocation: %s (warned once; tried again every %.0f s)",
+                                exc, self.check_every_s)
+                    self._failing = str(exc)
                 return
 
     def _allocate_step(self) -> bool:
-        """One step of zeros at the WAL's end; False when it is long enough, or not there."""
+        """One step of zeros at the WAL's end; False when it is long enough, or not there, or
+        not a plain file of its own: a link, a FIFO (opening it would wait for a reader with
+        the write lock held), a device or a second name of another file is not the WAL SQLite
+        made, and zeros are never written through it (the daemon may run as root)."""
         try:
-            fd = os.open(self.wal, os.O_WRONLY | os.O_CLOEXEC)
+            fd = os.open(self.wal, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:  # SQLite makes it with the first connection; not ours to make
             return False
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
+                self._refuse(f"{self.wal} is not a regular file")
+                return False
+            raise
         try:
-            end = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                self._refuse(f"{self.wal} is not a regular file of its own "
+                             f"(mode {stat.filemode(st.st_mode)}, {st.st_nlink} links)")
+                return False
+            end = st.st_size
             if end >= self.wal_bytes:
                 return False
             os.pwrite(fd, bytes(min(ALLOCATE_STEP, self.wal_bytes - end)), end)
@@ -116,6 +151,11 @@ class WalCheckpointer:
             return True
         finally:
             os.close(fd)
+
+    def _refuse(self, why: str) -> None:
+        if self._failing != why:
+            log.warning("WAL allocation: not writing: %s", why)
+            self._failing = why
 
     def _wal_size(self) -> int:
         try:
