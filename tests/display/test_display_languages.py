@@ -469,13 +469,14 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
 
     with machine_fed_display(until=longest_seat) as (display, longest):
         assert longest is not None, "seed 1's shoe has such a round"
-        for lang in words.LANGUAGES:
-            for which in sorted(PAGES):
-                for width, height in VIEWPORTS:
-                    page = browser.new_page(viewport={"width": width, "height": height})
-                    try:
+        page = browser.new_page()  # one page, loaded afresh each time: a renderer costs more
+        try:
+            for lang in words.LANGUAGES:
+                for which in sorted(PAGES):
+                    for width, height in VIEWPORTS:
+                        page.set_viewport_size({"width": width, "height": height})
                         page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
-                        wait_until(lambda page=page: page.evaluate(
+                        wait_until(lambda: page.evaluate(
                             "() => document.querySelectorAll('.outcome.win, .chip.win')"
                             ".length > 0"), 20, "the round's results on the page")
                         legible = legible_px(width, height)
@@ -485,8 +486,8 @@ def test_the_longest_seat_fits_in_every_language_and_monitor(browser: Any) -> No
                         small = too_small(page, legible)
                         assert not small, (which, lang, width, "text under the legible size",
                                            small[:6])
-                    finally:
-                        page.close()
+        finally:
+            page.close()
 
 
 def dealer_fits_every_monitor(page: Any, where: str, lang: str) -> None:
@@ -666,17 +667,17 @@ def test_bead_letters_sit_inside_their_beads_and_plate_names_apart_from_their_co
     Japanese beads), and a plate's name never running into its counts ("Manlalaro 311 11 0"):
     a whole shoe from a real table machine (two-digit counts), both pages, every language."""
     with machine_fed_display() as (display, _):
-        for lang in words.LANGUAGES:
-            for which in sorted(PAGES):
-                page = browser.new_page(viewport={"width": 1920, "height": 1080})
-                try:
+        page = browser.new_page(viewport={"width": 1920, "height": 1080})  # loaded afresh
+        try:
+            for lang in words.LANGUAGES:
+                for which in sorted(PAGES):
                     page.goto(f"http://127.0.0.1:{display.port}/{PAGES[which]}?lang={lang}")
-                    wait_until(lambda page=page: page.evaluate(
+                    wait_until(lambda: page.evaluate(
                         "() => document.querySelectorAll('#roadmap g.bead').length >= 100"),
                         20, "the shoe's beads on the page")
                     seen = page.evaluate(BEADS_AND_HEADS)
                     where = f"{which} in {lang}"
                     assert seen["letters"] and not seen["outside"], (where, seen["outside"][:3])
                     assert seen["heads"] == 5 and not seen["touching"], (where, seen["touching"])
-                finally:
-                    page.close()
+        finally:
+            page.close()

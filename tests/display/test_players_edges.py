@@ -231,9 +231,10 @@ def test_each_results_odds_read_on_one_line_inside_its_chip(server: DisplayServe
                                                             browser: Any, lang: str,
                                                             tmp_path: Path) -> None:
     bad = []
-    for width, height in ((1080, 1920), (1920, 1080), (1366, 768)):
-        page = browser.new_page(viewport={"width": width, "height": height})
-        try:
+    page = browser.new_page()  # one page, loaded afresh at each size
+    try:
+        for width, height in ((1080, 1920), (1920, 1080), (1366, 768)):
+            page.set_viewport_size({"width": width, "height": height})
             page.goto(f"http://127.0.0.1:{server.port}/scoreboard?lang={lang}")
             page.wait_for_function("() => document.querySelectorAll('#results .chip-odds')"
                                    ".length >= 5")
@@ -242,8 +243,8 @@ def test_each_results_odds_read_on_one_line_inside_its_chip(server: DisplayServe
             if found:
                 page.screenshot(path=tmp_path / f"chips-{lang}-{width}x{height}.png")
                 bad.append(f"{width}x{height}: {found[:4]}")
-        finally:
-            page.close()
+    finally:
+        page.close()
     assert not bad, f"{lang}: {bad}"
 
 
@@ -332,10 +333,11 @@ def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureReques
     wait_until(lambda: told() == key, 10, f"the feed's notice {key}", details=told)
     shown = "document.getElementById('notice').hidden" + ("" if key is None else " === false")
     missing = []
-    for path in ("/scoreboard", "/overlay"):
-        for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-            page = browser.new_page(viewport={"width": width, "height": height})
-            try:
+    page = browser.new_page()  # one page, loaded afresh at each size: a renderer costs more
+    try:
+        for path in ("/scoreboard", "/overlay"):
+            for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+                page.set_viewport_size({"width": width, "height": height})
                 page.goto(f"http://127.0.0.1:{served.port}{path}?lang={lang}")
                 page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                        f"{shown} && "
@@ -345,9 +347,22 @@ def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureReques
                 if problems:
                     page.screenshot(path=tmp_path / f"stage-{lang}-{width}x{height}.png")
                     missing.append(f"{path} {width}x{height}: {problems}")
-            finally:
-                page.close()
+    finally:
+        page.close()
     assert not missing, f"{lang}: the limits or the paytable not whole: {missing}"
+
+
+#: the limits' rows whose words and amounts leave the stage's panel or lie on each other
+LIMITS_APART = """() => {
+  const panel = document.getElementById('stage').getBoundingClientRect();
+  const rows = document.querySelectorAll('#stage .limits .pay-row');
+  return [...rows].flatMap((row) => {
+    const [words, odds] = [...row.children].map((e) => e.getBoundingClientRect());
+    const inside = (r) => r.left >= panel.left && r.right <= panel.right;
+    const apart = words.right <= odds.left + 0.5 || odds.right <= words.left + 0.5
+      || words.bottom <= odds.top + 0.5 || odds.bottom <= words.top + 0.5;
+    return inside(words) && inside(odds) && apart ? [] : [row.textContent];
+  }); }"""
 
 
 @pytest.mark.slow
@@ -355,30 +370,22 @@ def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureReques
 def test_the_widest_limits_stay_in_their_box(widest_limits_server: DisplayServer,
                                              browser: Any, lang: str, tmp_path: Path) -> None:
     out = []
-    for path in ("/scoreboard", "/overlay"):
-        for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-            page = browser.new_page(viewport={"width": width, "height": height})
-            try:
+    page = browser.new_page()  # one page, loaded afresh at each size: a renderer costs more
+    try:
+        for path in ("/scoreboard", "/overlay"):
+            for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+                page.set_viewport_size({"width": width, "height": height})
                 page.goto(f"http://127.0.0.1:{widest_limits_server.port}{path}?lang={lang}")
                 page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                        "document.querySelector('#stage .paytable') !== null")
                 page.evaluate("() => document.fonts.ready")
                 # each limit's words and amounts: inside the panel's padding, not on each other
-                bad = page.evaluate("""() => {
-                  const panel = document.getElementById('stage').getBoundingClientRect();
-                  const rows = document.querySelectorAll('#stage .limits .pay-row');
-                  return [...rows].flatMap((row) => {
-                    const [words, odds] = [...row.children].map((e) => e.getBoundingClientRect());
-                    const inside = (r) => r.left >= panel.left && r.right <= panel.right;
-                    const apart = words.right <= odds.left + 0.5 || odds.right <= words.left + 0.5
-                      || words.bottom <= odds.top + 0.5 || odds.bottom <= words.top + 0.5;
-                    return inside(words) && inside(odds) && apart ? [] : [row.textContent];
-                  }); }""")
+                bad = page.evaluate(LIMITS_APART)
                 if bad:
                     page.screenshot(path=tmp_path / f"limits-{lang}-{width}x{height}.png")
                     out.append(f"{path} {width}x{height}: {bad}")
-            finally:
-                page.close()
+    finally:
+        page.close()
     assert not out, f"{lang}: limits out of their box: {out}"
 
 
@@ -396,9 +403,10 @@ def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplaySer
                                                        browser: Any, lang: str,
                                                        tmp_path: Path) -> None:
     cut = []
-    for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-        page = browser.new_page(viewport={"width": width, "height": height})
-        try:
+    page = browser.new_page()  # one page, loaded afresh at each size
+    try:
+        for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+            page.set_viewport_size({"width": width, "height": height})
             page.goto(f"http://127.0.0.1:{betting_server.port}/scoreboard?lang={lang}")
             page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                    "!document.getElementById('notice').hidden && "
@@ -409,8 +417,8 @@ def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplaySer
             if room[0] > room[1] + 1:
                 page.screenshot(path=tmp_path / f"stage-{lang}-{width}x{height}.png")
                 cut.append(f"{width}x{height}: content {room[0]} px in {room[1]} px")
-        finally:
-            page.close()
+    finally:
+        page.close()
     assert not cut, f"{lang}: the stage's lines are cut: {cut}"
 
 
