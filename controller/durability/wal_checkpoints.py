@@ -94,10 +94,8 @@ class WalCheckpointer:
                         last, version = time.monotonic(), self._data_version(conn)
                     self._keep_allocated(conn)
                 except sqlite3.Error as exc:  # the thread carries on: a dead one never says so
-                    if self._failing != str(exc):
-                        log.warning("WAL checkpoints: %s (tried again every %.0f s)", exc,
-                                    self.check_every_s)
-                        self._failing = str(exc)
+                    self._warn_once(f"WAL checkpoints: {exc} (tried again every "
+                                    f"{self.check_every_s:.0f} s)")
         finally:
             conn.close()
 
@@ -117,10 +115,8 @@ class WalCheckpointer:
                         return
                 self._failing = None
             except (sqlite3.Error, OSError) as exc:  # tried again on the next look
-                if self._failing != str(exc):
-                    log.warning("WAL allocation: %s (warned once; tried again every %.0f s)",
-                                exc, self.check_every_s)
-                    self._failing = str(exc)
+                self._warn_once(f"WAL allocation: {exc} (warned once; tried again every "
+                                f"{self.check_every_s:.0f} s)")
                 return
 
     def _allocate_step(self) -> bool:
@@ -134,14 +130,16 @@ class WalCheckpointer:
             return False
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
-                self._refuse(f"{self.wal} is not a regular file")
+                self._warn_once(f"WAL allocation: not writing: {self.wal} is not a regular "
+                                "file")
                 return False
             raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                self._refuse(f"{self.wal} is not a regular file of its own "
-                             f"(mode {stat.filemode(st.st_mode)}, {st.st_nlink} links)")
+                self._warn_once(f"WAL allocation: not writing: {self.wal} is not a regular "
+                                f"file of its own (mode {stat.filemode(st.st_mode)}, "
+                                f"{st.st_nlink} links)")
                 return False
             end = st.st_size
             if end >= self.wal_bytes:
@@ -152,10 +150,12 @@ class WalCheckpointer:
         finally:
             os.close(fd)
 
-    def _refuse(self, why: str) -> None:
-        if self._failing != why:
-            log.warning("WAL allocation: not writing: %s", why)
-            self._failing = why
+    def _warn_once(self, message: str) -> None:
+        """A WARNING, unless it is the one given last: a full disk or a planted file would
+        otherwise be logged every second until a step succeeds again."""
+        if self._failing != message:
+            log.warning("%s", message)
+            self._failing = message
 
     def _wal_size(self) -> int:
         try:
