@@ -225,16 +225,23 @@ CHIP_ODDS = """(clear) => {
 ODDS_CLEARANCE = 4
 
 
+def at_each_size(page: Any) -> Iterator[tuple[int, int]]:
+    """The players' three monitors, one after the other, on one page (loaded afresh by the
+    caller at each: a new page each time would cost a renderer)."""
+    for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
+        page.set_viewport_size({"width": width, "height": height})
+        yield width, height
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "fil", "ms", "fa", "ja"])
 def test_each_results_odds_read_on_one_line_inside_its_chip(server: DisplayServer,
                                                             browser: Any, lang: str,
                                                             tmp_path: Path) -> None:
     bad = []
-    page = browser.new_page()  # one page, loaded afresh at each size
+    page = browser.new_page()
     try:
-        for width, height in ((1080, 1920), (1920, 1080), (1366, 768)):
-            page.set_viewport_size({"width": width, "height": height})
+        for width, height in at_each_size(page):
             page.goto(f"http://127.0.0.1:{server.port}/scoreboard?lang={lang}")
             page.wait_for_function("() => document.querySelectorAll('#results .chip-odds')"
                                    ".length >= 5")
@@ -333,11 +340,10 @@ def test_the_limits_are_shown_while_bets_are_taken(request: pytest.FixtureReques
     wait_until(lambda: told() == key, 10, f"the feed's notice {key}", details=told)
     shown = "document.getElementById('notice').hidden" + ("" if key is None else " === false")
     missing = []
-    page = browser.new_page()  # one page, loaded afresh at each size: a renderer costs more
+    page = browser.new_page()
     try:
         for path in ("/scoreboard", "/overlay"):
-            for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-                page.set_viewport_size({"width": width, "height": height})
+            for width, height in at_each_size(page):
                 page.goto(f"http://127.0.0.1:{served.port}{path}?lang={lang}")
                 page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                        f"{shown} && "
@@ -370,11 +376,10 @@ LIMITS_APART = """() => {
 def test_the_widest_limits_stay_in_their_box(widest_limits_server: DisplayServer,
                                              browser: Any, lang: str, tmp_path: Path) -> None:
     out = []
-    page = browser.new_page()  # one page, loaded afresh at each size: a renderer costs more
+    page = browser.new_page()
     try:
         for path in ("/scoreboard", "/overlay"):
-            for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-                page.set_viewport_size({"width": width, "height": height})
+            for width, height in at_each_size(page):
                 page.goto(f"http://127.0.0.1:{widest_limits_server.port}{path}?lang={lang}")
                 page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                        "document.querySelector('#stage .paytable') !== null")
@@ -403,10 +408,9 @@ def test_the_paytable_is_whole_while_a_cancel_is_told(betting_server: DisplaySer
                                                        browser: Any, lang: str,
                                                        tmp_path: Path) -> None:
     cut = []
-    page = browser.new_page()  # one page, loaded afresh at each size
+    page = browser.new_page()
     try:
-        for width, height in ((1920, 1080), (1366, 768), (1080, 1920)):
-            page.set_viewport_size({"width": width, "height": height})
+        for width, height in at_each_size(page):
             page.goto(f"http://127.0.0.1:{betting_server.port}/scoreboard?lang={lang}")
             page.wait_for_function("() => document.body.dataset.phase === 'betting' && "
                                    "!document.getElementById('notice').hidden && "
