@@ -12,13 +12,16 @@ process wrote. A slow card whose threads neither waited for a core nor ran longe
 more than a quick one's spent its time asleep: on the disk, or on a lock. Cards under the
 threshold cost the snapshot and nothing more.
 
-Across the card, a sampler thread of the bench also looks at each daemon thread every
-``SAMPLE_S`` (``/proc/<pid>/task/<tid>/stat`` and ``wchan``): a thread asleep is counted under
-its state and the kernel function it sleeps in, e.g. ``D jbd2_log_wait_commit`` (an fsync
-waiting for the file system's journal), ``D blk_mq_get_tag``, ``S futex_wait_queue`` (a lock or
-the interpreter's), ``S do_epoll_wait`` (idle). A slow card's line says where its time went
-by name, with or without delay accounting. The sampler costs the bench a share of a core while
-a card is in flight, the same for every card of every run.
+Across the card, a sampler process also looks at each daemon thread every ``SAMPLE_S``
+(``/proc/<pid>/task/<tid>/stat`` and ``wchan``): a thread asleep is counted under its state
+and the kernel function it sleeps in, e.g. ``D jbd2_log_wait_commit`` (an fsync waiting for
+the file system's journal), ``D blk_mq_get_tag``, ``S futex_wait_queue`` (a lock or the
+interpreter's), ``S do_epoll_wait`` (idle); a thread on a CPU or waiting for one, as ``R``.
+A slow card's line says where its time went by name, with or without delay accounting. The
+broker the card goes through, where the bench runs one, is followed the same way under
+``broker/<tid>``: a card that waited in the broker shows it busy (``R``) or asleep there.
+The sampler costs the bench a share of a core while a card is in flight, the same for every
+card of every run.
 
 The snapshots are taken outside the timed window (before the frame is written, after the
 event arrived), so they widen the window by the reading of a few small files, the same for
@@ -87,9 +90,11 @@ class WaitSampler:
         self._proc = subprocess.Popen([sys.executable, __file__, "--sample"], text=True,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def start(self, pid: int) -> None:
+    def start(self, pid: int, others: dict[str, int]) -> None:
+        """Sample the daemon at ``pid`` and the ``others`` (name: pid) from now on."""
         assert self._proc.stdin is not None
-        self._proc.stdin.write(f"start {pid}\n")
+        named = "".join(f" {name}={other}" for name, other in others.items())
+        self._proc.stdin.write(f"start {pid}{named}\n")
         self._proc.stdin.flush()
 
     def stop(self) -> dict[str, dict[str, float]]:
@@ -111,21 +116,23 @@ class WaitSampler:
 
 
 def sample_main() -> None:
-    """The sampler process: ``start PID`` / ``stop`` lines in, a JSON line out per stop.
+    """The sampler process: ``start PID [NAME=PID ...]`` / ``stop`` lines in, a JSON line out
+    per stop.
     Its input is read from the descriptor, not through a buffer that select() cannot see.
     Each sample stands for the time since the one before (a busy machine wakes the sampler
     late), so the figures are milliseconds, not counts."""
     slept: collections.Counter[tuple[str, str]] = collections.Counter()
-    pid = 0
+    followed: dict[str, int] = {}   # "" (the daemon) or a name: its pid
     last = 0.0
     pending = b""
     while True:
         if b"\n" not in pending:
-            ready, _, _ = select.select([0], [], [], SAMPLE_S if pid else None)
-            if pid:
+            ready, _, _ = select.select([0], [], [], SAMPLE_S if followed else None)
+            if followed:
                 now = time.monotonic()
-                for key in asleep(pid):
-                    slept[key] += now - last
+                for name, pid in followed.items():
+                    for key in states(pid, name):
+                        slept[key] += now - last
                 last = now
             if not ready:
                 continue
@@ -136,17 +143,21 @@ def sample_main() -> None:
             continue
         line, pending = pending.split(b"\n", 1)
         if line.startswith(b"start "):
-            pid, slept, last = int(line.split()[1]), collections.Counter(), time.monotonic()
+            daemon, *others = line.decode().split()[1:]
+            followed = {"": int(daemon), **{name: int(pid) for name, _, pid in
+                                            (other.partition("=") for other in others)}}
+            slept, last = collections.Counter(), time.monotonic()
             continue
         found: dict[str, dict[str, float]] = {}
         for (thread, where), seconds in slept.most_common():
             found.setdefault(thread, {})[where] = round(seconds * 1000, 1)
         print(json.dumps(found), flush=True)
-        pid = 0
+        followed = {}
 
 
-def asleep(pid: int) -> list[tuple[str, str]]:
-    """(thread, "state wait-channel") of each of ``pid``'s threads not on a CPU right now."""
+def states(pid: int, name: str = "") -> list[tuple[str, str]]:
+    """(thread, "state wait-channel") of each of ``pid``'s threads asleep right now, or
+    (thread, "R") for one on a CPU or waiting for one; a thread is ``name/tid`` when named."""
     found = []
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
@@ -155,12 +166,12 @@ def asleep(pid: int) -> list[tuple[str, str]]:
     for task in tasks:
         try:
             state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state in ("R", "Z", "X"):
+            if state in ("Z", "X"):
                 continue
-            where = (task / "wchan").read_text().strip() or "?"
+            where = "" if state == "R" else " " + ((task / "wchan").read_text().strip() or "?")
         except (OSError, IndexError):
             continue
-        found.append((task.name, f"{state} {where}"))
+        found.append((f"{name}/{task.name}" if name else task.name, f"{state}{where}"))
     return found
 
 
@@ -209,6 +220,7 @@ class CardTrace:
         self.out, self.over_ms = out, over_ms
         self.block_io_counted = delay_accounting()  # else block_io_wait_us stays empty
         self.pid = 0
+        self.others: dict[str, int] = {}
         self.label = ""
         self.traced = 0
         #: the traced cards' sleeps on the disk (state D), ms by wait channel, all threads
@@ -224,14 +236,27 @@ class CardTrace:
         threads waited on the disk, most first; "" when none did."""
         return ", ".join(f"{channel} {ms:.0f} ms" for channel, ms in self.disk_ms.most_common(4))
 
-    def follow(self, pid: int, label: str) -> None:
-        """From now on, the daemon at ``pid``; its lines say ``label`` (the run's name)."""
+    def follow(self, pid: int, label: str, others: dict[str, int] | None = None) -> None:
+        """From now on, the daemon at ``pid`` and the ``others`` it works with (``broker``:
+        its pid); the lines say ``label`` (the run's name)."""
         self.pid, self.label, self._before = pid, label, None
+        self.others = dict(others or {})
+
+    def _snapshot(self) -> dict[str, Any]:
+        """The daemon's snapshot with the others' threads beside its own (``broker/...``)."""
+        taken = snapshot(self.pid)
+        for name, pid in self.others.items():
+            try:
+                theirs = snapshot(pid)["threads"]
+            except OSError:
+                continue  # ended
+            taken["threads"].update({f"{name}/{thread}": t for thread, t in theirs.items()})
+        return taken
 
     def before(self) -> None:
-        self._before = snapshot(self.pid) if self.pid else None
+        self._before = self._snapshot() if self.pid else None
         if self.pid:
-            self._sampler.start(self.pid)
+            self._sampler.start(self.pid, self.others)
 
     def after(self, card: int, latencies_ms: dict[str, float]) -> None:
         slept = self._sampler.stop()
@@ -245,7 +270,7 @@ class CardTrace:
                     self.disk_ms[channel] += ms
         self.out.write(json.dumps({"run": self.label, "card": card,
                                    "ms": {k: round(v, 2) for k, v in latencies_ms.items()},
-                                   **difference(self._before, snapshot(self.pid)),
+                                   **difference(self._before, self._snapshot()),
                                    "asleep_ms": slept}) + "\n")
         self.out.flush()
 

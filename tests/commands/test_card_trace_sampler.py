@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.card_trace import DELAYACCT, WaitSampler, asleep, delay_accounting, delay_accounting_on
+from bench.card_trace import DELAYACCT, WaitSampler, delay_accounting, delay_accounting_on, states
 
 
 @pytest.fixture
@@ -28,19 +28,20 @@ def reader() -> Iterator[subprocess.Popen[bytes]]:
 
 def test_a_thread_blocked_on_a_pipe_is_seen_asleep_in_the_kernel_where_it_waits(
         reader: subprocess.Popen[bytes]) -> None:
-    found = dict(asleep(reader.pid))
+    found = dict(states(reader.pid))
     assert str(reader.pid) in found
     state, _, channel = found[str(reader.pid)].partition(" ")
     assert state == "S" and "pipe" in channel, found
 
 
-def test_a_process_on_a_cpu_is_not_counted_asleep() -> None:
+def test_a_process_on_a_cpu_is_counted_running_not_asleep() -> None:
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
-        seen = [asleep(spinner.pid) for _ in range(50)]
-        # a spinning process is on a CPU or waiting for one: mostly not asleep
-        assert sum(1 for s in seen if s) < 25, seen
+        seen = [dict(states(spinner.pid, "broker")) for _ in range(50)]
+        # a spinning process is on a CPU or waiting for one: mostly R, under its name
+        running = sum(1 for s in seen if s == {f"broker/{spinner.pid}": "R"})
+        assert running > 25, seen
     finally:
         spinner.kill()
         spinner.wait()
@@ -51,22 +52,40 @@ def test_the_sampler_adds_up_the_time_between_start_and_stop(
     sampler = WaitSampler()
     try:
         time.sleep(0.3)  # the sampler's own start
-        sampler.start(reader.pid)
+        sampler.start(reader.pid, {})
         time.sleep(0.2)
         slept = sampler.stop()
         ms = sum(slept[str(reader.pid)].values())
         assert 100 <= ms <= 2000, slept  # about 200 ms, on a busy machine late either way
         # the next card starts from nothing, and a process gone is no error
-        sampler.start(reader.pid)
+        sampler.start(reader.pid, {})
         reader.kill()
         reader.wait()
         time.sleep(0.05)
         assert sum(sum(w.values()) for w in sampler.stop().values()) < 1000
-        sampler.start(2 ** 22 + 12345)  # no such process
+        sampler.start(2 ** 22 + 12345, {})  # no such process
         time.sleep(0.02)
         assert sampler.stop() == {}
     finally:
         sampler.close()
+
+
+def test_the_sampler_follows_another_process_beside_the_daemon_under_its_name(
+        reader: subprocess.Popen[bytes]) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"],
+                             stdin=subprocess.PIPE)
+    sampler = WaitSampler()
+    try:
+        time.sleep(0.3)
+        sampler.start(reader.pid, {"broker": other.pid})
+        time.sleep(0.2)
+        slept = sampler.stop()
+        assert str(reader.pid) in slept and f"broker/{other.pid}" in slept, slept
+        assert list(slept[f"broker/{other.pid}"]) == [next(iter(slept[str(reader.pid)]))]
+    finally:
+        sampler.close()
+        other.kill()
+        other.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not DELAYACCT.exists(),
