@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.card_trace import CardTrace  # noqa: E402
+from bench.cpu_groups import DEFAULT_WEIGHT, CpuGroup  # noqa: E402
 from bench.measuring import percentile, wait_listening  # noqa: E402
 from bench.verdict import judge_ratio, pair_ratios  # noqa: E402
 from controller.service.control.access import own_group  # noqa: E402
@@ -158,7 +159,8 @@ class Broker:
     defaults (``set_tcp_nodelay false``: a message that follows an un-ACKed one to a subscriber
     waits for the subscriber's delayed ACK, ~40 ms)."""
 
-    def __init__(self, workdir: Path, shipped: bool = True):
+    def __init__(self, workdir: Path, shipped: bool = True,
+                 priority: UnitPriority | None = None):
         self.port = free_port()
         config = workdir / "mosquitto.conf"
         store = workdir / "mosquitto"
@@ -167,11 +169,11 @@ class Broker:
             else "persistence false\n"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
                           f"user root\n{settings}")
-        # at the normal priority whatever the bench's own: a broker on the table PC is the
-        # PC's other work (the stress part's catch-up load runs through it)
+        # at the normal priority whatever the bench's own (``priority``: its unit's group too):
+        # a broker on the table PC is the PC's other work (the stress catch-up goes through it)
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=UnitPriority().apply)
+                                     preexec_fn=(priority or UnitPriority()).apply)
         wait_listening(self.port, "mosquitto", lambda: self.proc.poll() is None)
 
     def stop(self) -> None:
@@ -214,18 +216,21 @@ class Receivers:
     arrivals: Arrivals
     http_port: int
     mqtt_port: int
+    broker_pid: int = 0  # the broker's process, followed by a card trace
 
 
 @contextlib.contextmanager
 def receivers(work: Path, names: tuple[str, ...] = ("mqtt", "http"),
-              shipped_broker: bool = True) -> Iterator[Receivers]:
+              shipped_broker: bool = True,
+              broker_priority: UnitPriority | None = None) -> Iterator[Receivers]:
     """An HTTP server, and for ``mqtt`` a broker with a subscriber, for as long as the block."""
     arrivals = Arrivals()
     server = start_http(arrivals)
-    broker = Broker(work, shipped_broker) if "mqtt" in names else None
+    broker = Broker(work, shipped_broker, broker_priority) if "mqtt" in names else None
     subscriber = start_subscriber(broker.port, arrivals) if broker else None
     try:
-        yield Receivers(names, arrivals, server.server_address[1], broker.port if broker else 0)
+        yield Receivers(names, arrivals, server.server_address[1],
+                        broker.port if broker else 0, broker.proc.pid if broker else 0)
     finally:
         if subscriber is not None:
             subscriber.loop_stop()
@@ -270,17 +275,22 @@ class PanelPty:
 
 @dataclass(frozen=True)
 class UnitPriority:
-    """How systemd/pokdeng-table.service runs the daemon: ``Nice=``, and the real-time
-    priority its config asks for and ``LimitRTPRIO=`` permits (controller/service/realtime.py).
-    The default is a shell's: nice 0, no real-time priority."""
+    """How systemd runs a unit's process: ``Nice=``, the real-time priority the daemon's
+    config asks for and ``LimitRTPRIO=`` permits (controller/service/realtime.py), and the
+    unit's CPU cgroup where the bench made one (bench/cpu_groups.py). The default is a
+    shell's: nice 0, no real-time priority, no group of its own."""
     nice: int = 0
     rtprio: int = 0
+    cpu_group: CpuGroup | None = None
 
     def apply(self) -> None:
         """In a child process before it runs (the daemon, the broker, the stress load): a
-        normal policy (a bench running at a real-time priority must not hand its own down),
+        normal policy (a bench running at a real-time priority must not hand its own down;
+        nor may a real-time process join a group without a real-time budget), its group,
         then the niceness."""
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if self.cpu_group is not None:
+            self.cpu_group.join()
         if self.nice:
             os.nice(self.nice)
 
@@ -289,15 +299,25 @@ class UnitPriority:
         return f"realtime_priority: {self.rtprio}\n" if self.rtprio else ""
 
 
+def _unit_settings() -> dict[str, str]:
+    """systemd/pokdeng-table.service's ``Nice=``, ``LimitRTPRIO=`` and ``CPUWeight=``."""
+    return dict(line.split("=", 1) for line in
+                (ROOT / "systemd" / "pokdeng-table.service").read_text().splitlines()
+                if line.startswith(("Nice=", "LimitRTPRIO=", "CPUWeight=")))
+
+
 def unit_priority() -> UnitPriority:
     """The unit's ``Nice=`` and ``LimitRTPRIO=``, where this user may take them (root)."""
-    settings = dict(line.split("=", 1) for line in
-                    (ROOT / "systemd" / "pokdeng-table.service").read_text().splitlines()
-                    if line.startswith(("Nice=", "LimitRTPRIO=")))
+    settings = _unit_settings()
     nice, rtprio = int(settings.get("Nice", 0)), int(settings.get("LimitRTPRIO", 0))
     if os.geteuid() != 0:
         return UnitPriority(max(nice, 0), 0)
     return UnitPriority(nice, rtprio)
+
+
+def unit_cpu_weight() -> int:
+    """The unit's ``CPUWeight=`` (systemd's default 100 when it sets none)."""
+    return int(_unit_settings().get("CPUWeight", DEFAULT_WEIGHT))
 
 
 DAEMON_CONFIG = """
@@ -389,7 +409,8 @@ def deal(table: Table, backends: Receivers, rounds: int, *, seed: int = 7,
     cards = iter(shuffled_shoe(seed))
     latencies: dict[str, list[float]] = {r: [] for r in names}
     if trace is not None:
-        trace.follow(table.daemon.pid, label)
+        trace.follow(table.daemon.pid, label,
+                     {"broker": backends.broker_pid} if backends.broker_pid else {})
 
     def timed(kind: str, keep: bool = True) -> None:
         card = next(cards)

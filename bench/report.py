@@ -274,7 +274,7 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
         raise
     rows: list[Row] = []
     runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
-        f"on{stalled_text(found['stalled'])}"
+        f"on{stalled_text(found['stalled'])}; {found['cpu_groups']}"
     for transport, f in found["transports"].items():
         name = transport.upper()
         for case, note in (("quiet", runs), ("quiet-aa", "the quiet run's A/A copy"),

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import http.client
 import json
@@ -60,7 +61,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import harness  # noqa: E402
+from bench import cpu_groups, harness  # noqa: E402
 from bench.card_trace import CardTrace, delay_accounting_on  # noqa: E402
 from bench.measuring import PAIRS, ROUNDS, save_json  # noqa: E402
 from bench.verdict import Floor, judge_count, pair_ratios  # noqa: E402
@@ -186,10 +187,11 @@ def load_main(display_port: int, control_socket: str, journal: str, mqtt_port: i
 
 
 def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
-                stressors: tuple[str, ...] = STRESSORS
+                stressors: tuple[str, ...] = STRESSORS,
+                priority: harness.UnitPriority | None = None
                 ) -> Callable[[Path], AbstractContextManager[None]]:
-    """The load for a run's daemon (``work``: the run's directory), as harness.deal takes it;
-    the load's last counts are appended to ``counts``."""
+    """The load for a run's daemon (``work``: the run's directory), as harness.deal takes it,
+    run at ``priority`` (the PC's other work); its last counts are appended to ``counts``."""
 
     @contextlib.contextmanager
     def load(work: Path) -> Iterator[None]:
@@ -199,7 +201,7 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
                                  ",".join(stressors)],
                                 stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                 start_new_session=True,  # its journal commands die with it
-                                preexec_fn=harness.UnitPriority().apply)  # the PC's other work
+                                preexec_fn=(priority or harness.UnitPriority()).apply)
         assert proc.stdout is not None
         try:
             if proc.stdout.readline().strip() != "ready":
@@ -249,11 +251,12 @@ def receivers_at(realtime: bool) -> Iterator[None]:
 def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             stressors: tuple[str, ...] = STRESSORS, priority: harness.UnitPriority | None = None,
             receivers_rt: bool = True, trace_file: Path | None = None,
-            trace_over_ms: float = TRACE_OVER_MS) -> dict[str, Any]:
+            trace_over_ms: float = TRACE_OVER_MS,
+            weights: cpu_groups.Weights | None = None) -> dict[str, Any]:
     """``pairs`` alternated pairs of runs (quiet, stressed, quiet again), fresh daemon and
     journal each; per transport, each run's figures, and the goals judged. The daemon runs at
-    ``priority`` (default: its unit's); cards over ``trace_over_ms`` get a line in
-    ``trace_file`` (default: none traced)."""
+    ``priority`` (default: its unit's), in the CPU groups of ``weights`` (default: its
+    unit's); cards over ``trace_over_ms`` get a line in ``trace_file`` (default: none)."""
     if missing := harness.mosquitto_missing():
         raise SystemExit(missing)
     priority = harness.unit_priority() if priority is None else priority
@@ -269,13 +272,21 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             stack.enter_context(delay_accounting_on())
             trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms)
             stack.callback(trace.close)
+        # the units' CPU groups (bench/cpu_groups.py) before any process that joins one
+        groups = stack.enter_context(cpu_groups.unit_groups(
+            weights or cpu_groups.Weights(harness.unit_cpu_weight())))
+        placed = isinstance(groups, cpu_groups.CpuGroups)
+        priority = dataclasses.replace(priority, cpu_group=groups.table) if placed else priority
+        broker_priority = harness.UnitPriority(cpu_group=groups.broker if placed else None)
+        load_priority = harness.UnitPriority(cpu_group=groups.load if placed else None)
         stack.enter_context(receivers_at(receivers_rt))
-        backends = stack.enter_context(harness.receivers(work))
+        backends = stack.enter_context(harness.receivers(work, broker_priority=broker_priority))
 
         def run(case: str, pair: int) -> dict[str, dict[str, float]]:
             run_dir = Path(tempfile.mkdtemp(prefix=f"{case}{pair + 1}-", dir=work))
             display_port = harness.free_port()
-            load = stress_load(display_port, backends.mqtt_port, load_counts, stressors)
+            load = stress_load(display_port, backends.mqtt_port, load_counts, stressors,
+                               load_priority)
             with harness.start_daemon(run_dir, backends, priority=priority,
                                       extra_config=DISPLAY_CONFIG.format(port=display_port)
                                       ) as table:
@@ -290,6 +301,7 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
                                "daemon_rtprio": priority.rtprio,
                                "receivers_rtprio": RECEIVERS_RTPRIO if receivers_rt else 0,
                                "stressors": list(stressors), "load": load_counts,
+                               "cpu_groups": groups.description if placed else groups,
                                "stalled": stalled,
                                "trace": {"file": str(trace_file) if trace_file else None,
                                          "over_ms": trace_over_ms,
@@ -330,6 +342,7 @@ def print_summary(summary: dict[str, Any]) -> None:
           f"{summary['daemon_nice']}, real-time grant {summary['daemon_rtprio'] or 'none'}; "
           f"receivers at real-time {summary['receivers_rtprio'] or 'no'}; "
           f"ms, median of the runs' figures (max: of all runs)")
+    print(f"  CPU: {summary['cpu_groups']}")
     for load in summary["load"]:
         if load:
             print("  load: " + ", ".join(f"{k} {v}" for k, v in load.items()))
@@ -375,6 +388,11 @@ def main() -> int:
     parser.add_argument("--receivers-normal", action="store_true",
                         help="the bench's receivers at the normal priority, beside the load "
                              "(default as root: real-time, as a backend elsewhere)")
+    parser.add_argument("--table-weight", type=int, default=None, metavar="N",
+                        help="the table's CPU cgroup weight (default: its unit's CPUWeight=)")
+    parser.add_argument("--broker-weight", type=int, default=None, metavar="N",
+                        help="the broker's CPU cgroup weight (default: the table's, as a "
+                             "broker on a machine of its own)")
     parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS,
                         metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT", "STRESSORS"))
     args = parser.parse_args()
@@ -389,8 +407,10 @@ def main() -> int:
     priority = harness.UnitPriority(
         unit.nice if args.daemon_nice is None else args.daemon_nice,
         unit.rtprio if args.daemon_rtprio is None else args.daemon_rtprio)
+    weights = cpu_groups.Weights(args.table_weight or harness.unit_cpu_weight(),
+                                 args.broker_weight)
     summary = measure(args.rounds, args.pairs, args.state_dir, stressors, priority,
-                      not args.receivers_normal, args.trace, args.trace_over)
+                      not args.receivers_normal, args.trace, args.trace_over, weights)
     print_summary(summary)
     save_json(args.json, summary)
     return 0
