@@ -6,13 +6,8 @@ and fsyncs it between one input and the next. The daemon turns that off on the j
 connection (``Journal.leave_checkpoints_to_background``) and runs this thread instead: it
 checkpoints (PASSIVE: it never makes a writer wait) once the WAL holds more than
 ``wal_bytes``, and anything pending every ``idle_s`` so the database file stays close to
-the WAL. A checkpoint that is due waits for a pause in the table's commits (``QUIET_S``
-without one: between rounds, or between two cards of a dealer's rhythm): its copy into the
-database ends with that file's sync, and a card committed beside it waited for the disk to
-flush both (the slow cards of docs/benchmarks.md, "Where the slow cards waited"). A WAL
-past ``FORCE_FACTOR`` times its size is checkpointed without waiting, so a table that never
-pauses still has a bounded WAL. The journal's ``journal_size_limit`` truncates the WAL back
-to ``wal_bytes`` when it restarts, so its size says how much is waiting.
+the WAL. The journal's ``journal_size_limit`` truncates the WAL back to ``wal_bytes`` when it
+restarts, so its size says how much is waiting.
 
 It also keeps the WAL file **allocated** to ``wal_bytes``: zeros written past its end, in short
 steps, each under the journal's write lock, when the thread starts and whenever the file is
@@ -47,10 +42,6 @@ log = logging.getLogger("pokdeng.wal_checkpoints")
 WAL_BYTES = 4 * 1024 * 1024
 #: how often the WAL's size is looked at
 CHECK_EVERY_S = 1.0
-#: a due checkpoint waits for this long without a commit (a card, an event) before it runs
-QUIET_S = 0.25
-#: ... unless the WAL has grown past this many times ``wal_bytes``
-FORCE_FACTOR = 2
 #: a WAL with anything in it is checkpointed at least this often
 IDLE_CHECKPOINT_S = 30.0
 #: zeros written at a time to keep the WAL allocated, each step one short write transaction
@@ -60,14 +51,12 @@ ALLOCATE_STEP = 512 * 1024
 
 class WalCheckpointer:
     def __init__(self, path: str | Path, *, wal_bytes: int = WAL_BYTES,
-                 check_every_s: float = CHECK_EVERY_S, idle_s: float = IDLE_CHECKPOINT_S,
-                 quiet_s: float = QUIET_S):
+                 check_every_s: float = CHECK_EVERY_S, idle_s: float = IDLE_CHECKPOINT_S):
         self.path = Path(path)
         self.wal = Path(f"{self.path}-wal")
         self.wal_bytes = wal_bytes
         self.check_every_s = check_every_s
         self.idle_s = idle_s
-        self.quiet_s = quiet_s
         self.checkpoints = 0
         self._failing: str | None = None  # the allocation's last failure, warned about once
         self._stop = threading.Event()
@@ -100,9 +89,7 @@ class WalCheckpointer:
                 try:
                     changed = self._data_version(conn) != version
                     due = changed and time.monotonic() - last >= self.idle_s
-                    size = self._wal_size()
-                    if (size > self.wal_bytes or due) and (
-                            size > FORCE_FACTOR * self.wal_bytes or self._pause(conn)):
+                    if self._wal_size() > self.wal_bytes or due:
                         self._checkpoint(conn)
                         last, version = time.monotonic(), self._data_version(conn)
                     self._keep_allocated(conn)
@@ -175,16 +162,6 @@ class WalCheckpointer:
             return os.stat(self.wal).st_size
         except OSError:
             return 0
-
-    def _pause(self, conn: sqlite3.Connection) -> bool:
-        """True after ``quiet_s`` without a commit by any other connection; False at the
-        first (looked at every ``quiet_s / 5``, so a table that writes little is not kept
-        waiting for the window to end) or when the thread is stopped."""
-        version = self._data_version(conn)
-        for _ in range(5):
-            if self._stop.wait(self.quiet_s / 5) or self._data_version(conn) != version:
-                return False
-        return True
 
     @staticmethod
     def _data_version(conn: sqlite3.Connection) -> int:

@@ -55,49 +55,6 @@ def test_a_quiet_journal_is_checkpointed_after_the_idle_interval(tmp_path):
             checkpointer.stop()
 
 
-def test_a_due_checkpoint_waits_for_a_pause_in_the_commits(tmp_path):
-    """A checkpoint's database sync beside a card's commit made the card wait for the disk to
-    flush both: while the table commits it waits, and runs in the first pause."""
-    with Journal(tmp_path / "journal.db") as journal:
-        journal.leave_checkpoints_to_background(WAL_BYTES)
-        checkpointer = WalCheckpointer(journal.path, wal_bytes=WAL_BYTES, check_every_s=0.05,
-                                       idle_s=0.0, quiet_s=0.3).start()
-        try:
-            dealing_until = time.monotonic() + 2.0
-            while time.monotonic() < dealing_until:  # a card every 0.1 s: never 0.3 s quiet
-                fill(journal, 1)
-                time.sleep(0.1)
-            assert checkpointer.checkpoints == 0, "a checkpoint ran while the table dealt"
-            # the pause: the due checkpoint runs in it
-            assert wait_until(lambda: checkpointer.checkpoints >= 1, 10, "a checkpoint")
-        finally:
-            checkpointer.stop()
-        assert journal.verify().ok
-
-
-def test_a_table_that_never_pauses_still_has_a_bounded_wal(tmp_path):
-    with Journal(tmp_path / "journal.db") as journal:
-        journal.leave_checkpoints_to_background(WAL_BYTES)
-        checkpointer = WalCheckpointer(journal.path, wal_bytes=WAL_BYTES, check_every_s=0.05,
-                                       quiet_s=0.3).start()
-        try:
-            largest = 0
-            deadline = time.monotonic() + 30
-            # commits closer together than the pause the checkpoint waits for, for as long as
-            # it takes the WAL past twice its size and a checkpoint to run anyway
-            while checkpointer.checkpoints == 0 and time.monotonic() < deadline:
-                fill(journal, 3)
-                largest = max(largest, wal_size(journal))
-                time.sleep(0.02)
-            assert checkpointer.checkpoints >= 1, "no checkpoint while the table never paused"
-            assert largest > 2 * WAL_BYTES  # it did wait for a pause until the bound
-            fill(journal, 3)  # the next commit restarts the WAL: cut back to its size
-            assert wal_size(journal) <= WAL_BYTES
-        finally:
-            checkpointer.stop()
-        assert journal.verify().ok
-
-
 #: a WAL allocated past what the tests' commits write (each commit ~25 KB of frames)
 ALLOCATED = 1024 * 1024
 
