@@ -169,8 +169,8 @@ class Broker:
             else "persistence false\n"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
                           f"user root\n{settings}")
-        # at the normal priority whatever the bench's own (``priority``: its unit's group too):
-        # a broker on the table PC is the PC's other work (the stress catch-up goes through it)
+        # at the normal priority whatever the bench's own, in its CPU group where ``priority``
+        # names one (the stress part's catch-up load goes through it)
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=(priority or UnitPriority()).apply)

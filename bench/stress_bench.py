@@ -20,7 +20,15 @@ the load at the default priority, as the kiosk's browser and an operator's comma
 The bench's receivers stand for a backend on another machine: as root they run at a
 real-time priority above the daemon's, so the load slows the table, not the measuring
 (``--receivers-normal`` puts them beside the load, as before 2026-12-01). The broker runs at
-the normal priority: on the table PC it is other work.
+the normal priority.
+
+As root, the table (its daemon and screen process), the broker and the load each run in a CPU
+cgroup of their own, as systemd places units (bench/cpu_groups.py): the table at its unit's
+``CPUWeight=`` (``--table-weight``), the broker at the table's weight by default, standing for
+the studio's broker on a machine of its own (``--broker-weight 100``: a broker on the table
+PC at systemd's default), the load at the default 100. Without them the kernel groups the
+processes by session instead, and the bench's session (the daemon, the broker, the bench)
+shared one share against the load's.
 
 A pair is three runs: quiet, stressed, and quiet again (the A/A copy: the quiet run against
 itself, this machine's noise); odd pairs reverse the order. Goals, judged by bench/verdict.py
@@ -31,6 +39,7 @@ across that card (bench/card_trace.py).
 
     python bench/stress_bench.py [--rounds 8] [--pairs 5] [--json FILE] [--trace FILE]
                                  [--stressors pages,status,journal,catchup]
+                                 [--table-weight N] [--broker-weight N]
 
 ``--stressors`` gives the stressed runs some of the load only: what each part costs alone.
 """
@@ -191,7 +200,8 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
                 priority: harness.UnitPriority | None = None
                 ) -> Callable[[Path], AbstractContextManager[None]]:
     """The load for a run's daemon (``work``: the run's directory), as harness.deal takes it,
-    run at ``priority`` (the PC's other work); its last counts are appended to ``counts``."""
+    run at ``priority`` (the PC's other work: its group, where the bench made one); its last
+    counts are appended to ``counts``."""
 
     @contextlib.contextmanager
     def load(work: Path) -> Iterator[None]:
