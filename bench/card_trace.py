@@ -5,7 +5,10 @@ the time spent waiting on a run queue (``/proc/<pid>/task/<tid>/schedstat``, sec
 ns), the time on a CPU (first field) and, where the kernel's delay accounting is on, the time
 waiting for block I/O (``/proc/<pid>/task/<tid>/stat``, field 42), and the process's I/O
 counters (``/proc/<pid>/io``:
-bytes it had written and read through the block layer, its write and read calls). After the
+bytes it had written and read through the block layer, its write and read calls; a write that
+dirties a clean page-cache folio counts the whole folio, up to 512 KB on a kernel whose file
+system keeps large folios, however little it wrote: a jump there with no more write calls is
+no more I/O, docs/benchmarks.md). After the
 card arrived it takes another; a card slower than the threshold gets one line in the trace
 file, JSON, with the differences: which threads waited for a core and how long, what the
 process wrote. A slow card whose threads neither waited for a core nor ran longer nor wrote
