@@ -69,7 +69,8 @@ class Weights:
     """Each group's weight. The broker stands for the studio's, which has a machine of its
     own (docs/backend.md): at the default weight the bench's load took the cores from it
     (38 ms runnable for one card), which no table PC's load can do to a broker elsewhere; by
-    default it is given the table's weight: served like the table, still sharing the cores."""
+    default it is given the table's weight: served like the table, still sharing the cores
+    (``broker=100``: a broker on the table PC)."""
     table: int
     broker: int | None = None   # None: the table's
     load: int = DEFAULT_WEIGHT

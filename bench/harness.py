@@ -160,10 +160,10 @@ class Broker:
     waits for the subscriber's delayed ACK, ~40 ms)."""
 
     def __init__(self, workdir: Path, shipped: bool = True,
-                 priority: UnitPriority | None = None):
+                 priority: UnitPriority | None = None, store: Path | None = None):
         self.port = free_port()
         config = workdir / "mosquitto.conf"
-        store = workdir / "mosquitto"
+        store = store or workdir / "mosquitto"  # its persistence, on the bench's disk
         store.mkdir(exist_ok=True)
         settings = (SHIPPED_BROKER_SETTINGS + f"persistence_location {store}/\n") if shipped \
             else "persistence false\n"
@@ -221,12 +221,14 @@ class Receivers:
 
 @contextlib.contextmanager
 def receivers(work: Path, names: tuple[str, ...] = ("mqtt", "http"),
-              shipped_broker: bool = True,
-              broker_priority: UnitPriority | None = None) -> Iterator[Receivers]:
-    """An HTTP server, and for ``mqtt`` a broker with a subscriber, for as long as the block."""
+              shipped_broker: bool = True, broker_priority: UnitPriority | None = None,
+              broker_store: Path | None = None) -> Iterator[Receivers]:
+    """An HTTP server, and for ``mqtt`` a broker with a subscriber, for as long as the block
+    (the broker's persistence in ``broker_store``, by default on the bench's disk)."""
     arrivals = Arrivals()
     server = start_http(arrivals)
-    broker = Broker(work, shipped_broker, broker_priority) if "mqtt" in names else None
+    broker = Broker(work, shipped_broker, broker_priority, broker_store) \
+        if "mqtt" in names else None
     subscriber = start_subscriber(broker.port, arrivals) if broker else None
     try:
         yield Receivers(names, arrivals, server.server_address[1],

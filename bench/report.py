@@ -274,7 +274,8 @@ def stress_rows(rounds: int, pairs: int, trace: str | None, trace_over: float) -
         raise
     rows: list[Row] = []
     runs = f"median of {found['pairs']} alternated pairs of {found['cards']} cards, display " \
-        f"on{stalled_text(found['stalled'])}; {found['cpu_groups']}"
+        f"on{stalled_text(found['stalled'])}; {found['cpu_groups']}; the broker's store " \
+        f"{found['broker_store']}"
     for transport, f in found["transports"].items():
         name = transport.upper()
         for case, note in (("quiet", runs), ("quiet-aa", "the quiet run's A/A copy"),

@@ -24,11 +24,15 @@ the normal priority.
 
 As root, the table (its daemon and screen process), the broker and the load each run in a CPU
 cgroup of their own, as systemd places units (bench/cpu_groups.py): the table at its unit's
-``CPUWeight=`` (``--table-weight``), the broker at the table's weight by default, standing for
-the studio's broker on a machine of its own (``--broker-weight 100``: a broker on the table
-PC at systemd's default), the load at the default 100. Without them the kernel groups the
-processes by session instead, and the bench's session (the daemon, the broker, the bench)
-shared one share against the load's.
+``CPUWeight=`` (``--table-weight``), the load at systemd's default 100. Without them the
+kernel groups the processes by session instead, and the bench's session (the daemon, the
+broker, the bench) shared one share against the load's.
+
+The broker stands for the studio's, which has a machine of its own (docs/backend.md): its
+group has the table's weight and its store is in memory (``/dev/shm``), so neither the load
+takes its cores nor its saves share the table's disk, as neither would in a studio.
+``--broker-on-pc`` runs it as a broker on the table PC instead: systemd's default weight, its
+store on the bench's disk beside the journal.
 
 A pair is three runs: quiet, stressed, and quiet again (the A/A copy: the quiet run against
 itself, this machine's noise); odd pairs reverse the order. Goals, judged by bench/verdict.py
@@ -39,7 +43,7 @@ across that card (bench/card_trace.py).
 
     python bench/stress_bench.py [--rounds 8] [--pairs 5] [--json FILE] [--trace FILE]
                                  [--stressors pages,status,journal,catchup]
-                                 [--table-weight N] [--broker-weight N]
+                                 [--table-weight N] [--broker-on-pc]
 
 ``--stressors`` gives the stressed runs some of the load only: what each part costs alone.
 """
@@ -237,6 +241,19 @@ def stress_load(display_port: int, mqtt_port: int, counts: list[dict[str, int]],
 
 # --- the bench ---------------------------------------------------------------------------------
 
+MEMORY = Path("/dev/shm")
+
+
+def _memory_store(stack: contextlib.ExitStack) -> Path | None:
+    """A directory in memory for the broker's store, removed with ``stack``; None where the
+    machine has no ``/dev/shm`` (the store then stays on the bench's disk, and says so)."""
+    if not MEMORY.is_dir():
+        return None
+    store = Path(tempfile.mkdtemp(prefix="pokdeng-broker-", dir=MEMORY))
+    stack.callback(shutil.rmtree, store, True)
+    return store
+
+
 #: the bench's own receivers stand for a backend on another machine: as root they run at this
 #: real-time priority, above the daemon's, so the load slows the table and not the measuring
 #: (``--receivers-normal``: at the normal priority, beside the load). The broker stays at the
@@ -262,11 +279,13 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             stressors: tuple[str, ...] = STRESSORS, priority: harness.UnitPriority | None = None,
             receivers_rt: bool = True, trace_file: Path | None = None,
             trace_over_ms: float = TRACE_OVER_MS,
-            weights: cpu_groups.Weights | None = None) -> dict[str, Any]:
+            weights: cpu_groups.Weights | None = None,
+            broker_on_pc: bool = False) -> dict[str, Any]:
     """``pairs`` alternated pairs of runs (quiet, stressed, quiet again), fresh daemon and
     journal each; per transport, each run's figures, and the goals judged. The daemon runs at
     ``priority`` (default: its unit's), in the CPU groups of ``weights`` (default: its
-    unit's); cards over ``trace_over_ms`` get a line in ``trace_file`` (default: none)."""
+    unit's); the broker's store in memory unless ``broker_on_pc``; cards over
+    ``trace_over_ms`` get a line in ``trace_file`` (default: none)."""
     if missing := harness.mosquitto_missing():
         raise SystemExit(missing)
     priority = harness.unit_priority() if priority is None else priority
@@ -289,8 +308,10 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
         priority = dataclasses.replace(priority, cpu_group=groups.table) if placed else priority
         broker_priority = harness.UnitPriority(cpu_group=groups.broker if placed else None)
         load_priority = harness.UnitPriority(cpu_group=groups.load if placed else None)
+        store = None if broker_on_pc else _memory_store(stack)
         stack.enter_context(receivers_at(receivers_rt))
-        backends = stack.enter_context(harness.receivers(work, broker_priority=broker_priority))
+        backends = stack.enter_context(harness.receivers(work, broker_priority=broker_priority,
+                                                         broker_store=store))
 
         def run(case: str, pair: int) -> dict[str, dict[str, float]]:
             run_dir = Path(tempfile.mkdtemp(prefix=f"{case}{pair + 1}-", dir=work))
@@ -312,6 +333,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
                                "receivers_rtprio": RECEIVERS_RTPRIO if receivers_rt else 0,
                                "stressors": list(stressors), "load": load_counts,
                                "cpu_groups": groups.description if placed else groups,
+                               "broker_store": "on the bench's disk" if store is None
+                               else "in memory",
                                "stalled": stalled,
                                "trace": {"file": str(trace_file) if trace_file else None,
                                          "over_ms": trace_over_ms,
@@ -352,7 +375,7 @@ def print_summary(summary: dict[str, Any]) -> None:
           f"{summary['daemon_nice']}, real-time grant {summary['daemon_rtprio'] or 'none'}; "
           f"receivers at real-time {summary['receivers_rtprio'] or 'no'}; "
           f"ms, median of the runs' figures (max: of all runs)")
-    print(f"  CPU: {summary['cpu_groups']}")
+    print(f"  CPU: {summary['cpu_groups']}; the broker's store {summary['broker_store']}")
     for load in summary["load"]:
         if load:
             print("  load: " + ", ".join(f"{k} {v}" for k, v in load.items()))
@@ -400,9 +423,10 @@ def main() -> int:
                              "(default as root: real-time, as a backend elsewhere)")
     parser.add_argument("--table-weight", type=int, default=None, metavar="N",
                         help="the table's CPU cgroup weight (default: its unit's CPUWeight=)")
-    parser.add_argument("--broker-weight", type=int, default=None, metavar="N",
-                        help="the broker's CPU cgroup weight (default: the table's, as a "
-                             "broker on a machine of its own)")
+    parser.add_argument("--broker-on-pc", action="store_true",
+                        help="the broker as one on the table PC: systemd's default CPU weight, "
+                             "its store on the bench's disk (default: the studio's broker, as "
+                             "on a machine of its own: the table's weight, its store in memory)")
     parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS,
                         metavar=("DISPLAY_PORT", "SOCKET", "JOURNAL", "MQTT_PORT", "STRESSORS"))
     args = parser.parse_args()
@@ -418,9 +442,10 @@ def main() -> int:
         unit.nice if args.daemon_nice is None else args.daemon_nice,
         unit.rtprio if args.daemon_rtprio is None else args.daemon_rtprio)
     weights = cpu_groups.Weights(args.table_weight or harness.unit_cpu_weight(),
-                                 args.broker_weight)
+                                 cpu_groups.DEFAULT_WEIGHT if args.broker_on_pc else None)
     summary = measure(args.rounds, args.pairs, args.state_dir, stressors, priority,
-                      not args.receivers_normal, args.trace, args.trace_over, weights)
+                      not args.receivers_normal, args.trace, args.trace_over, weights,
+                      broker_on_pc=args.broker_on_pc)
     print_summary(summary)
     save_json(args.json, summary)
     return 0

@@ -101,6 +101,13 @@ def test_latency_and_stress_print_their_floor_and_a_verdict(tmp_path: Path) -> N
     assert all(isinstance(line["asleep_ms"], dict) for line in lines)
     assert any(re.fullmatch(r"[SDIT] \S+", where) for line in lines
                for slept in line["asleep_ms"].values() for where in slept)
+    # the broker the MQTT copy goes through is followed too, under its own name
+    assert any(thread.startswith("broker/") for line in lines for thread in line["asleep_ms"])
+    # the note says how the processes shared the cores and where the broker kept its store
+    quiet = next(row for row in rows if row["figure"].strip().startswith("card -> MQTT quiet "))
+    assert re.search(r"(in a CPU cgroup of its own \(cgroup v[12]\), weights table \d+, "
+                     r"broker \d+, load \d+|no CPU cgroups \(.+\)); the broker's store "
+                     r"(in memory|on the bench's disk)", quiet["note"]), quiet["note"]
 
 
 @pytest.mark.slow
