@@ -148,10 +148,10 @@ def unit_groups(weights: Weights) -> Iterator[CpuGroups | str]:
     if os.geteuid() != 0:
         yield "no CPU cgroups (not root): the kernel's own grouping, by session"
         return
+    v2_controllers = V2_ROOT / "cgroup.controllers"
     if (V1_CPU / "cpu.shares").exists():
         make, base = _make_v1, V1_CPU / f"pokdeng-bench-{os.getpid()}"
-    elif "cpu" in (V2_ROOT / "cgroup.controllers").read_text().split() \
-            if (V2_ROOT / "cgroup.controllers").exists() else False:
+    elif v2_controllers.exists() and "cpu" in v2_controllers.read_text().split():
         make, base = _make_v2, V2_ROOT / f"pokdeng-bench-{os.getpid()}"
     else:
         yield "no CPU cgroups (no CPU controller): the kernel's own grouping, by session"

@@ -257,7 +257,8 @@ def _memory_store(stack: contextlib.ExitStack) -> Path | None:
 #: the bench's own receivers stand for a backend on another machine: as root they run at this
 #: real-time priority, above the daemon's, so the load slows the table and not the measuring
 #: (``--receivers-normal``: at the normal priority, beside the load). The broker stays at the
-#: normal priority: on the table PC it is the PC's other work (the catch-up load is its).
+#: normal priority, in its own CPU group (above): the catch-up load it delivers must not go
+#: before the table's cards.
 RECEIVERS_RTPRIO = 20
 #: a pair: quiet, stressed, and the quiet run's A/A copy (odd pairs reverse the order)
 CASES = ("quiet", "stressed", "quiet-aa")
@@ -302,8 +303,9 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms)
             stack.callback(trace.close)
         # the units' CPU groups (bench/cpu_groups.py) before any process that joins one
-        groups = stack.enter_context(cpu_groups.unit_groups(
-            weights or cpu_groups.Weights(harness.unit_cpu_weight())))
+        weights = weights or cpu_groups.Weights(
+            harness.unit_cpu_weight(), cpu_groups.DEFAULT_WEIGHT if broker_on_pc else None)
+        groups = stack.enter_context(cpu_groups.unit_groups(weights))
         placed = isinstance(groups, cpu_groups.CpuGroups)
         priority = dataclasses.replace(priority, cpu_group=groups.table) if placed else priority
         broker_priority = harness.UnitPriority(cpu_group=groups.broker if placed else None)
@@ -441,8 +443,8 @@ def main() -> int:
     priority = harness.UnitPriority(
         unit.nice if args.daemon_nice is None else args.daemon_nice,
         unit.rtprio if args.daemon_rtprio is None else args.daemon_rtprio)
-    weights = cpu_groups.Weights(args.table_weight or harness.unit_cpu_weight(),
-                                 cpu_groups.DEFAULT_WEIGHT if args.broker_on_pc else None)
+    weights = None if args.table_weight is None else cpu_groups.Weights(
+        args.table_weight, cpu_groups.DEFAULT_WEIGHT if args.broker_on_pc else None)
     summary = measure(args.rounds, args.pairs, args.state_dir, stressors, priority,
                       not args.receivers_normal, args.trace, args.trace_over, weights,
                       broker_on_pc=args.broker_on_pc)
