@@ -48,6 +48,30 @@ def open_regular_for_append(path: str | Path, mode: int = 0o640) -> int:
     return _still_regular(fd, path)
 
 
+def open_regular_in_place(path: str | Path) -> int:
+    """A write-only descriptor of the regular file at ``path``, to write inside it: never
+    created (FileNotFoundError when nothing is there), its last link never followed, and
+    refused (NotARegularFile naming it) unless it is a plain file with a single name: a write
+    through a second name would change another file, and an open of a FIFO for writing would
+    wait for a reader."""
+    _refuse_unless_regular(os.lstat(path), path)
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link or a FIFO planted since the lstat
+            raise NotARegularFile(exc.errno, "not a regular file: not opened",
+                                  str(path)) from None
+        raise
+    fd = _still_regular(fd, path)
+    links = os.fstat(fd).st_nlink
+    if links != 1:
+        os.close(fd)
+        raise NotARegularFile(errno.EMLINK, f"a file with {links} names, not one of its own: "
+                              "not opened", str(path))
+    return fd
+
+
 def _still_regular(fd: int, path: str | Path) -> int:
     """``fd``, opened non-blocking, made blocking once it is seen through the descriptor to
     be a regular file still (it may have been swapped since the name was looked at); closed

@@ -24,17 +24,16 @@ whose salts do not match its header, so zeros past the last frame are never take
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sqlite3
-import stat
 import threading
 import time
 from pathlib import Path
 
 from controller.durability.journal import JournalError, connect
 from controller.durability.write_lock import write_transaction, writer_lock
+from controller.regular_file import NotARegularFile, open_regular_in_place
 
 log = logging.getLogger("pokdeng.wal_checkpoints")
 
@@ -125,23 +124,14 @@ class WalCheckpointer:
         the write lock held), a device or a second name of another file is not the WAL SQLite
         made, and zeros are never written through it (the daemon may run as root)."""
         try:
-            fd = os.open(self.wal, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_regular_in_place(self.wal)
         except FileNotFoundError:  # SQLite makes it with the first connection; not ours to make
             return False
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO nobody reads
-                self._warn_once(f"WAL allocation: not writing: {self.wal} is not a regular "
-                                "file")
-                return False
-            raise
+        except NotARegularFile as exc:
+            self._warn_once(f"WAL allocation: not writing: {exc}")
+            return False
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                self._warn_once(f"WAL allocation: not writing: {self.wal} is not a regular "
-                                f"file of its own (mode {stat.filemode(st.st_mode)}, "
-                                f"{st.st_nlink} links)")
-                return False
-            end = st.st_size
+            end = os.fstat(fd).st_size
             if end >= self.wal_bytes:
                 return False
             os.pwrite(fd, bytes(min(ALLOCATE_STEP, self.wal_bytes - end)), end)
