@@ -158,6 +158,12 @@ def sample_main() -> None:
         followed = {}
 
 
+def _stat_fields(task: Path) -> list[str]:
+    """A thread's ``stat`` fields after its command's parenthesis (the command may hold
+    spaces and parentheses): the state first."""
+    return (task / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def states(pid: int, name: str = "") -> list[tuple[str, str]]:
     """(thread, "state wait-channel") of each of ``pid``'s threads asleep right now, or
     (thread, "R") for one on a CPU or waiting for one; a thread is ``name/tid`` when named."""
@@ -168,7 +174,7 @@ def states(pid: int, name: str = "") -> list[tuple[str, str]]:
         return found
     for task in tasks:
         try:
-            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = _stat_fields(task)[0]
             if state in ("Z", "X"):
                 continue
             where = "" if state == "R" else " " + ((task / "wchan").read_text().strip() or "?")
@@ -187,7 +193,7 @@ def snapshot(pid: int) -> dict[str, Any]:
             on_cpu, waited = (int(x) for x in (task / "schedstat").read_text().split()[:2])
             name = (task / "comm").read_text().strip()
             # field 42 of stat (40th after the command's parenthesis): block I/O delay, ticks
-            blkio = int((task / "stat").read_text().rsplit(")", 1)[1].split()[39]) * TICK_NS
+            blkio = int(_stat_fields(task)[39]) * TICK_NS
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended between the listing and the read
         threads[f"{name}/{task.name}"] = (on_cpu, waited, blkio)

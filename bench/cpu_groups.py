@@ -80,19 +80,27 @@ class Weights:
                 ("load", self.load))
 
 
-def _make_v1(base: Path, weights: Weights) -> CpuGroups:
+def _make(base: Path, weights: Weights, version: int) -> CpuGroups:
+    """The groups under ``base``: v1 weighs by ``cpu.shares`` and gives the table's group a
+    real-time budget where the kernel groups real-time time too; v2 weighs by ``cpu.weight``
+    once the parent hands its children the CPU controller."""
     base.mkdir()
-    rt = (base / "cpu.rt_runtime_us").exists()
+    rt = version == 1 and (base / "cpu.rt_runtime_us").exists()
     budget = _rt_budget(base) if rt else 0
+    if version == 2:
+        _write(base / "cgroup.subtree_control", "+cpu")
     groups = {}
     for name, weight in weights.each():
         group = base / name
         group.mkdir()
-        _write(group / "cpu.shares", str(weight * 1024 // 100))
+        if version == 1:
+            _write(group / "cpu.shares", str(weight * 1024 // 100))
+        else:
+            _write(group / "cpu.weight", str(weight))
         if rt and name == "table":
             _write(group / "cpu.rt_runtime_us", str(budget))
         groups[name] = CpuGroup(group)
-    return CpuGroups(**groups, description=_description(weights, "cgroup v1"))
+    return CpuGroups(**groups, description=_description(weights, f"cgroup v{version}"))
 
 
 def _rt_budget(base: Path) -> int:
@@ -107,18 +115,6 @@ def _rt_budget(base: Path) -> int:
                 continue
         time.sleep(0.1)
     raise OSError(errno.EBUSY, "no real-time budget left for the table's group")
-
-
-def _make_v2(base: Path, weights: Weights) -> CpuGroups:
-    base.mkdir()
-    _write(base / "cgroup.subtree_control", "+cpu")
-    groups = {}
-    for name, weight in weights.each():
-        group = base / name
-        group.mkdir()
-        _write(group / "cpu.weight", str(weight))
-        groups[name] = CpuGroup(group)
-    return CpuGroups(**groups, description=_description(weights, "cgroup v2"))
 
 
 def _description(weights: Weights, version: str) -> str:
@@ -150,14 +146,14 @@ def unit_groups(weights: Weights) -> Iterator[CpuGroups | str]:
         return
     v2_controllers = V2_ROOT / "cgroup.controllers"
     if (V1_CPU / "cpu.shares").exists():
-        make, base = _make_v1, V1_CPU / f"pokdeng-bench-{os.getpid()}"
+        version, base = 1, V1_CPU / f"pokdeng-bench-{os.getpid()}"
     elif v2_controllers.exists() and "cpu" in v2_controllers.read_text().split():
-        make, base = _make_v2, V2_ROOT / f"pokdeng-bench-{os.getpid()}"
+        version, base = 2, V2_ROOT / f"pokdeng-bench-{os.getpid()}"
     else:
         yield "no CPU cgroups (no CPU controller): the kernel's own grouping, by session"
         return
     try:
-        groups: CpuGroups | str = make(base, weights)
+        groups: CpuGroups | str = _make(base, weights, version)
     except OSError as exc:
         _remove(base)
         groups = f"no CPU cgroups ({base}: {exc.strerror}): the kernel's own grouping"

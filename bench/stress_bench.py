@@ -279,14 +279,14 @@ def receivers_at(realtime: bool) -> Iterator[None]:
 def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             stressors: tuple[str, ...] = STRESSORS, priority: harness.UnitPriority | None = None,
             receivers_rt: bool = True, trace_file: Path | None = None,
-            trace_over_ms: float = TRACE_OVER_MS,
-            weights: cpu_groups.Weights | None = None,
+            trace_over_ms: float = TRACE_OVER_MS, table_weight: int | None = None,
             broker_on_pc: bool = False) -> dict[str, Any]:
     """``pairs`` alternated pairs of runs (quiet, stressed, quiet again), fresh daemon and
     journal each; per transport, each run's figures, and the goals judged. The daemon runs at
-    ``priority`` (default: its unit's), in the CPU groups of ``weights`` (default: its
-    unit's); the broker's store in memory unless ``broker_on_pc``; cards over
-    ``trace_over_ms`` get a line in ``trace_file`` (default: none)."""
+    ``priority`` (default: its unit's), its CPU group at ``table_weight`` (default: its
+    unit's); the broker as the studio's (the table's weight, its store in memory) unless
+    ``broker_on_pc``; cards over ``trace_over_ms`` get a line in ``trace_file`` (default:
+    none)."""
     if missing := harness.mosquitto_missing():
         raise SystemExit(missing)
     priority = harness.unit_priority() if priority is None else priority
@@ -303,8 +303,8 @@ def measure(rounds: int = 8, pairs: int = 5, state_dir: str | None = None,
             trace = CardTrace(stack.enter_context(trace_file.open("w")), trace_over_ms)
             stack.callback(trace.close)
         # the units' CPU groups (bench/cpu_groups.py) before any process that joins one
-        weights = weights or cpu_groups.Weights(
-            harness.unit_cpu_weight(), cpu_groups.DEFAULT_WEIGHT if broker_on_pc else None)
+        weights = cpu_groups.Weights(table_weight or harness.unit_cpu_weight(),
+                                     cpu_groups.DEFAULT_WEIGHT if broker_on_pc else None)
         groups = stack.enter_context(cpu_groups.unit_groups(weights))
         placed = isinstance(groups, cpu_groups.CpuGroups)
         priority = dataclasses.replace(priority, cpu_group=groups.table) if placed else priority
@@ -443,11 +443,9 @@ def main() -> int:
     priority = harness.UnitPriority(
         unit.nice if args.daemon_nice is None else args.daemon_nice,
         unit.rtprio if args.daemon_rtprio is None else args.daemon_rtprio)
-    weights = None if args.table_weight is None else cpu_groups.Weights(
-        args.table_weight, cpu_groups.DEFAULT_WEIGHT if args.broker_on_pc else None)
     summary = measure(args.rounds, args.pairs, args.state_dir, stressors, priority,
-                      not args.receivers_normal, args.trace, args.trace_over, weights,
-                      broker_on_pc=args.broker_on_pc)
+                      not args.receivers_normal, args.trace, args.trace_over,
+                      args.table_weight, args.broker_on_pc)
     print_summary(summary)
     save_json(args.json, summary)
     return 0
