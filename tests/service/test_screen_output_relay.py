@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from controller.service.screens import output_relay
 from controller.service.screens.output_relay import LineBudget, OutputRelay
@@ -18,8 +19,11 @@ from controller.service.telemetry.logging_setup import setup_logging
 
 
 @pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    """The daemon's JSON log, into a string; restored afterwards."""
+def logged(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """The daemon's JSON log, into a string; restored afterwards. The relay's logger is taken
+    afresh: structlog caches a logger's chain at its first use, and an earlier test's set-up
+    (another table id added to every line) would otherwise still be in it."""
+    monkeypatch.setattr(output_relay, "log", structlog.get_logger("pokdeng.screens"))
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     stream = io.StringIO()

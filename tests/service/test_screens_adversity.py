@@ -49,14 +49,19 @@ def table() -> Iterator[DealingTable]:
         yield made
 
 
-def ended(pid: int) -> bool:
-    """Gone, or a zombie: its sockets closed when it ended, whenever the machine's init (its
-    parent once the daemon was killed) gets round to reaping it."""
+def process_state(pid: int) -> str:
+    """The process's state letter (``T`` stopped, ``Z`` a zombie), "" once it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def ended(pid: int) -> bool:
+    """Gone, or a zombie: its sockets closed when it ended, whenever the machine's init (its
+    parent once the daemon was killed) gets round to reaping it."""
+    return process_state(pid) in ("", "Z")
 
 
 def shows_round(port: int, played: int) -> bool:
@@ -211,6 +216,10 @@ def test_a_daemon_killed_while_its_screen_process_is_stopped_leaves_the_port_fre
     table.deal_round()
     screen = wait_until(table.screen_pid, COMES_BACK_S, "the screen process")
     os.kill(screen, signal.SIGSTOP)
+    # stopped before the daemon dies: the kernel ends an orphaned group's stopped members as
+    # the group is orphaned; one that a busy machine had not stopped yet would stop after it
+    wait_until(lambda: process_state(screen) == "T", COMES_BACK_S,
+               "the screen process to stop", interval=0.05)
     stop_daemon(table.proc, signal.SIGKILL)
     wait_until(lambda: ended(screen), COMES_BACK_S, "the stopped screen process to end",
                interval=0.2)
