@@ -19,6 +19,7 @@ from controller.durability.recovery import RecoveryError, recover_report
 from controller.durability.wal_checkpoints import WalCheckpointer
 from controller.service.config.errors import EX_CONFIG, ConfigError
 from controller.service.control.handler import TableControl
+from controller.service.heap import set_start_up_aside
 from controller.service.realtime import (
     card_path_threads,
     raise_card_path,
@@ -111,14 +112,16 @@ def start(daemon: TableDaemon) -> None:
         daemon.add_event_listener(daemon.display.offer_events)
     daemon.health = health_reporter_for(config, daemon.board, daemon.outbox, journal,
                                         daemon.software())
-    # Cards come from here on: the threads on their way take the real-time priority the config
-    # asks for, and the interpreter lock changes hands sooner (realtime.py); start-up ran at
-    # the normal priority and Python's own switch interval.
+    # Cards come from here on: the collector no longer walks start-up's objects (heap.py), the
+    # threads on their way take the real-time priority the config asks for, and the
+    # interpreter lock changes hands sooner (realtime.py); start-up ran at the normal
+    # priority and Python's own switch interval.
+    frozen = set_start_up_aside()
     raise_card_path(card_path_threads(daemon.drivers, daemon.outbox), config.realtime_priority)
     switch_interval = shorten_lock_handover()
     status = daemon.snapshot()
     log.info("ready", seconds=round(time.monotonic() - started, 3),
-             switch_interval_ms=round(switch_interval * 1000, 3),
+             switch_interval_ms=round(switch_interval * 1000, 3), objects_frozen=frozen,
              journal=config.journal_path, records=journal.record_count(),
              last_seq=journal.last_event_seq(), state=status.get("state"),
              software=daemon.identity)
