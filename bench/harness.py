@@ -349,6 +349,12 @@ class Table:
     log: Path
 
 
+def daemon_path(repo: Path) -> str:
+    """The daemon's PYTHONPATH: ``repo`` first (the code measured), then whatever the bench
+    inherited (bench/gc_pauses.py's hook reaches the daemon that way)."""
+    return os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)
+
+
 @contextlib.contextmanager
 def start_daemon(work: Path, backends: Receivers, *, extra_config: str = "",
                  log_level: str = "warning", priority: UnitPriority = UnitPriority(),
@@ -375,7 +381,7 @@ def start_daemon(work: Path, backends: Receivers, *, extra_config: str = "",
     log = work / "daemon.log"
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",
                                str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                              cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                              cwd=repo, env={**os.environ, "PYTHONPATH": daemon_path(repo)},
                               preexec_fn=priority.apply)
     try:
         yield Table(work, daemon, shoe, panel, log)
@@ -541,7 +547,7 @@ def notified_table(work: Path, *, level: str = "info", watchdog: bool = False,
     master, slave = os.openpty()
     notify = NotifySocket(work / "notify")
     daemon_env = {**(os.environ if env is None else env), "NOTIFY_SOCKET": str(notify.path),
-                  "PYTHONPATH": str(repo)}
+                  "PYTHONPATH": daemon_path(repo)}
     if watchdog:
         daemon_env["WATCHDOG_USEC"] = "10000000"
     try:
