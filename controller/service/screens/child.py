@@ -4,7 +4,9 @@ The daemon (``link.py``) starts it at a lower priority than the table, hands it 
 listening socket (descriptor 3) and writes the sealed feed (``wire.py``) to its stdin. It
 serves the pages exactly as the daemon once did itself (controller/display/), and ends when
 its stdin ends: the daemon went, or let it go. Everything it knows came through that feed,
-so it has nothing to leak: it never opens the journal, the devices or the control socket.
+so it has nothing to leak: it never opens the journal, the devices or the control socket, and
+before it reads its feed it shuts itself in (``sandbox.py``) so that a process taken over
+through the network cannot either.
 
     python -m controller.service.screens.child --settings JSON --rate R
 """
@@ -23,9 +25,11 @@ from typing import Any
 
 import structlog
 
+from controller.display.catalogues import search_path
 from controller.display.server import DisplayServer
 from controller.display.settings import DisplaySettings
 from controller.display.studio import StudioSettings
+from controller.service.screens.sandbox import SandboxUnavailable, shut_in
 from controller.service.telemetry.logging_setup import setup_logging
 from controller.table.views import seconds_left_now
 
@@ -154,10 +158,37 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def readable_folders() -> list[str]:
+    """What the screen process reads after it started: the package (its pages and words),
+    Python's folders and its import path (a late import) and the catalogues' folders."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    folders = {package, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+               *(entry for entry in sys.path if entry and os.path.isdir(entry)),
+               *(str(folder) for folder in search_path())}
+    return sorted(folders)
+
+
+def shut_itself_in() -> None:
+    """The sandbox (sandbox.py), said in the log; a kernel without one is said too, and the
+    screens go on without it."""
+    try:
+        sandbox = shut_in(readable_folders())
+    except SandboxUnavailable as exc:
+        log.warning("screens: not sandboxed; this process can read what the table's user can "
+                    "(docs/install.md, \"The screen process's sandbox\")", reason=exc.strerror)
+        return
+    except OSError as exc:
+        log.warning("screens: the kernel refused the sandbox; this process can read what the "
+                    "table's user can", reason=exc.strerror)
+        return
+    log.info("screens: sandboxed", **sandbox.describe())
+
+
 def main(argv: list[str] | None = None) -> int:
     lower_priority()  # first: every thread started later inherits it
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.log_level, args.log_format, table=args.table)
+    shut_itself_in()  # before a byte of the feed or a connection
     fields = json.loads(args.settings)
     settings = DisplaySettings(host=fields["host"], port=int(fields["port"]),
                                max_clients=int(fields["max_clients"]),

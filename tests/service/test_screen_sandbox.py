@@ -1,0 +1,148 @@
+"""The screen process's sandbox (controller/service/screens/sandbox.py), attacked as a screen
+process taken over through the network would: a parent holding a journal open, as the daemon
+does, and a child that shut itself in as the screen process does, then tries the journal by
+its path and through /proc/<parent>/fd, the key beside it, a signal to its parent, a TCP
+connection out and a file written. Real processes, a real SQLite file, the running kernel's
+Landlock (the tests are skipped, saying so, on a kernel without it). And the real screen
+process of a real daemon is shut in before it serves."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from controller.service.screens import sandbox
+from drivers.sim.shoe import ShoeSimulator
+from support.daemon_helpers import LinePanelPty, daemon_config, log_records, running_daemon
+from support.display_helpers import SCREENS_S, free_port, players_state
+from support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def landlock_abi() -> int:
+    try:
+        return sandbox.abi_version()
+    except sandbox.SandboxUnavailable as exc:
+        pytest.skip(f"this kernel has no Landlock ({exc.strerror}): the screens run unsandboxed")
+
+
+# the taken-over screen process: shut in as child.py does, then every way to the cards it can
+ATTACKER = textwrap.dedent("""
+    import json, os, signal, socket, sys
+    from controller.service.screens.child import readable_folders
+    from controller.service.screens.sandbox import shut_in
+    state, port = sys.argv[1], int(sys.argv[2])
+    shut_in(readable_folders())
+    tried = {}
+    def attempt(name, action):
+        try:
+            action()
+            tried[name] = "done"
+        except OSError as exc:
+            tried[name] = type(exc).__name__
+    parent = os.getppid()
+    journal = os.path.join(state, "journal.sqlite")
+    attempt("journal by its path", lambda: open(journal, "rb").read(16))
+    attempt("the key beside it", lambda: open(os.path.join(state, "journal.key"), "rb").read())
+    attempt("the parent's descriptors", lambda: os.listdir(f"/proc/{parent}/fd"))
+    attempt("the parent's journal descriptor", lambda: open(f"/proc/{parent}/fd/3", "rb").read(16))
+    attempt("the parent's environment", lambda: open(f"/proc/{parent}/environ", "rb").read())
+    attempt("a file written", lambda: open(os.path.join(state, "planted"), "w").write("x"))
+    attempt("a file written in /tmp", lambda: open("/tmp/pdt-sandbox-planted", "w").write("x"))
+    attempt("a connection out", lambda: socket.create_connection(("127.0.0.1", port), 2))
+    attempt("a signal to the parent", lambda: os.kill(parent, signal.SIGSTOP))
+    # what a screen process does need, still there: its pages, a late import, its words
+    import controller.display, email.mime.text
+    page = os.path.join(os.path.dirname(controller.display.__file__), "static")
+    attempt("its own pages", lambda: os.listdir(page))
+    print(json.dumps(tried))
+""")
+
+# the daemon: the journal open on descriptor 3, then the screen process started
+PARENT = textwrap.dedent("""
+    import os, sqlite3, subprocess, sys
+    state, attacker, port = sys.argv[1], sys.argv[2], sys.argv[3]
+    fd = os.open(os.path.join(state, "journal.sqlite"), os.O_RDONLY)
+    os.dup2(fd, 3)
+    done = subprocess.run([sys.executable, "-P", "-c", attacker, state, port], pass_fds=(3,),
+                          capture_output=True, text=True, timeout=60)
+    sys.stdout.write(done.stdout); sys.stderr.write(done.stderr)
+""")
+
+
+def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
+    abi = landlock_abi()
+    state = tmp_path / "state"
+    state.mkdir()
+    subprocess.run([sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
+                    "c.execute('create table records (body)');"
+                    "c.execute(\"insert into records values ('{\\\"card\\\": \\\"7C\\\"}')\");"
+                    "c.commit()", str(state / "journal.sqlite")], check=True)
+    (state / "journal.key").write_bytes(b"k" * 32)
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        done = subprocess.run([sys.executable, "-c", PARENT, str(state), ATTACKER,
+                               str(listener.getsockname()[1])], capture_output=True, text=True,
+                              cwd=REPO, timeout=120)
+    finally:
+        listener.close()
+    assert done.returncode == 0, done.stderr
+    tried = json.loads(done.stdout)
+    refused = {name: outcome for name, outcome in tried.items() if outcome != "done"}
+    assert {"journal by its path", "the key beside it", "the parent's descriptors",
+            "the parent's journal descriptor", "the parent's environment", "a file written",
+            "a file written in /tmp"} <= set(refused), tried
+    assert not (state / "planted").exists() and not Path("/tmp/pdt-sandbox-planted").exists()
+    if abi >= 4:
+        assert "a connection out" in refused, tried
+    if abi >= 6:
+        assert "a signal to the parent" in refused, tried
+    assert tried["its own pages"] == "done", tried
+
+
+def test_a_thread_already_running_is_said_and_nothing_is_shut_in() -> None:
+    landlock_abi()
+    code = textwrap.dedent("""
+        import threading, time
+        from controller.service.screens.sandbox import shut_in
+        threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+        try:
+            shut_in([])
+        except OSError as exc:
+            print(exc.strerror)
+        print(len(open("/etc/hostname").read()) > 0)  # not shut in: /etc is still readable
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=60, check=True)
+    assert done.stdout.splitlines() == [
+        "threads are running already: they would stay outside", "True"], done.stdout
+
+
+@pytest.mark.slow
+def test_the_daemons_screen_process_is_shut_in_before_it_serves(
+        short_dir: Path, devices: tuple[ShoeSimulator, LinePanelPty]) -> None:
+    abi = landlock_abi()
+    port = free_port()
+    config = daemon_config(short_dir, short_dir / "shoe", devices[1].path,
+                           display={"listen": f"127.0.0.1:{port}"})
+    with running_daemon(config, short_dir, devices[1]) as (_, log):
+        # its lines reach the daemon's log through the relay, its own fields under "screen"
+        relayed = "screens: screens: sandboxed"
+        wait_until(lambda: log_records(log, relayed), SCREENS_S,
+                   "the screen process's sandbox line")
+        [line] = [record["screen"] for record in log_records(log, relayed)]
+        [started] = log_records(log, "screens: screen process started")
+        status = Path(f"/proc/{started['pid']}/status").read_text()
+        assert "NoNewPrivs:\t1" in status
+        wait_until(lambda: players_state(port), SCREENS_S, "the players' state")  # it serves
+    assert line["abi"] == abi
+    state = str(short_dir / "state")
+    assert not any(folder == state or folder.startswith(state + "/")
+                   for folder in line["readable"])
