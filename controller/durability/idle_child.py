@@ -18,10 +18,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from controller.python_child import python_module
 
 IONICE = shutil.which("ionice")
 
@@ -89,7 +90,7 @@ class IdleChild:
     ChildFailed when it exits without one (killed, crashed)."""
 
     def __init__(self, module: str, *args: str):
-        command = [sys.executable, "-m", module, *args]
+        command = python_module(module, *args)
         self._command = [IONICE, "-c", "3", *command] if IONICE else command
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None

@@ -35,7 +35,6 @@ import select
 import shutil
 import signal
 import socket
-import sys
 import termios
 import threading
 import time
@@ -48,6 +47,7 @@ import structlog
 from controller.display.catalogues import ENV as LOCALES_ENV
 from controller.display.server import listening_socket
 from controller.display.settings import DisplaySettings
+from controller.python_child import python_module
 from controller.service.clock.table_clock import TableClock
 from controller.service.config.settings import LoggingConfig
 from controller.service.screens.output_relay import OutputRelay
@@ -330,10 +330,10 @@ class ScreenLink:
                   "allowed_hosts": list(self.settings.allowed_hosts),
                   "language": self.settings.language,
                   "studio": self.settings.studio.to_json()}
-        child = [sys.executable, "-m", CHILD_MODULE, "--settings", json.dumps(fields),
-                 "--rate", repr(self._clock.real_seconds(1.0)),
-                 "--log-level", self._logging.level, "--log-format", self._logging.format,
-                 "--table", self._table]
+        child = python_module(CHILD_MODULE, "--settings", json.dumps(fields),
+                              "--rate", repr(self._clock.real_seconds(1.0)),
+                              "--log-level", self._logging.level,
+                              "--log-format", self._logging.format, "--table", self._table)
         # best-effort at its lowest level, not the idle class: behind the table's reads and
         # writes, yet never starved while the disk is busy for long (a journal archive), when
         # a page that waited on the idle class would show a frozen table
