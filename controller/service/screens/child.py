@@ -14,8 +14,10 @@ through the network cannot either.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -46,6 +48,21 @@ TABLE_SILENT_S = 6.0
 #: the daemon waited before it sent a change (link.SETTLE_S): this process renders as soon as
 #: the rest of that write is in
 SETTLE_S = 0.002
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_the_daemon() -> None:
+    """The kernel kills this process when the daemon dies, however it died: a screen process
+    hung where it never sees its feed end would otherwise outlive a killed daemon and keep
+    the display's port from the next one (``PR_SET_PDEATHSIG``). A daemon that died before
+    this was asked is noticed at once: this process then has another parent."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        log.warning("screens: cannot ask to end with the daemon",
+                    error=os.strerror(ctypes.get_errno()))
+    if os.getppid() != parent:
+        sys.exit("screens: the daemon is gone")
 
 
 def lower_priority() -> None:
@@ -185,7 +202,8 @@ def shut_itself_in() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    lower_priority()  # first: every thread started later inherits it
+    die_with_the_daemon()
+    lower_priority()  # before any thread: every thread started later inherits it
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.log_level, args.log_format, table=args.table)
     shut_itself_in()  # before a byte of the feed or a connection
