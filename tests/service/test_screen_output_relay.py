@@ -1,6 +1,7 @@
 """The screen process's output, relayed into the daemon's log as its own
 (controller/service/screens/output_relay.py): on a real pipe, read by the relay's thread,
-logged through the daemon's structlog set-up, read back as JSON."""
+logged through the daemon's structlog set-up, read back as JSON; a flooding writer and a
+pipe held open by another process, as a hostile or careless screen process would leave them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import io
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -16,6 +20,9 @@ import structlog
 from controller.service.screens import output_relay
 from controller.service.screens.output_relay import LineBudget, OutputRelay
 from controller.service.telemetry.logging_setup import setup_logging
+from support.waiting import wait_until
+
+PIPE_BUFFER = 1 << 16  # a pipe's buffer on Linux, unless resized
 
 
 @pytest.fixture
@@ -87,3 +94,89 @@ def test_a_flood_costs_the_log_a_budget_and_a_count(logged: io.StringIO) -> None
     held = [r for r in got if "held back" in r["event"]]
     assert 1 <= len(held) <= 2 and sum(r["lines"] for r in held) == 990
     assert {r["level"] for r in held} == {"warning"}
+
+
+# a screen process that writes without end, counting what its pipe took
+FLOODER = """
+import os, sys, time
+line, written, until = b"x" * 200 + b"\\n", 0, time.monotonic() + float(sys.argv[2])
+os.set_blocking(1, False)
+while time.monotonic() < until:
+    try:
+        written += os.write(1, line)
+    except BlockingIOError:
+        time.sleep(0.001)  # its pipe is full: the relay reads at its own pace
+open(sys.argv[1], "w").write(str(written))
+"""
+
+
+def thread_cpu_s(native_id: int) -> float:
+    """A thread of this process: its time on a CPU so far (schedstat, ns)."""
+    return int(Path(f"/proc/self/task/{native_id}/schedstat").read_text().split()[0]) / 1e9
+
+
+def test_a_flooding_screen_process_costs_the_daemon_a_pace_not_a_core(
+        logged: io.StringIO, tmp_path: Path) -> None:
+    """Its pipe is read at most READS_PER_S times a second (and READS_BURST at once), so what
+    it got through in 2 s is bounded by that pace and its pipe's buffer, and the relay's
+    thread spent a small part of those seconds on a CPU."""
+    seconds = 2.0
+    read_end, write_end = os.pipe()
+    relay = OutputRelay()
+    relay.start()
+    relay.follow(read_end, 4242)
+    tid = relay._thread.native_id
+    assert tid is not None
+    before = thread_cpu_s(tid)
+    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, str(tmp_path / "written"),
+                                str(seconds)], stdout=write_end)
+    os.close(write_end)
+    assert flooder.wait(30) == 0
+    cpu = thread_cpu_s(tid) - before
+    relay.close(10)
+    written = int((tmp_path / "written").read_text())
+    reads = output_relay.READS_BURST + output_relay.READS_PER_S * (seconds + 1)
+    assert written <= reads * output_relay.READ_BYTES + PIPE_BUFFER, written
+    assert cpu < 0.5 * seconds, cpu  # unpaced, the thread read all the while
+    # and the log had its budget and a count, as for any flood
+    assert any("held back" in r["event"] for r in records(logged))
+
+
+def pipe_ends_here(inode: int) -> int:
+    """How many descriptors of this process hold the pipe of ``inode``."""
+    held = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            held += os.readlink(f"/proc/self/fd/{name}") == f"pipe:[{inode}]"
+        except FileNotFoundError:
+            continue  # the listing's own descriptor, gone
+    return held
+
+
+def test_a_pipe_something_else_keeps_open_is_left_once_the_next_process_came(
+        logged: io.StringIO) -> None:
+    """The old process's pipe, held open by 'a process it started' (here, this test), is
+    closed DRAIN_S after the next process's pipe came, whose lines are then relayed."""
+    old_read, old_write = os.pipe()
+    old_inode = os.fstat(old_read).st_ino
+    assert pipe_ends_here(old_inode) == 2
+    new_read, new_write = os.pipe()
+    relay = OutputRelay()
+    relay.start()
+    try:
+        relay.follow(old_read, 1111)
+        os.write(old_write, b'{"event": "old"}\n')
+        relay.follow(new_read, 2222)
+        os.write(new_write, b'{"event": "new"}\n')
+        wait_until(lambda: any(r["event"] == "screens: new" for r in records(logged)),
+                   output_relay.DRAIN_S + 10, "the next process's line")
+        assert pipe_ends_here(old_inode) == 1  # the writer's end only: the relay let go
+        left = [r for r in records(logged) if "left unread" in r["event"]]
+        assert [r["pid"] for r in left] == [1111]
+    finally:
+        os.close(old_write)
+        os.close(new_write)
+        relay.close(10)
+    assert [r["event"] for r in records(logged) if r["event"] in ("screens: old",
+                                                                   "screens: new")] == [
+        "screens: old", "screens: new"]

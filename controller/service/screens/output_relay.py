@@ -7,14 +7,18 @@ and logged again under ``pokdeng.screens``, its pid beside it; a JSON line's fie
 event, level, and the rest) are kept under ``screen``, never at the top where they could
 name another logger or forge the daemon's own fields. A process that floods its output
 costs the journal a few lines a second, with a count of what was held back: never the
-daemon's own lines (journald's rate limit is the unit's, the daemon's lines included).
+daemon's own lines (journald's rate limit is the unit's, the daemon's lines included). Nor
+does it cost the daemon a core: its pipe is read at a pace (``READS_PER_S``), and beyond it
+the flooding process waits on its own full pipe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +35,15 @@ LINES_PER_S = 20.0
 BURST = 100
 #: how often the count of lines held back is said, at most
 HELD_BACK_SAY_S = 5.0
+#: the pipe is read this much at a time, at most this often on average and at once: beyond
+#: that a flooding process waits on its own full pipe
+READ_BYTES = 4096
+READS_PER_S = 50.0
+READS_BURST = 50
+#: how long the output of a process that ended is still read once the next one started
+DRAIN_S = 2.0
+#: how often the relay looks whether a next pipe came, while the current one says nothing
+POLL_S = 0.25
 _LEVELS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error",
            "critical": "error", "exception": "error"}
 
@@ -42,6 +55,11 @@ class LineBudget:
                  monotonic: Callable[[], float] = time.monotonic):
         self.rate, self.burst, self._monotonic = rate, burst, monotonic
         self._tokens, self._at = float(burst), monotonic()
+
+    def wait(self) -> None:
+        """Until a token is there; then takes it (a pace, not a filter)."""
+        while not self.take():
+            time.sleep((1.0 - self._tokens) / self.rate)
 
     def take(self) -> bool:
         now = self._monotonic()
@@ -73,22 +91,75 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
         {**fields, "screen": record}
 
 
-def skip_rest_of_line(stream: Any) -> None:
-    """Read past the rest of an overlong line, a bounded piece at a time."""
-    while (piece := stream.readline(MAX_LINE)) and not piece.endswith(b"\n"):
-        pass
+class PipeLines:
+    """The lines of one pipe, read at most ``READ_BYTES`` at a time and each read only when
+    ``pace`` allows: a process that writes without end costs the daemon a few reads a second,
+    never a core (the relay's thread is the daemon's, at its priority). The first
+    ``MAX_LINE`` bytes of a longer line come as one line (longer than ``MAX_LINE``: it was
+    cut), its rest is read past."""
+
+    def __init__(self, fd: int, pace: LineBudget):
+        self.fd, self._pace = fd, pace
+        self._buffer = bytearray()
+        self._skipping = False  # the rest of a line already cut
+        self.ended = False
+
+    def next_line(self, timeout_s: float) -> bytes | None:
+        """The next line; None when none came within ``timeout_s`` or the pipe ended."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line = self._take_line()
+            if line is not None:
+                return line
+            if self.ended or not self._readable(deadline - time.monotonic()):
+                return None
+            self._pace.wait()
+            data = os.read(self.fd, READ_BYTES)
+            if not data:  # the end: a last line without its newline is still a line
+                self.ended = True
+                rest, cut = bytes(self._buffer), self._skipping
+                self._buffer.clear()
+                return rest if rest and not cut else None
+            self._buffer += data
+
+    def _take_line(self) -> bytes | None:
+        newline = self._buffer.find(b"\n")
+        if self._skipping:
+            if newline < 0:
+                self._buffer.clear()
+                return None
+            del self._buffer[:newline + 1]
+            self._skipping = False
+            newline = self._buffer.find(b"\n")
+        if 0 <= newline <= MAX_LINE:
+            line = bytes(self._buffer[:newline + 1])
+            del self._buffer[:newline + 1]
+            return line
+        if len(self._buffer) > MAX_LINE:  # cut: its first MAX_LINE bytes and one more
+            line = bytes(self._buffer[:MAX_LINE + 1])
+            del self._buffer[:MAX_LINE + 1]
+            self._skipping = True
+            return line
+        return None
+
+    def _readable(self, timeout_s: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], max(timeout_s, 0.0))
+        return bool(ready)
 
 
 class OutputRelay:
-    """The screen processes' output, one after the other, on one thread of the daemon's
-    started with the link (never a thread a screen process: the daemon's threads are counted
-    when it raises them to real time, realtime.py). ``follow(fd, pid)`` hands it the read
-    end of a new process's output; it reads the one before to its end first (the kernel
-    closes a process's pipe when it ends, and a new process is started only after the old
-    one ended)."""
+    """The screen processes' output, on one thread of the daemon's started with the link
+    (never a thread a screen process: the daemon's threads are counted when it raises them to
+    real time, realtime.py). ``follow(fd, pid)`` hands it the read end of a new process's
+    output. The one before is read to its end first (the kernel closes a process's pipe when
+    it ends, and a new process is started only after the old one ended), but for
+    ``DRAIN_S`` at most once the next one is there: a process the old one started may keep
+    that pipe open for ever, and the pipes after it would wait unread, one more open
+    descriptor at each restart."""
 
-    def __init__(self, budget: LineBudget | None = None):
+    def __init__(self, budget: LineBudget | None = None, pace: LineBudget | None = None):
         self._budget = budget or LineBudget()
+        self._pace = pace or LineBudget(READS_PER_S, READS_BURST)
         self._pipes: queue.Queue[tuple[int, int] | None] = queue.Queue()
         self.held_back = 0
         self._said_at = 0.0
@@ -102,23 +173,41 @@ class OutputRelay:
         self._pipes.put((read_fd, pid))
 
     def close(self, timeout: float) -> None:
-        """Ends once the pipes handed over are read to their ends."""
+        """Ends once the pipes handed over are read to their ends (or left after
+        ``DRAIN_S``)."""
         self._pipes.put(None)
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        while (pipe := self._pipes.get()) is not None:
-            read_fd, self._pid = pipe
-            try:
-                with os.fdopen(read_fd, "rb", buffering=64 * 1024) as stream:
-                    while line := stream.readline(MAX_LINE + 1):
-                        if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                            skip_rest_of_line(stream)
-                        self._relay(line)
-            except OSError as exc:
-                log.warning("screens: its output cannot be read", pid=self._pid,
-                            error=exc.strerror)
+        pipe = self._pipes.get()
+        while pipe is not None:
+            pipe = self._relay_until_replaced(*pipe)
+
+    def _relay_until_replaced(self, read_fd: int, pid: int) -> tuple[int, int] | None:
+        """Relays ``read_fd`` to its end, or until ``DRAIN_S`` after the next pipe (or the
+        close) came; returns that next one."""
+        self._pid = pid
+        lines = PipeLines(read_fd, self._pace)
+        following: tuple[int, int] | None = None
+        next_since: float | None = None
+        try:
+            while not lines.ended:
+                if next_since is None:
+                    with contextlib.suppress(queue.Empty):
+                        following, next_since = self._pipes.get_nowait(), time.monotonic()
+                elif time.monotonic() - next_since > DRAIN_S:
+                    log.warning("screens: the output of a screen process that ended is left "
+                                "unread: something it started still holds it", pid=pid)
+                    break
+                line = lines.next_line(POLL_S)
+                if line is not None:
+                    self._relay(line)
+        except OSError as exc:
+            log.warning("screens: its output cannot be read", pid=pid, error=exc.strerror)
+        finally:
+            os.close(read_fd)
             self._say_held_back(force=True)
+        return following if next_since is not None else self._pipes.get()
 
     def _relay(self, line: bytes) -> None:
         if not self._budget.take():
