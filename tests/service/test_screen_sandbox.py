@@ -147,3 +147,30 @@ def test_the_daemons_screen_process_is_shut_in_before_it_serves(
     state = str(short_dir / "state")
     assert not any(folder == state or folder.startswith(state + "/")
                    for folder in line["readable"])
+
+
+HANDED = textwrap.dedent("""
+    import os, sys
+    from controller.service.screens.child import drop_inherited_descriptors
+    if sys.argv[1] == "drop":
+        drop_inherited_descriptors()
+    try:
+        print(os.read(9, 100).decode())
+    except OSError as exc:
+        print(type(exc).__name__)
+""")
+
+
+@pytest.mark.parametrize(("drop", "seen"), [("drop", "OSError"), ("keep", "a secret")])
+def test_a_descriptor_the_daemon_was_handed_does_not_reach_the_screen_process(
+        tmp_path: Path, drop: str, seen: str) -> None:
+    """A shell's ``9<secret`` passes through the daemon to its children unasked: the screen
+    process closes it first (``keep``: without that, it reads the secret)."""
+    secret = tmp_path / "secret"
+    secret.write_text("a secret")
+    with secret.open("rb") as handed:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import os; os.dup2({handed.fileno()}, 9); "
+             f"os.execv({sys.executable!r}, [{sys.executable!r}, '-c', {HANDED!r}, {drop!r}])"],
+            capture_output=True, text=True, cwd=REPO, timeout=60, pass_fds=(handed.fileno(),))
+    assert done.stdout.strip() == seen, done  # EBADF is a plain OSError

@@ -65,6 +65,13 @@ def die_with_the_daemon() -> None:
         sys.exit("screens: the daemon is gone")
 
 
+def drop_inherited_descriptors() -> None:
+    """Only its feed (stdin), its output (stdout, stderr) and the listening socket stay open:
+    a descriptor the daemon was itself handed unasked (a shell's ``9<file``) would pass
+    through to this process, and the sandbox shuts nothing already open."""
+    os.closerange(LISTEN_FD + 1, os.sysconf("SC_OPEN_MAX"))
+
+
 def lower_priority() -> None:
     """The normal policy, never the daemon's real-time one, at nice ``NICE`` (or lower, if
     started lower): a page's work never takes a core the card's path wants."""
@@ -203,6 +210,7 @@ def shut_itself_in() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_the_daemon()
+    drop_inherited_descriptors()
     lower_priority()  # before any thread: every thread started later inherits it
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.log_level, args.log_format, table=args.table)
