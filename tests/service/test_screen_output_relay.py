@@ -180,3 +180,13 @@ def test_a_pipe_something_else_keeps_open_is_left_once_the_next_process_came(
     assert [r["event"] for r in records(logged) if r["event"] in ("screens: old",
                                                                    "screens: new")] == [
         "screens: old", "screens: new"]
+
+
+def test_an_escape_sequence_never_reaches_the_log_as_it_is(logged: io.StringIO) -> None:
+    """Whoever reads the daemon's log on a terminal (console format) is sent no escape
+    sequence by the screen process, neither in a line's text nor in a JSON line's event."""
+    relay(b"plain \x1b[2J\x1b[1mBOLD\ttabbed\n" + json.dumps({"event": "ev \x1b[31mred"}).encode()
+          + b"\n")
+    text, event = records(logged)
+    assert text["text"] == "plain \ufffd[2J\ufffd[1mBOLD\ttabbed"
+    assert event["event"] == "screens: ev \ufffd[31mred"

@@ -44,6 +44,9 @@ READS_BURST = 50
 DRAIN_S = 2.0
 #: how often the relay looks whether a next pipe came, while the current one says nothing
 POLL_S = 0.25
+#: control characters in what is relayed as text, shown as U+FFFD: an escape sequence would
+#: otherwise reach the terminal of whoever reads the log in its console format
+CONTROLS_SHOWN = {code: "\ufffd" for code in [*range(0x20), 0x7f] if code != 0x09}
 _LEVELS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error",
            "critical": "error", "exception": "error"}
 
@@ -75,7 +78,7 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
     """(level, event, fields) of one line of the screen process's output: a JSON object's
     own event and level, the rest of it kept whole under ``screen``; any other line as text."""
     cut = len(line) > MAX_LINE
-    text = line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
+    text = line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n").translate(CONTROLS_SHOWN)
     fields: dict[str, Any] = {"cut": True} if cut else {}
     try:
         record = None if cut else json.loads(text)
@@ -84,7 +87,7 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
     if not isinstance(record, dict):
         return "info", "screens: a line of its output", {**fields, "text": text}
     level = _LEVELS.get(str(record.pop("level", "info")).lower(), "info")
-    event = str(record.pop("event", ""))[:200]
+    event = str(record.pop("event", ""))[:200].translate(CONTROLS_SHOWN)
     for own in ("timestamp", "table"):  # the daemon's log line says them itself
         record.pop(own, None)
     return level, f"screens: {event}" if event else "screens: a line of its output", \
