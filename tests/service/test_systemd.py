@@ -176,22 +176,36 @@ def test_unit_starts_after_time_sync_and_may_read_the_clock_state() -> None:
     assert {"adjtimex", "clock_adjtime"} <= set(allowed)
 
 
+def syscall_group(name: str) -> set[str]:
+    """A SystemCallFilter= name, a group expanded (nested ones too) with systemd's own tables."""
+    if not name.startswith("@"):
+        return {name}
+    listing = subprocess.run(["systemd-analyze", "syscall-filter", name],
+                             capture_output=True, text=True, timeout=60, check=True)
+    entries = [line.strip() for line in listing.stdout.splitlines()[1:]]
+    return set().union(*(syscall_group(entry) for entry in entries
+                         if entry and not entry.startswith("#")))
+
+
+def unit_syscalls() -> set[str]:
+    """Every system call the unit's SystemCallFilter= lets through."""
+    return set().union(*(syscall_group(name) for value in unit_directives()["SystemCallFilter"]
+                         for name in value.split()))
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                     reason="systemd-analyze not installed (Debian package: systemd)")
 def test_the_unit_syscall_filter_lets_the_clock_state_through_but_not_clock_setting() -> None:
-    """Expand the unit's SystemCallFilter= groups (nested ones too) with systemd's own tables."""
-
-    def expand(name: str) -> set[str]:
-        if not name.startswith("@"):
-            return {name}
-        listing = subprocess.run(["systemd-analyze", "syscall-filter", name],
-                                 capture_output=True, text=True, timeout=60, check=True)
-        entries = [line.strip() for line in listing.stdout.splitlines()[1:]]
-        return set().union(*(expand(entry) for entry in entries
-                             if entry and not entry.startswith("#")))
-
-    allowed = set().union(*(expand(name) for value in unit_directives()["SystemCallFilter"]
-                            for name in value.split()))
+    allowed = unit_syscalls()
     assert len(allowed) > 100  # the groups were expanded
     assert {"adjtimex", "clock_adjtime"} <= allowed
     assert not {"clock_settime", "settimeofday"} & allowed
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze not installed (Debian package: systemd)")
+def test_the_unit_syscall_filter_lets_the_screen_process_shut_itself_in() -> None:
+    """Landlock's calls (controller/service/screens/sandbox.py), which systemd 252's
+    @system-service leaves out: filtered, the screen process would run unsandboxed."""
+    assert {"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+            "prctl"} <= unit_syscalls()

@@ -99,8 +99,9 @@ def abi_version() -> int:
         return _call(SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
                      ctypes.c_uint32(CREATE_RULESET_VERSION))
     except OSError as exc:  # ENOSYS: not built in; EOPNOTSUPP: not enabled at boot
-        raise SandboxUnavailable(exc.errno, f"no Landlock in this kernel: {exc.strerror}") \
-            from None
+        why = ("its calls are refused by a system call filter (the unit's SystemCallFilter=)"
+               if exc.errno == errno.EPERM else f"no Landlock in this kernel: {exc.strerror}")
+        raise SandboxUnavailable(exc.errno, why) from None
 
 
 def _fs_rights(abi: int) -> int:
