@@ -32,6 +32,7 @@ import queue
 import re
 import select
 import socket
+import socketserver
 import sys
 import threading
 import time
@@ -226,12 +227,13 @@ class _HTTPServer(ThreadingHTTPServer):
         self.host_names = host_names(settings)
         self._errors = RateLimitedLog(logging.getLogger("pokdeng.display"), ERROR_LOG_S)
         self.address_family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        super().__init__((settings.host, settings.port), _Handler,
-                         bind_and_activate=listening is None)
-        if listening is not None:
-            self.socket.close()
+        if listening is None:
+            super().__init__((settings.host, settings.port), _Handler)
+        else:
+            # the daemon's socket as it is, without one made and closed first: the screen
+            # process may make no socket at all (screens/syscall_filter.py)
+            socketserver.BaseServer.__init__(self, listening.getsockname(), _Handler)
             self.socket = listening
-            self.server_address = listening.getsockname()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # One thread per connection, but never more than the bound: beyond it, room is made

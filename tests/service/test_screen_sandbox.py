@@ -2,7 +2,8 @@
 process taken over through the network would: a parent holding a journal open, as the daemon
 does, and a child that shut itself in as the screen process does, then tries the journal by
 its path and through /proc/<parent>/fd, the key beside it, a signal to its parent, a TCP
-connection out and a file written. Real processes, a real SQLite file, the running kernel's
+connection or a datagram out, a file written, the control socket, a child process and another
+program. Real processes, a real SQLite file, the running kernel's
 Landlock (the tests are skipped, saying so, on a kernel without it). And the real screen
 process of a real daemon is shut in before it serves."""
 
@@ -59,6 +60,24 @@ ATTACKER = textwrap.dedent("""
     attempt("a file written elsewhere", lambda: open(elsewhere, "w").write("x"))
     attempt("a connection out", lambda: socket.create_connection(("127.0.0.1", port), 2))
     attempt("a signal to the parent", lambda: os.kill(parent, signal.SIGSTOP))
+    def control():
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(os.path.join(state, "control.sock"))
+            sock.sendall(b'{"cmd": "supervisor", "action": "pause"}\\n')
+            sock.recv(100)
+    attempt("the control socket", control)
+    attempt("a datagram out", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
+        b"cards", ("127.0.0.1", port)))
+    def child_outliving():
+        if os.fork() == 0:
+            os._exit(0)
+    attempt("a child that would outlive the daemon", child_outliving)
+    attempt("another program", lambda: os.execv("/bin/true", ["true"]))
+    import threading
+    ran = []
+    worker = threading.Thread(target=lambda: ran.append(1))
+    worker.start(); worker.join()
+    tried["a thread of its own"] = "done" if ran else "refused"
     # what a screen process does need, still there: its pages, a late import, its words
     import controller.display, email.mime.text
     page = os.path.join(os.path.dirname(controller.display.__file__), "static")
@@ -88,12 +107,16 @@ def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
                     "c.commit()", str(state / "journal.sqlite")], check=True)
     (state / "journal.key").write_bytes(b"k" * 32)
     listener = socket.create_server(("127.0.0.1", 0))
+    control = socket.socket(socket.AF_UNIX)  # the daemon's control socket, listening
+    control.bind(str(state / "control.sock"))
+    control.listen()
     try:
         done = subprocess.run([sys.executable, "-c", PARENT, str(state), ATTACKER,
                                str(listener.getsockname()[1])], capture_output=True, text=True,
                               cwd=REPO, timeout=120)
     finally:
         listener.close()
+        control.close()
     assert done.returncode == 0, done.stderr
     tried = json.loads(done.stdout)
     refused = {name: outcome for name, outcome in tried.items() if outcome != "done"}
@@ -101,6 +124,11 @@ def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
             "the parent's journal descriptor", "the parent's environment", "a file written",
             "a file written elsewhere"} <= set(refused), tried
     assert not (state / "planted").exists() and not (tmp_path / "planted-elsewhere").exists()
+    # Landlock leaves a socket reached by its path open: the system call filter shuts it,
+    # and every new socket and process with it; threads still run
+    assert {"the control socket", "a datagram out", "a child that would outlive the daemon",
+            "another program"} <= set(refused), tried
+    assert tried["a thread of its own"] == "done", tried
     if abi >= 4:
         assert "a connection out" in refused, tried
     if abi >= 6:

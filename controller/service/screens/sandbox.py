@@ -14,7 +14,9 @@ after ``PR_SET_NO_NEW_PRIVS``; no privilege needed, root included):
 * other processes: the kernel refuses it ``/proc/<pid>/fd``, ``environ`` and ``mem`` of any
   process outside its sandbox, the daemon included (Landlock's ptrace rule);
 * TCP: no new connection and no new port (ABI 4): it serves the socket the daemon handed it;
-* signals and abstract sockets outside its sandbox (ABI 6): it cannot stop or kill the table.
+* signals and abstract sockets outside its sandbox (ABI 6): it cannot stop or kill the table;
+* no new socket and no new process (a seccomp filter, syscall_filter.py): neither the daemon's
+  control socket, which Landlock does not shut, nor a child that would outlive the daemon.
 
 What the running kernel does not know is left out and said in the log line (``abi``). A kernel
 without Landlock (older than 5.13, or not in its ``lsm=`` list) leaves the process as it was,
@@ -33,6 +35,8 @@ import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from controller.service.screens.syscall_filter import refuse_sockets_and_processes
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 PR_SET_NO_NEW_PRIVS = 38
@@ -76,10 +80,14 @@ class Sandbox:
     readable: tuple[str, ...]
     network: bool   # new TCP connections and ports refused
     scoped: bool    # signals and abstract sockets outside refused
+    filtered: bool  # no new socket, no new process (syscall_filter.py)
+    filter_missing: str = ""  # why not, when not
 
     def describe(self) -> dict[str, object]:
         return {"abi": self.abi, "readable": list(self.readable),
-                "tcp_refused": self.network, "signals_refused": self.scoped}
+                "tcp_refused": self.network, "signals_refused": self.scoped,
+                "sockets_and_processes_refused": self.filtered,
+                **({"filter_missing": self.filter_missing} if self.filter_missing else {})}
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -128,7 +136,8 @@ def _allow_reading(ruleset: int, path: str, handled: int) -> bool:
 def shut_in(readable: Iterable[str]) -> Sandbox:
     """From now on this process (its only thread, and every thread and process it starts)
     reads only beneath ``readable`` and the system's own folders, writes no file, opens no
-    TCP connection or port and, where the kernel can, signals nothing outside.
+    TCP connection or port and, where the kernel can, signals nothing outside; then the
+    system call filter (syscall_filter.py): no new socket, no new process.
     SandboxUnavailable on a kernel without Landlock; another OSError if the kernel refused
     the rules or a thread is running already (the process is then as it was)."""
     if threading.active_count() > 1:
@@ -148,7 +157,12 @@ def shut_in(readable: Iterable[str]) -> Sandbox:
         _call(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
-    return Sandbox(abi, allowed, network=abi >= 4, scoped=abi >= 6)
+    try:
+        refuse_sockets_and_processes()
+    except OSError as exc:  # another architecture, or a kernel without seccomp
+        return Sandbox(abi, allowed, abi >= 4, abi >= 6, filtered=False,
+                       filter_missing=exc.strerror or str(exc))
+    return Sandbox(abi, allowed, network=abi >= 4, scoped=abi >= 6, filtered=True)
 
 
 def _call_prctl_no_new_privs() -> None:
