@@ -46,7 +46,10 @@ DRAIN_S = 2.0
 POLL_S = 0.25
 #: control characters in what is relayed as text, shown as U+FFFD: an escape sequence would
 #: otherwise reach the terminal of whoever reads the log in its console format
-CONTROLS_SHOWN = {code: "\ufffd" for code in [*range(0x20), 0x7f] if code != 0x09}
+#: (C0 but the tab, DEL, C1, the line and paragraph separators, the bidirectional controls)
+CONTROLS_SHOWN = {code: "\ufffd" for code in [*range(0x20), *range(0x7f, 0xa0), 0x2028, 0x2029,
+                                              *range(0x202a, 0x202f), *range(0x2066, 0x206a),
+                                              0x200e, 0x200f, 0x061c] if code != 0x09}
 _LEVELS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error",
            "critical": "error", "exception": "error"}
 
@@ -64,11 +67,15 @@ class LineBudget:
         while not self.take():
             time.sleep((1.0 - self._tokens) / self.rate)
 
-    def take(self) -> bool:
+    def available(self) -> bool:
+        """Whether ``take()`` would be True now (nothing taken)."""
         now = self._monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
         self._at = now
-        if self._tokens < 1:
+        return self._tokens >= 1
+
+    def take(self) -> bool:
+        if not self.available():
             return False
         self._tokens -= 1
         return True
@@ -114,7 +121,10 @@ class PipeLines:
             line = self._take_line()
             if line is not None:
                 return line
-            if self.ended or not self._readable(deadline - time.monotonic()):
+            left = deadline - time.monotonic()
+            # past the deadline even while bytes keep coming (the rest of a cut line without
+            # end): the relay must still look whether the next pipe came
+            if self.ended or left <= 0 or not self._readable(left):
                 return None
             self._pace.wait()
             data = os.read(self.fd, READ_BYTES)
@@ -124,6 +134,17 @@ class PipeLines:
                 self._buffer.clear()
                 return rest if rest and not cut else None
             self._buffer += data
+
+    def drop_whole_lines(self) -> int:
+        """Drops every whole line read so far, at once; returns how many (a flood of empty
+        lines is counted in C, not line by line)."""
+        last = self._buffer.rfind(b"\n")
+        if last < 0:
+            return 0
+        dropped = self._buffer.count(b"\n", 0, last + 1) - (1 if self._skipping else 0)
+        del self._buffer[:last + 1]
+        self._skipping = False
+        return dropped
 
     def _take_line(self) -> bytes | None:
         newline = self._buffer.find(b"\n")
@@ -202,6 +223,8 @@ class OutputRelay:
                     log.warning("screens: the output of a screen process that ended is left "
                                 "unread: something it started still holds it", pid=pid)
                     break
+                if not self._budget.available():  # held back: counted, not handled
+                    self.held_back += lines.drop_whole_lines()
                 line = lines.next_line(POLL_S)
                 if line is not None:
                     self._relay(line)
