@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,3 +175,21 @@ def test_a_screen_process_that_takes_nothing_is_killed_and_started_again(
         page.wait_status(lambda v: v["rounds_played"] == 42, SCREENS_S)
         wait_until(lambda: results_rounds(page) == [3, 2, 1], SCREENS_S,
                    "the shoe from the journal")
+
+
+def test_a_display_socket_shut_down_by_a_screen_process_listens_again_for_the_next(
+        linked: tuple[ScreenLink, StatusBoard]) -> None:
+    """Each screen process holds the daemon's own listening socket: one that shuts it down
+    (here the test does, on the same socket) and dies would leave every later process
+    refusing every page. The link listens again, at the same address, before the next."""
+    link, _ = linked
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
+    first, port = link.pid, link.port
+    assert first is not None
+    assert link._listening is not None
+    link._listening.shutdown(socket.SHUT_RDWR)
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: link.pid not in (None, first), SCREENS_S, "the next screen process")
+    assert link.port == port
+    with contextlib.closing(SseReader(port)) as page:
+        page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)

@@ -27,6 +27,7 @@ its feed unread for ``STUCK_S`` (stopped, hung) is killed and started again.
 from __future__ import annotations
 
 import array
+import dataclasses
 import errno
 import fcntl
 import json
@@ -340,8 +341,33 @@ class ScreenLink:
         lowered = [IONICE, "-c", "2", "-n", "7", *child] if IONICE else child
         return [*self._wrapper, *lowered]
 
+    def _listening_again(self) -> bool:
+        """The display's socket, listening again if a screen process shut it down: each one
+        holds the daemon's own socket, so a ``shutdown()`` there would refuse every page for
+        every later process. False when its address cannot be had back (tried again at the
+        next start)."""
+        assert self._listening is not None
+        if self._listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            return True
+        port = self.port
+        try:
+            fresh = listening_socket(dataclasses.replace(self.settings, port=port))
+        except OSError as exc:
+            log.error("screens: the display's socket was shut down and cannot listen again",
+                      port=port, error=exc.strerror)
+            return False
+        self._listening.close()
+        self._listening = fresh
+        log.warning("screens: a screen process had shut the display's socket down; it "
+                    "listens again", port=port)
+        return True
+
     def _spawn(self) -> ScreenChild | None:
         assert self._listening is not None
+        if not self._listening_again():
+            self._restart_at = time.monotonic() + self._restart_delay
+            self._restart_delay = min(self._restart_delay * 2, RESTART_MAX_S)
+            return None
         read_end, write_end = os.pipe()
         argv = self.command()
         # its output is read and logged again as its own (output_relay.py), never written
