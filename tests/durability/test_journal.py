@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -311,8 +312,11 @@ def test_verify_and_export_of_a_journal_being_written(journal_path):
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "writing"
-        counts = []
-        for _ in range(15):
+        counts: list[int] = []
+        # 15 checks at least, and until the writer was seen to move on: on a busy disk its
+        # fsync can hold it longer than 15 quick checks take
+        deadline = time.monotonic() + 60
+        while len(counts) < 15 or (counts[-1] == counts[0] and time.monotonic() < deadline):
             result = verify_file(journal_path)
             assert result.ok, result.describe()
             counts.append(result.records)
