@@ -123,7 +123,11 @@ def test_a_check_that_cannot_start_waits_and_tries_again_without_failing(tmp_pat
     failed: list[str] = []
     check = JournalCheck(path, retry_s=0.2, on_failed=failed.append)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")), hard))
+    # the limit at the lowest free descriptor number: every number below it is taken, so none
+    # can be opened (a count of open descriptors left the gaps other tests had closed usable)
+    lowest_free = os.dup(0)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
     try:
         check.start()
         deadline = time.monotonic() + 10
