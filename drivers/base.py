@@ -1,7 +1,8 @@
 """The driver contract: a driver turns a device's bytes into table inputs posted to a sink.
 
 Drivers never touch the table machine. Each runs its own thread(s), owns its reconnects, and
-reports device trouble as ``DeviceStatus`` inputs and log lines, never by dying silently; while
+reports device trouble as ``DeviceStatus`` inputs and log lines, never by dying (a thread body
+that fails unexpectedly is logged and run again, later each time); while
 its device cannot be opened, ``access_problem`` says why (not journaled: it is the status's, for
 the person at the table) and ``on_access_problem`` is called at each change.
 ``stop()`` is idempotent and safe from any thread; a driver is also a context manager.
@@ -19,6 +20,11 @@ from controller.table.inputs import Input
 
 InputSink = Callable[[Input], None]
 Clock = Callable[[], float]
+
+#: a driver's thread body that fails unexpectedly is run again after this, doubling up to the
+#: most: the failure is logged with its traceback each time, never left to stop the table
+RESTART_FIRST_S = 1.0
+RESTART_MOST_S = 30.0
 
 
 class DriverError(Exception):
@@ -48,7 +54,8 @@ class Driver(ABC):
 
     Subclasses implement ``_run(stop_event)``: the body of the driver's thread, which loops
     until ``stop_event`` is set. The base starts and joins the thread, turns an escaping
-    exception into a disconnected ``DeviceStatus`` and a log line, and makes stop idempotent.
+    exception into a disconnected ``DeviceStatus``, a log line and a later run of the body
+    again, and makes stop idempotent.
     """
 
     #: which table device this driver serves: "shoe" or "panel"
@@ -159,9 +166,15 @@ class Driver(ABC):
         from controller.table.inputs import DeviceStatus
 
         log = logging.getLogger(f"pokdeng.drivers.{self.name}")
-        try:
-            self._run(self._stop_event)
-        except Exception:  # the thread must not die silently
-            log.exception("driver %s stopped by an unexpected error", self.name)
-            if self.device:
-                self.post(DeviceStatus(self.clock(), self.device, False))
+        backoff = RESTART_FIRST_S
+        while not self._stop_event.is_set():
+            try:
+                self._run(self._stop_event)
+                return
+            except Exception:  # neither silent nor final: a table without its shoe cannot deal
+                log.exception("driver %s stopped by an unexpected error; restarting it in "
+                              "%g s", self.name, backoff)
+                if self.device:
+                    self.post(DeviceStatus(self.clock(), self.device, False))
+            self._stop_event.wait(backoff)
+            backoff = min(backoff * 2, RESTART_MOST_S)

@@ -10,7 +10,8 @@ its own way out, so the status names the path, the node behind it and the errno
 - EACCES: the node's owner, group or mode keep the daemon's user out (the udev rule);
 - ENXIO, ENODEV: the node is there with no device or driver behind it.
 
-Only paths and numbers: nothing a device sent, so nothing here can name a card.
+Only paths and numbers: nothing a device sent, so nothing here can name a card. Never raises:
+the node can vanish between two looks at it, and the retry loop depends on the line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import termios
 
 #: what to do about an errno, after "exists but cannot be opened: <ERRNO> (<strerror>)"
 _WAY_OUT = {
@@ -48,6 +50,17 @@ def open_failure(url: str, exc: BaseException) -> str:
     path = local_path(url)
     if path is None:
         return f"cannot open {url}: {reason}"
+    try:
+        return _describe(path, code, reason)
+    except OSError:
+        # udev removes or replaces the node and its links at unplug, between any two looks
+        # at them: the driver's retry loop must get its line all the same
+        return (f"{path} changed while it was being looked at (the device is being plugged "
+                f"or unplugged): {reason}")
+
+
+def _describe(path: str, code: int | None, reason: str) -> str:
+    """open_failure's line for a local path; raises OSError if the node changes meanwhile."""
     if os.path.islink(path) and not os.path.exists(path):
         return (f"{path} points at {os.readlink(path)}, which does not exist (the device is "
                 f"unplugged)")
@@ -66,6 +79,9 @@ def _errno(exc: BaseException) -> int | None:
     for candidate in (exc, exc.__cause__, exc.__context__):
         if isinstance(candidate, OSError) and candidate.errno:
             return candidate.errno
+        if isinstance(candidate, termios.error) and candidate.args \
+                and isinstance(candidate.args[0], int):
+            return candidate.args[0]  # (errno, strerror), though no OSError
     return None
 
 

@@ -14,6 +14,7 @@ change, so the status can show it; it is None once the port is open.
 from __future__ import annotations
 
 import logging
+import termios
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -40,8 +41,10 @@ class _ReadablePort(Protocol):
     def read(self, size: int = 1) -> bytes: ...
 
 
-_OPEN_ERRORS = (serial.SerialException, OSError, ValueError)
-_READ_ERRORS = (serial.SerialException, OSError)
+# termios.error is no OSError: pyserial lets it out of open() and flush() when the device
+# vanishes half-way (EIO from tcflush on a port unplugged while it was being opened)
+_OPEN_ERRORS = (serial.SerialException, OSError, ValueError, termios.error)
+_READ_ERRORS = (serial.SerialException, OSError, termios.error)
 
 
 class SerialLink:
@@ -184,6 +187,8 @@ def _reason(exc: BaseException) -> str:
         return cause.strerror
     if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, serial.SerialException):
         return exc.strerror
+    if isinstance(exc, termios.error) and len(exc.args) == 2:
+        return str(exc.args[1])
     return str(exc) or type(exc).__name__
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import serial
@@ -59,3 +60,50 @@ def test_a_node_that_opens_but_is_no_serial_port_says_so(tmp_path: Path) -> None
     assert text.startswith(f"{node} (")
     assert text.endswith("exists but cannot be used as a serial port: Could not configure "
                          "port: (25, 'Inappropriate ioctl')")
+
+
+def test_a_link_udev_removes_between_two_looks_still_gives_a_line(
+        tmp_path: Path, monkeypatch) -> None:
+    """At unplug udev removes /dev/serial/by-id/… just after its target went: the link can be
+    there for the first look and gone for the next. The driver's retry loop needs its line."""
+    link = tmp_path / "shoe"
+    link.symlink_to(tmp_path / "ttyUSB0")
+    real_exists = os.path.exists
+
+    def exists_then_udev_removes_the_link(path):
+        answer = real_exists(path)
+        link.unlink(missing_ok=True)
+        return answer
+
+    monkeypatch.setattr(os.path, "exists", exists_then_udev_removes_the_link)
+    text = open_failure(str(link), serial_error(errno.ENOENT, str(link)))
+    assert text.startswith(f"{link} changed while it was being looked at (the device is being "
+                           "plugged or unplugged)")
+
+
+def test_a_node_flapping_under_the_description_never_raises(tmp_path: Path) -> None:
+    """A connector that makes and breaks contact: the link appears, dangles and vanishes
+    thousands of times while failures are described; every call gives its line."""
+    link = tmp_path / "shoe"
+    stop = threading.Event()
+
+    def flap() -> None:
+        spare = tmp_path / "shoe.new"
+        while not stop.is_set():
+            spare.unlink(missing_ok=True)
+            spare.symlink_to(tmp_path / "ttyUSB0")  # dangling: the node went first
+            os.replace(spare, link)
+            link.unlink(missing_ok=True)
+            spare.symlink_to("/dev/null")
+            os.replace(spare, link)
+
+    flapper = threading.Thread(target=flap, daemon=True)
+    flapper.start()
+    lines: set[str] = set()
+    try:
+        for _ in range(20000):
+            lines.add(open_failure(str(link), serial_error(errno.ENOENT, str(link))))
+    finally:
+        stop.set()
+        flapper.join(5)
+    assert all(line.startswith(str(link)) for line in lines)

@@ -114,6 +114,29 @@ def test_unplug_and_replug(connected, caplog):
     ]
 
 
+def test_a_connector_that_flaps_many_times_leaves_the_driver_serving(line, tmp_path):
+    """Unplugs that land between the driver's looks at the node (link there, its target gone,
+    then the link gone) must never stop its thread: after the flapping it connects again."""
+    sink = Collector()
+    driver = LinePanel(sink, options(line, reconnect_seconds=0.01))
+    driver.start()
+    try:
+        line.expect(b"status?\n")
+        flapping_until = time.monotonic() + 2.0
+        while time.monotonic() < flapping_until:
+            line.unplug()
+            line.plug()
+        line.unplug()
+        time.sleep(0.2)  # retries against nothing at all
+        assert driver.running, "the driver's thread died while the connector flapped"
+        line.plug()
+        line.expect(b"status?\n")
+        line.send(b"new_shoe\n")
+        assert [b.name for b in sink.wait_count(Button, 1)] == ["new_shoe"]
+    finally:
+        driver.stop()
+
+
 def test_the_same_switch_level_is_posted_again_after_a_reconnect(connected):
     driver, line, sink = connected
     line.send(b"switch pause on\n")
