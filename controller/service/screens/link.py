@@ -70,6 +70,7 @@ RESTART_FIRST_S = 0.5       # a process that ended is started again after this, 
 RESTART_MAX_S = 30.0        # ...up to this while it keeps ending
 HEALTHY_AFTER_S = 60.0      # a process that lived this long starts the doubling afresh
 STOP_WAIT_S = 2.0           # how long a stop waits for the process to end by itself
+FEED_BROKE_GRACE_S = 0.5    # a process that broke its feed has this long to say how it ended
 
 #: the shoe so far, from the journal (``display_link.shoe_history``)
 History = Callable[[], list[dict[str, Any]]]
@@ -157,6 +158,17 @@ class ScreenChild:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _why_the_feed_broke(child: ScreenChild) -> str:
+    """A screen process that closed its feed is most often ending: its exit status, if it comes
+    within a moment, tells the operator more than the broken pipe (this waits on the link's
+    thread, never on the table's)."""
+    deadline = time.monotonic() + FEED_BROKE_GRACE_S
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    status = child.poll()
+    return "its feed broke" if status is None else f"it ended with status {status}"
 
 
 class ScreenLink:
@@ -507,7 +519,7 @@ class ScreenLink:
                 return
             except OSError as exc:
                 if exc.errno in (errno.EPIPE, errno.EBADF):
-                    self._drop_child("its feed broke")
+                    self._drop_child(_why_the_feed_broke(child))
                     return
                 raise
             child.written += n
