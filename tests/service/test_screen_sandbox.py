@@ -10,6 +10,7 @@ process of a real daemon is shut in before it serves."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -73,6 +74,28 @@ ATTACKER = textwrap.dedent("""
             os._exit(0)
     attempt("a child that would outlive the daemon", child_outliving)
     attempt("another program", lambda: os.execv("/bin/true", ["true"]))
+    # what Landlock leaves to a file's owner, which the screen process is: the journal made
+    # readable to all, its owner or times changed, an attribute set
+    attempt("the journal's mode", lambda: os.chmod(journal, 0o644))
+    attempt("the key's owner", lambda: os.chown(os.path.join(state, "journal.key"),
+                                                 os.getuid(), os.getgid()))
+    attempt("the journal's times", lambda: os.utime(journal, (0, 0)))
+    attempt("an attribute on the journal", lambda: os.setxattr(journal, "user.x", b"1"))
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    def checked(result):
+        if result < 0:
+            raise OSError(ctypes.get_errno(), "refused")
+    # io_uring makes sockets and connections whose requests seccomp never sees
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    attempt("a ring for io_uring", lambda: checked(libc.syscall(425, 8, params)))
+    attempt("the parent-death signal turned off", lambda: checked(libc.prctl(1, 0, 0, 0, 0)))
+    attempt("an identity change", lambda: os.setresuid(os.getuid(), os.getuid(), os.getuid()))
+    listening = socket.socket(fileno=4)  # the daemon's listening socket, handed over
+    attempt("a filter locked on the listening socket", lambda: listening.setsockopt(
+        socket.SOL_SOCKET, 44, 1))
+    attempt("an ordinary socket option", lambda: listening.setsockopt(
+        socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
     import threading
     ran = []
     worker = threading.Thread(target=lambda: ran.append(1))
@@ -91,7 +114,10 @@ PARENT = textwrap.dedent("""
     state, attacker, port = sys.argv[1], sys.argv[2], sys.argv[3]
     fd = os.open(os.path.join(state, "journal.sqlite"), os.O_RDONLY)
     os.dup2(fd, 3)
-    done = subprocess.run([sys.executable, "-P", "-c", attacker, state, port], pass_fds=(3,),
+    import socket
+    listening = socket.create_server(("127.0.0.1", 0))
+    os.dup2(listening.fileno(), 4)
+    done = subprocess.run([sys.executable, "-P", "-c", attacker, state, port], pass_fds=(3, 4),
                           capture_output=True, text=True, timeout=60)
     sys.stdout.write(done.stdout); sys.stderr.write(done.stderr)
 """)
@@ -105,6 +131,7 @@ def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
                     "c.execute('create table records (body)');"
                     "c.execute(\"insert into records values ('{\\\"card\\\": \\\"7C\\\"}')\");"
                     "c.commit()", str(state / "journal.sqlite")], check=True)
+    (state / "journal.sqlite").chmod(0o640)
     (state / "journal.key").write_bytes(b"k" * 32)
     listener = socket.create_server(("127.0.0.1", 0))
     control = socket.socket(socket.AF_UNIX)  # the daemon's control socket, listening
@@ -128,6 +155,12 @@ def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
     # and every new socket and process with it; threads still run
     assert {"the control socket", "a datagram out", "a child that would outlive the daemon",
             "another program"} <= set(refused), tried
+    assert {"the journal's mode", "the key's owner", "the journal's times",
+            "an attribute on the journal", "a ring for io_uring",
+            "the parent-death signal turned off", "an identity change",
+            "a filter locked on the listening socket"} <= set(refused), tried
+    assert (state / "journal.sqlite").stat().st_mode & 0o777 == 0o640
+    assert tried["an ordinary socket option"] == "done", tried
     assert tried["a thread of its own"] == "done", tried
     if abi >= 4:
         assert "a connection out" in refused, tried
@@ -152,6 +185,62 @@ def test_a_thread_already_running_is_said_and_nothing_is_shut_in() -> None:
                           cwd=REPO, timeout=60, check=True)
     assert done.stdout.splitlines() == [
         "threads are running already: they would stay outside", "True"], done.stdout
+
+
+def test_a_clone_on_the_import_path_is_listed_never_read(tmp_path: Path) -> None:
+    """Run from a clone with PYTHONPATH naming its root, an operator's state folder or key
+    in the clone would be beneath a readable folder: the root is only listed (a late import
+    needs its names); its files (here the README) are not read, the package's are."""
+    landlock_abi()
+    code = textwrap.dedent("""
+        import json, os, sys
+        from controller.service.screens.child import listable_folders, readable_folders
+        from controller.service.screens.sandbox import shut_in
+        root = sys.argv[1]
+        readable, listable = readable_folders(), listable_folders()
+        shut_in(readable, listable)
+        tried = {"readable": readable, "listable": listable}
+        readme = os.path.join(root, "README.md")
+        for name, action in (("names", lambda: os.listdir(root)),
+                             ("a file in the root", lambda: open(readme).read()),
+                             ("the package", lambda: os.listdir(os.path.join(root, "controller")))):
+            try:
+                action()
+                tried[name] = "done"
+            except OSError as exc:
+                tried[name] = type(exc).__name__
+        print(json.dumps(tried))
+    """)
+    done = subprocess.run([sys.executable, "-P", "-c", code, str(REPO)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    tried = json.loads(done.stdout)
+    assert str(REPO) not in tried["readable"] and tried["listable"] == [str(REPO)], tried
+    assert tried["names"] == tried["the package"] == "done", tried
+    assert tried["a file in the root"] == "PermissionError", tried
+
+
+def test_a_folder_given_to_list_only_shows_its_names_not_its_files(tmp_path: Path) -> None:
+    landlock_abi()
+    (tmp_path / "journal.key").write_text("k" * 32)
+    code = textwrap.dedent("""
+        import json, os, sys
+        from controller.service.screens.sandbox import shut_in
+        folder = sys.argv[1]
+        shut_in([], [folder])
+        names = os.listdir(folder)
+        try:
+            open(os.path.join(folder, "journal.key")).read()
+            read = "done"
+        except OSError as exc:
+            read = type(exc).__name__
+        print(json.dumps([names, read]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["journal.key"], "PermissionError"]
 
 
 @pytest.mark.slow

@@ -182,21 +182,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: the folder the package sits in: a clone's root when the import path names it (PYTHONPATH),
+#: with whatever an operator put there (a state folder, a key): listed, never read
+_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
+
+
 def readable_folders() -> list[str]:
     """What the screen process reads after it started: the package (its pages and words),
-    Python's folders and its import path (a late import) and the catalogues' folders."""
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    folders = {package, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+    Python's folders and its import path (a late import) and the catalogues' folders; not the
+    folder the package sits in (``listable_folders``)."""
+    folders = {_PACKAGE, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                *(entry for entry in sys.path if entry and os.path.isdir(entry)),
                *(str(folder) for folder in search_path())}
-    return sorted(folders)
+    return sorted(folder for folder in folders
+                  if os.path.abspath(folder) != _PACKAGE_PARENT)
+
+
+def listable_folders() -> list[str]:
+    """Folders on the import path whose names a late import lists but whose files it does
+    not read: the package's own parent, when the import path names it."""
+    entries = {os.path.abspath(entry) for entry in sys.path if entry and os.path.isdir(entry)}
+    return [_PACKAGE_PARENT] if _PACKAGE_PARENT in entries else []
 
 
 def shut_itself_in() -> None:
     """The sandbox (sandbox.py), said in the log; a kernel without one is said too, and the
     screens go on without it."""
     try:
-        sandbox = shut_in(readable_folders())
+        sandbox = shut_in(readable_folders(), listable_folders())
     except SandboxUnavailable as exc:
         log.warning("screens: not sandboxed; this process can read what the table's user can "
                     "(docs/install.md, \"The screen process's sandbox\")", reason=exc.strerror)

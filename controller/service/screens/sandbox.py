@@ -116,8 +116,9 @@ def _fs_rights(abi: int) -> int:
     return FS_BY_ABI[max(level for level in FS_BY_ABI if level <= abi)]
 
 
-def _allow_reading(ruleset: int, path: str, handled: int) -> bool:
-    """Reading (and listing, for a folder) beneath ``path``; False when it does not exist."""
+def _allow_reading(ruleset: int, path: str, handled: int, files: bool = True) -> bool:
+    """Reading (and listing, for a folder) beneath ``path``, or only listing (``files``
+    False); False when it does not exist."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -125,6 +126,10 @@ def _allow_reading(ruleset: int, path: str, handled: int) -> bool:
     try:
         folder = os.path.isdir(f"/proc/self/fd/{fd}")
         allowed = (READ_FILE | READ_DIR) if folder else READ_FILE
+        if not files:
+            allowed = READ_DIR if folder else 0
+        if not allowed & handled:
+            return False
         rule = _PathBeneathAttr(allowed & handled, fd)
         _call(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
               ctypes.byref(rule), ctypes.c_uint32(0))
@@ -133,9 +138,10 @@ def _allow_reading(ruleset: int, path: str, handled: int) -> bool:
     return True
 
 
-def shut_in(readable: Iterable[str]) -> Sandbox:
+def shut_in(readable: Iterable[str], listable: Iterable[str] = ()) -> Sandbox:
     """From now on this process (its only thread, and every thread and process it starts)
-    reads only beneath ``readable`` and the system's own folders, writes no file, opens no
+    reads only beneath ``readable`` and the system's own folders (and lists the folders
+    beneath ``listable``, reading none of their files), writes no file, opens no
     TCP connection or port and, where the kernel can, signals nothing outside; then the
     system call filter (syscall_filter.py): no new socket, no new process.
     SandboxUnavailable on a kernel without Landlock; another OSError if the kernel refused
@@ -153,6 +159,8 @@ def shut_in(readable: Iterable[str]) -> Sandbox:
     try:
         wanted = dict.fromkeys([*SYSTEM_FOLDERS, *SYSTEM_FILES, *readable])
         allowed = tuple(path for path in wanted if _allow_reading(ruleset, path, handled))
+        for path in listable:
+            _allow_reading(ruleset, path, handled, files=False)
         _call_prctl_no_new_privs()
         _call(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:

@@ -1,21 +1,32 @@
-"""What Landlock leaves open to the screen process, closed by a seccomp filter: new sockets
-and new processes.
+"""What Landlock leaves open to the screen process, closed by a seccomp filter.
 
 Landlock (sandbox.py) shuts files, ``/proc``, TCP and signals, but not a Unix socket reached by
 its path: a screen process taken over could connect to the daemon's control socket, where the
-daemon's own user acts as supervisor (pause, cancel the round), or send UDP out. And a child
-it forked would outlive the daemon (``PR_SET_PDEATHSIG`` is not handed down) holding the
-display's port. The screen process needs none of that: it serves the listening socket it was
-handed (``accept`` makes its connections) and runs threads. So, for good and for every
-thread: ``socket``, ``socketpair`` and ``connect`` fail with EACCES; ``fork``, ``vfork``,
-``execve``, ``execveat`` and a ``clone`` that is not a thread's fail with EPERM; ``clone3``
-says ENOSYS, whose flags a filter cannot read, and the C library then starts its threads with
-``clone``. System calls of another architecture than the process's own (i386's ``socketcall``
-on x86-64, x32) all fail.
+daemon's own user acts as supervisor (pause, cancel the round), or send UDP out. Nor does it
+shut what the kernel leaves to a file's owner, which the screen process is: the journal's mode
+(made readable to every user), its owner, times and extended attributes. A child it forked
+would outlive the daemon (``PR_SET_PDEATHSIG`` is not handed down) holding the display's port,
+and so would the process itself with its parent-death signal turned off or cleared by a change
+of identity. A packet filter locked on the listening socket the daemon shares would leave every
+later screen process a socket that takes no connection. The screen process needs none of that:
+it serves the listening socket it was handed (``accept`` makes its connections) and runs
+threads. So, for good and for every thread:
+
+* ``socket``, ``socketpair``, ``connect`` and io_uring (whose requests make sockets and
+  connections seccomp never sees) fail with EACCES;
+* ``fork``, ``vfork``, ``execve``, ``execveat`` and a ``clone`` that is not a thread's fail
+  with EPERM; ``clone3`` says ENOSYS, whose flags a filter cannot read, and the C library then
+  starts its threads with ``clone``;
+* a file's mode, owner, times and extended attributes, the user and group ids,
+  ``prctl(PR_SET_PDEATHSIG)`` and the socket options that attach, detach or lock a packet
+  filter fail with EPERM;
+* system calls of another architecture than the process's own (i386's ``socketcall`` on
+  x86-64, x32) all fail.
 
 The numbers are the kernel's, per architecture (arch/x86/entry/syscalls/syscall_64.tbl,
 include/uapi/asm-generic/unistd.h for arm64); another architecture goes without the filter,
-and the log says so.
+and the log says so. The filter names what it refuses: a call it does not name is let
+through, so a new kernel's call that makes a socket or a process must be added here.
 """
 
 from __future__ import annotations
@@ -25,23 +36,70 @@ import errno
 import os
 import platform
 import struct
+from dataclasses import dataclass
 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_SET_PDEATHSIG = 1
 CLONE_THREAD = 0x00010000
 X32_SYSCALL_BIT = 0x40000000
+SOL_SOCKET = 1
+#: socket options that attach, detach or lock a packet filter on a socket: on the listening
+#: socket the daemon shares, a filter that drops everything, locked, outlives this process
+#: and leaves every later screen process a socket that takes no connection
+SOCKET_FILTER_OPTIONS = {"SO_ATTACH_FILTER": 26, "SO_DETACH_FILTER": 27, "SO_LOCK_FILTER": 44,
+                         "SO_ATTACH_BPF": 50, "SO_ATTACH_REUSEPORT_CBPF": 51,
+                         "SO_ATTACH_REUSEPORT_EBPF": 52, "SO_DETACH_REUSEPORT_BPF": 68}
 
 # classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h)
 LD_W_ABS, JEQ_K, JSET_K, JGE_K, RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
-DATA_NR, DATA_ARCH, DATA_ARG0_LOW = 0, 4, 16  # struct seccomp_data (little-endian)
+DATA_NR, DATA_ARCH = 0, 4  # struct seccomp_data (little-endian)
 
-#: per machine: (AUDIT_ARCH_*, sockets, processes, clone, clone3)
-SYSCALLS = {
-    "x86_64": (0xC000003E, {"socket": 41, "connect": 42, "socketpair": 53},
-               {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322}, 56, 435),
-    "aarch64": (0xC00000B7, {"socket": 198, "socketpair": 199, "connect": 203},
-                {"execve": 221, "execveat": 281}, 220, 435),
+
+def _data_arg(index: int) -> int:
+    """Where the low 32 bits of argument ``index`` are in struct seccomp_data."""
+    return 16 + 8 * index
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One architecture's AUDIT_ARCH_* value and the numbers of the calls the filter reads."""
+    arch: int
+    #: fail with EACCES: a new socket, or one made by io_uring, whose requests seccomp never sees
+    sockets: dict[str, int]
+    #: fail with EPERM: a new process, a file's mode, owner, times or extended attributes
+    #: (Landlock leaves those to the owner, and the screen process runs as the journal's
+    #: owner), and a change of identity (which would clear the parent-death signal)
+    refused: dict[str, int]
+    clone: int
+    clone3: int
+    prctl: int
+    setsockopt: int
+
+
+_IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+_NEWER = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}  # one number everywhere
+
+MACHINES = {
+    "x86_64": Machine(
+        0xC000003E, {"socket": 41, "connect": 42, "socketpair": 53, **_IO_URING},
+        {"fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
+         "chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93, "lchown": 94,
+         "fchownat": 260, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+         "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "utime": 132,
+         "utimes": 235, "futimesat": 261, "utimensat": 280, "setuid": 105, "setgid": 106,
+         "setreuid": 113, "setregid": 114, "setresuid": 117, "setresgid": 119,
+         "setfsuid": 122, "setfsgid": 123, **_NEWER},
+        clone=56, clone3=435, prctl=157, setsockopt=54),
+    "aarch64": Machine(
+        0xC00000B7, {"socket": 198, "socketpair": 199, "connect": 203, **_IO_URING},
+        {"execve": 221, "execveat": 281, "fchmod": 52, "fchmodat": 53, "fchownat": 54,
+         "fchown": 55, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
+         "lremovexattr": 15, "fremovexattr": 16, "utimensat": 88, "setregid": 143,
+         "setgid": 144, "setreuid": 145, "setuid": 146, "setresuid": 147, "setresgid": 149,
+         "setfsuid": 151, "setfsgid": 152, **_NEWER},
+        clone=220, clone3=435, prctl=167, setsockopt=208),
 }
 
 
@@ -52,7 +110,7 @@ class FilterUnavailable(OSError):
 def program(machine: str) -> bytes:
     """The filter for ``machine`` (``platform.machine()``), as the kernel reads it."""
     try:
-        arch, sockets, processes, clone, clone3 = SYSCALLS[machine]
+        calls = MACHINES[machine]
     except KeyError:
         raise FilterUnavailable(errno.ENOSYS, f"no system call filter for {machine}") from None
     ops: list[tuple[int, int, str | None, str | None]] = []  # code, k, jump if true / false
@@ -61,23 +119,38 @@ def program(machine: str) -> bytes:
     def op(code: int, k: int, if_true: str | None = None, if_false: str | None = None) -> None:
         ops.append((code, k, if_true, if_false))
 
+    def label(name: str) -> None:
+        labels[name] = len(ops)
+
     op(LD_W_ABS, DATA_ARCH)
-    op(JEQ_K, arch, if_false="process")  # another ABI's numbers name other calls: refused
+    op(JEQ_K, calls.arch, if_false="refuse")  # another ABI's numbers name other calls
     op(LD_W_ABS, DATA_NR)
     if machine == "x86_64":
-        op(JGE_K, X32_SYSCALL_BIT, if_true="process")  # x32's calls: another ABI
-    for number in sockets.values():
-        op(JEQ_K, number, if_true="socket")
-    for number in processes.values():
-        op(JEQ_K, number, if_true="process")
-    op(JEQ_K, clone3, if_true="nosys")
-    op(JEQ_K, clone, if_false="allow")
-    op(LD_W_ABS, DATA_ARG0_LOW)  # clone's flags: a thread, or a process
-    op(JSET_K, CLONE_THREAD, if_true="allow", if_false="process")
-    for name, verdict in (("allow", RET_ALLOW), ("socket", RET_ERRNO | errno.EACCES),
-                          ("process", RET_ERRNO | errno.EPERM),
+        op(JGE_K, X32_SYSCALL_BIT, if_true="refuse")  # x32's calls: another ABI
+    for number in calls.sockets.values():
+        op(JEQ_K, number, if_true="no_socket")
+    for number in calls.refused.values():
+        op(JEQ_K, number, if_true="refuse")
+    op(JEQ_K, calls.clone3, if_true="nosys")
+    op(JEQ_K, calls.clone, if_true="clone")
+    op(JEQ_K, calls.prctl, if_true="prctl")
+    op(JEQ_K, calls.setsockopt, if_false="allow")
+    op(LD_W_ABS, _data_arg(1))  # setsockopt's level, then its option
+    op(JEQ_K, SOL_SOCKET, if_false="allow")
+    op(LD_W_ABS, _data_arg(2))
+    for option in SOCKET_FILTER_OPTIONS.values():
+        op(JEQ_K, option, if_true="refuse")
+    op(JEQ_K, 0, if_true="allow", if_false="allow")  # any other option: allowed
+    label("clone")
+    op(LD_W_ABS, _data_arg(0))  # clone's flags: a thread, or a process
+    op(JSET_K, CLONE_THREAD, if_true="allow", if_false="refuse")
+    label("prctl")
+    op(LD_W_ABS, _data_arg(0))  # the parent-death signal stays as set before the filter
+    op(JEQ_K, PR_SET_PDEATHSIG, if_true="refuse", if_false="allow")
+    for name, verdict in (("allow", RET_ALLOW), ("no_socket", RET_ERRNO | errno.EACCES),
+                          ("refuse", RET_ERRNO | errno.EPERM),
                           ("nosys", RET_ERRNO | errno.ENOSYS)):
-        labels[name] = len(ops)
+        label(name)
         op(RET_K, verdict)
 
     def offset(index: int, target: str | None) -> int:
