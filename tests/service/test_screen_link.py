@@ -30,6 +30,7 @@ from support.histories import play
 from support.waiting import wait_until
 
 ROUNDS = 3
+SO_ATTACH_FILTER = 26  # linux/asm-generic/socket.h
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +194,63 @@ def test_a_display_socket_shut_down_by_a_screen_process_listens_again_for_the_ne
     assert link.port == port
     with contextlib.closing(SseReader(port)) as page:
         page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
+
+
+def attach_drop_all_filter(sock: socket.socket, lock: bool) -> None:
+    """What a screen process outside its system call filter could do to the shared socket:
+    a packet filter that drops every connection, locked so that no one can take it off."""
+    import ctypes
+    import struct
+
+    drop_all = ctypes.create_string_buffer(struct.pack("=HBBI", 0x06, 0, 0, 0))  # ret 0
+    program = struct.pack("@HP", 1, ctypes.addressof(drop_all))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, program)
+    if lock:
+        sock.setsockopt(socket.SOL_SOCKET, link_module.SO_LOCK_FILTER, 1)
+
+
+def test_a_display_socket_shut_down_by_a_running_screen_process_is_noticed(
+        linked: tuple[ScreenLink, StatusBoard]) -> None:
+    """A screen process that shuts the shared socket down and lives on, reading its feed,
+    serves nothing: the link notices, starts another, and the pages are back at the address."""
+    link, _ = linked
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
+    first, port = link.pid, link.port
+    assert link._listening is not None
+    link._listening.shutdown(socket.SHUT_RDWR)  # the same socket the process holds
+    wait_until(lambda: link.pid not in (None, first), SCREENS_S, "the next screen process")
+    with pytest.raises(ChildProcessError):
+        os.waitpid(first, os.WNOHANG)  # the one that spoiled it was ended, not left serving
+    assert link.port == port
+    with contextlib.closing(SseReader(port)) as page:
+        page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
+
+
+def test_a_packet_filter_locked_on_the_display_socket_is_not_handed_on(
+        linked: tuple[ScreenLink, StatusBoard]) -> None:
+    link, _ = linked
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
+    first, port = link.pid, link.port
+    assert link._listening is not None
+    attach_drop_all_filter(link._listening, lock=True)
+    with pytest.raises(OSError):  # the filter drops it: no connection is taken
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    wait_until(lambda: link.pid not in (None, first), SCREENS_S, "the next screen process")
+    assert link.port == port
+    with contextlib.closing(SseReader(port)) as page:
+        page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
+
+
+def test_a_packet_filter_not_locked_is_taken_off_and_said(
+        linked: tuple[ScreenLink, StatusBoard]) -> None:
+    link, _ = linked
+    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
+    first, port = link.pid, link.port
+    assert link._listening is not None
+    with capture_logs() as logs:
+        attach_drop_all_filter(link._listening, lock=False)
+        wait_until(lambda: any("packet filter had been put" in entry["event"] for entry in logs),
+                   SCREENS_S, "the filter taken off")
+    with contextlib.closing(SseReader(port)) as page:
+        page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
+    assert link.pid == first  # nothing else was wrong: the same process serves on

@@ -70,7 +70,10 @@ RESTART_FIRST_S = 0.5       # a process that ended is started again after this, 
 RESTART_MAX_S = 30.0        # ...up to this while it keeps ending
 HEALTHY_AFTER_S = 60.0      # a process that lived this long starts the doubling afresh
 STOP_WAIT_S = 2.0           # how long a stop waits for the process to end by itself
+SOCKET_CHECK_S = 1.0        # how often the display's socket is checked while a process runs
 FEED_BROKE_GRACE_S = 0.5    # a process that broke its feed has this long to say how it ended
+
+SO_LOCK_FILTER, SO_DETACH_FILTER = 44, 27  # linux/asm-generic/socket.h (not in Python's socket)
 
 #: the shoe so far, from the journal (``display_link.shoe_history``)
 History = Callable[[], list[dict[str, Any]]]
@@ -187,6 +190,8 @@ class ScreenLink:
         #: a command the screen process is started through (a test's recorder of its feed)
         self._wrapper = list(wrapper or [])
         self._listening: socket.socket | None = None
+        self._port: int | None = None
+        self._socket_checked_at = 0.0
         self._filter = SealedFilter()
         self._inbox: deque[list[dict[str, Any]]] = deque()
         self._catch_up = True
@@ -228,8 +233,8 @@ class ScreenLink:
     # -- where the pages are ------------------------------------------------------------------
     @property
     def port(self) -> int:
-        assert self._listening is not None
-        return int(self._listening.getsockname()[1])
+        assert self._port is not None, "the link has not listened yet"
+        return self._port
 
     @property
     def url(self) -> str:
@@ -252,6 +257,7 @@ class ScreenLink:
         except OSError as exc:
             raise ScreenStartError(f"display.listen {self.settings.listen}: cannot listen: "
                                    f"{exc.strerror or exc}") from None
+        self._port = int(self._listening.getsockname()[1])  # kept when it listens again
         self._output.start()
         self._thread = threading.Thread(target=self._run, name="screen-link", daemon=True)
         self._thread.start()
@@ -315,6 +321,14 @@ class ScreenLink:
         if child is not None and child.poll() is not None:
             self._drop_child(f"it ended with status {child.returncode}")
             return None
+        if child is not None and now - self._socket_checked_at >= SOCKET_CHECK_S:
+            self._socket_checked_at = now
+            why = self._socket_spoiled()
+            if why is not None:  # it serves nothing more, and would go on reading its feed
+                log.warning("screens: the display's socket was spoiled; restarting the screen "
+                            "process", pid=child.pid, why=why)
+                self._drop_child(f"the display's socket: {why}")
+                return None
         if child is None and now >= self._restart_at:
             return self._spawn()
         return child
@@ -353,33 +367,56 @@ class ScreenLink:
         lowered = [IONICE, "-c", "2", "-n", "7", *child] if IONICE else child
         return [*self._wrapper, *lowered]
 
-    def _listening_again(self) -> bool:
-        """The display's socket, listening again if a screen process shut it down: each one
-        holds the daemon's own socket, so a ``shutdown()`` there would refuse every page for
-        every later process. False when its address cannot be had back (tried again at the
-        next start)."""
-        assert self._listening is not None
-        if self._listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            return True
-        port = self.port
+    def _socket_spoiled(self) -> str | None:
+        """What a screen process did to the display's socket that stops it taking pages, or
+        None. Each one holds the daemon's own socket: a ``shutdown()`` there, or a packet
+        filter locked on it (the system call filter refuses that to a sandboxed one), would
+        refuse every page for every later process. A filter not locked is taken off here."""
+        sock = self._listening
+        if sock is None:
+            return "it is closed"
+        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            return "it was shut down"
+        if sock.getsockopt(socket.SOL_SOCKET, SO_LOCK_FILTER):
+            return "a packet filter was locked on it"
         try:
-            fresh = listening_socket(dataclasses.replace(self.settings, port=port))
+            sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
         except OSError as exc:
-            log.error("screens: the display's socket was shut down and cannot listen again",
-                      port=port, error=exc.strerror)
+            if exc.errno != errno.ENOENT:  # ENOENT: no filter, as it should be
+                return f"its packet filter cannot be taken off ({exc.strerror})"
+        else:
+            log.warning("screens: a packet filter had been put on the display's socket; "
+                        "taken off", port=self.port)
+        return None
+
+    def _listening_again(self) -> bool:
+        """The display's socket, listening afresh at the same address if a screen process
+        spoiled it (``_socket_spoiled``). Called with no screen process running, so no one
+        else holds the spoiled socket. False when the address cannot be had back (tried again
+        at the next start)."""
+        why = self._socket_spoiled()
+        if why is None:
+            return True
+        if self._listening is not None:
+            self._listening.close()  # first: a socket that still listens holds its address
+            self._listening = None
+        try:
+            self._listening = listening_socket(dataclasses.replace(self.settings,
+                                                                   port=self.port))
+        except OSError as exc:
+            log.error("screens: the display's socket was spoiled and cannot listen again",
+                      port=self.port, why=why, error=exc.strerror)
             return False
-        self._listening.close()
-        self._listening = fresh
-        log.warning("screens: a screen process had shut the display's socket down; it "
-                    "listens again", port=port)
+        log.warning("screens: the display's socket was spoiled by a screen process; it "
+                    "listens again", port=self.port, why=why)
         return True
 
     def _spawn(self) -> ScreenChild | None:
-        assert self._listening is not None
         if not self._listening_again():
             self._restart_at = time.monotonic() + self._restart_delay
             self._restart_delay = min(self._restart_delay * 2, RESTART_MAX_S)
             return None
+        assert self._listening is not None
         read_end, write_end = os.pipe()
         argv = self.command()
         # its output is read and logged again as its own (output_relay.py), never written
