@@ -81,6 +81,34 @@ def test_an_overlong_line_is_cut_and_the_next_one_read_whole(logged: io.StringIO
     assert second["event"] == "screens: next"
 
 
+def test_lines_nested_beyond_any_stack_are_text_and_the_relay_goes_on(
+        logged: io.StringIO) -> None:
+    """"[[[[…" deeper than the JSON parser's stack, an object nested deeper than the log's
+    renderer would walk: both relayed as text, and the relay is still there for the next
+    line and the next process's pipe."""
+    deep_object = b'{"event": "deep", "x": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3000 + b"}"
+    line = b"[" * 3000 + b"\n" + deep_object[:output_relay.MAX_LINE - 1] + b"\n"
+    nested = b'{"event": "nested", "x": ' + b"[" * 40 + b"]" * 40 + b"}\n"
+    read_end, write_end = os.pipe()
+    relay = OutputRelay()
+    relay.start()
+    relay.follow(read_end, 4242)
+    os.write(write_end, line + nested + b'{"event": "after"}\n')
+    os.close(write_end)
+    second_read, second_write = os.pipe()
+    relay.follow(second_read, 4343)
+    os.write(second_write, b'{"event": "the next process"}\n')
+    os.close(second_write)
+    relay.close(10)
+    got = records(logged)
+    assert [r["event"] for r in got] == [
+        "screens: a line of its output", "screens: a line of its output",
+        "screens: a line of its output", "screens: after", "screens: the next process"], got
+    assert got[0]["text"] == "[" * 3000
+    assert got[2]["text"].startswith('{"event": "nested"')
+    assert got[-1]["screen_pid"] == 4343
+
+
 def test_a_flood_costs_the_log_a_budget_and_a_count(logged: io.StringIO) -> None:
     """A thousand lines at once with a budget of ten: ten relayed, the rest counted (said at
     the first line held back, then at most every few seconds, and when the pipe ends: nothing

@@ -30,6 +30,7 @@ log = structlog.get_logger("pokdeng.screens")
 
 #: the longest line relayed whole; the rest of a longer one is cut (and said so)
 MAX_LINE = 4096
+MAX_DEPTH = 16  # a JSON line nested deeper is relayed as text
 #: lines relayed a second, on average, and at once after a quiet spell
 LINES_PER_S = 20.0
 BURST = 100
@@ -89,9 +90,9 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
     fields: dict[str, Any] = {"cut": True} if cut else {}
     try:
         record = None if cut else json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # "[[[[…": deeper than the parser's stack
         record = None
-    if not isinstance(record, dict):
+    if not isinstance(record, dict) or _deeper_than(record, MAX_DEPTH):
         return "info", "screens: a line of its output", {**fields, "text": text}
     level = _LEVELS.get(str(record.pop("level", "info")).lower(), "info")
     event = str(record.pop("event", ""))[:200].translate(CONTROLS_SHOWN)
@@ -99,6 +100,18 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
         record.pop(own, None)
     return level, f"screens: {event}" if event else "screens: a line of its output", \
         {**fields, "screen": record}
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``depth`` deep (without recursion:
+    the log's renderer would recurse through it, and a line can nest as deep as it is long)."""
+    level: list[Any] = [value]
+    for _ in range(depth + 1):
+        level = [inner for outer in level if isinstance(outer, (dict, list))
+                 for inner in (outer.values() if isinstance(outer, dict) else outer)]
+        if not level:
+            return False
+    return True
 
 
 class PipeLines:
@@ -205,7 +218,12 @@ class OutputRelay:
     def _run(self) -> None:
         pipe = self._pipes.get()
         while pipe is not None:
-            pipe = self._relay_until_replaced(*pipe)
+            try:
+                pipe = self._relay_until_replaced(*pipe)
+            except Exception:  # never the relay's end: later processes' pipes would pile up
+                log.exception("screens: relaying a screen process's output failed; on to the "
+                              "next one")
+                pipe = self._pipes.get()
 
     def _relay_until_replaced(self, read_fd: int, pid: int) -> tuple[int, int] | None:
         """Relays ``read_fd`` to its end, or until ``DRAIN_S`` after the next pipe (or the
@@ -240,8 +258,12 @@ class OutputRelay:
             self.held_back += 1
             self._say_held_back()
             return
-        level, event, fields = relayed_fields(line)
-        getattr(log, level)(event, screen_pid=self._pid, **fields)
+        try:
+            level, event, fields = relayed_fields(line)
+            getattr(log, level)(event, screen_pid=self._pid, **fields)
+        except Exception as exc:  # whatever the line, the relay goes on
+            log.warning("screens: a line of its output could not be logged",
+                        screen_pid=self._pid, error=type(exc).__name__)
 
     def _say_held_back(self, force: bool = False) -> None:
         now = time.monotonic()
