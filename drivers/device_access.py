@@ -61,6 +61,9 @@ def open_failure(url: str, exc: BaseException) -> str:
 
 def _describe(path: str, code: int | None, reason: str) -> str:
     """open_failure's line for a local path; raises OSError if the node changes meanwhile."""
+    if code == errno.ELOOP:  # a dangling-looking link whose chain comes back to itself
+        return (f"{path} is a loop of symbolic links, which leads to no device (a udev rule "
+                f"or a link made by hand points back at itself)")
     if os.path.islink(path) and not os.path.exists(path):
         return (f"{path} points at {os.readlink(path)}, which does not exist (the device is "
                 f"unplugged)")

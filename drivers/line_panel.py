@@ -56,6 +56,7 @@ STATUS_ANSWER_SECONDS = 2.0  # warn when the panel has not said where its key sw
 # An idle panel wakes the process once a second; a stop or an LED change cuts the read short
 # (pyserial's cancel_read), so neither waits for the timeout.
 READ_TIMEOUT_S = 1.0
+LED_RETRY_S = 1.0  # LEDs a panel did not take are sent again after this, not at every read
 
 
 class PanelLineError(ValueError):
@@ -192,6 +193,7 @@ class LinePanel(Driver):
         self._status_deadline: float | None = None
         self._led_lock = threading.Lock()
         self._led_states: dict[str, bool] = {}
+        self._led_retry_at = 0.0
         self._led_pending: dict[str, bool] = {}
         # the shared serial open/read/reconnect loop: it posts connected true/false (false once)
         self._link = SerialLink(
@@ -237,6 +239,7 @@ class LinePanel(Driver):
         self._status_deadline = self._monotonic() + STATUS_ANSWER_SECONDS
         with self._led_lock:
             self._led_pending = dict(self._led_states)
+        self._led_retry_at = 0.0
         self.connected.set()
 
     def _on_lost(self) -> None:
@@ -294,8 +297,16 @@ class LinePanel(Driver):
                 self.post(Switch(self.clock(), message.name, message.on))
 
     def _flush_leds(self) -> None:
+        if self._monotonic() < self._led_retry_at:
+            return
         with self._led_lock:
             pending, self._led_pending = self._led_pending, {}
-        if pending:
-            self._link.write(b"".join(f"led {n} {'on' if on else 'off'}\n".encode()
-                                      for n, on in sorted(pending.items())))
+        if not pending:
+            return
+        if not self._link.write(b"".join(f"led {n} {'on' if on else 'off'}\n".encode()
+                                         for n, on in sorted(pending.items()))):
+            # the panel takes nothing (the link said why): the LEDs wait, and the buttons are
+            # read meanwhile; a newer state of an LED wins over the one kept
+            with self._led_lock:
+                self._led_pending = {**pending, **self._led_pending}
+            self._led_retry_at = self._monotonic() + LED_RETRY_S

@@ -43,6 +43,10 @@ class _ReadablePort(Protocol):
 
 # termios.error is no OSError: pyserial lets it out of open() and flush() when the device
 # vanishes half-way (EIO from tcflush on a port unplugged while it was being opened)
+#: the longest a write may wait for the device to take it: a panel that stops reading (its
+#: firmware hung, flow control held) must not stop the thread that reads its buttons
+WRITE_TIMEOUT_S = 0.2
+
 _OPEN_ERRORS = (serial.SerialException, OSError, ValueError, termios.error)
 _READ_ERRORS = (serial.SerialException, OSError, termios.error)
 
@@ -92,7 +96,9 @@ class SerialLink:
         while not stop.is_set():
             try:
                 port = serial.serial_for_url(self.url, baudrate=self.baudrate,
-                                             timeout=self.read_timeout, **self.serial_settings)
+                                             timeout=self.read_timeout,
+                                             write_timeout=WRITE_TIMEOUT_S,
+                                             **self.serial_settings)
             except _OPEN_ERRORS as exc:
                 attempt += 1
                 self._set_problem(open_failure(self.url, exc))

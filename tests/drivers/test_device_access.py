@@ -107,3 +107,15 @@ def test_a_node_flapping_under_the_description_never_raises(tmp_path: Path) -> N
         stop.set()
         flapper.join(5)
     assert all(line.startswith(str(link)) for line in lines)
+
+
+def test_a_loop_of_links_is_named_a_loop(tmp_path: Path) -> None:
+    link, other = tmp_path / "shoe", tmp_path / "shoe.b"
+    link.symlink_to(other)
+    other.symlink_to(link)
+    try:
+        serial.serial_for_url(str(link))
+    except serial.SerialException as exc:
+        text = open_failure(str(link), exc)
+    assert text == (f"{link} is a loop of symbolic links, which leads to no device (a udev "
+                    "rule or a link made by hand points back at itself)")

@@ -204,3 +204,26 @@ def test_a_panel_that_never_reports_its_switch_is_warned_about(line, caplog, mon
         line.send(b"reveal\n")
         sink.wait_count(Button, 1)
     assert sum("has not reported" in r.message for r in caplog.records) == 1
+
+
+def test_a_panel_that_stops_reading_still_has_its_buttons_read(line):
+    """Its firmware hung on its receive side (or flow control is held): what the host writes
+    fills the line and stays there. The LED writes must give up, not the thread that reads the
+    buttons; the LEDs follow once the panel reads again."""
+    sink = Collector()
+    driver = LinePanel(sink, options(line))
+    driver.start()
+    try:
+        line.expect(b"status?\n")  # and the test reads nothing more from the line until…
+        for n in range(3000):  # far more than the line holds: about 20 KB on a pty
+            driver.set_leds({"start_round": n % 2 == 0, "reveal": n % 2 == 1})
+            time.sleep(0.001)  # each change written on its own, as a table's would be
+        time.sleep(1.0)
+        line.send(b"new_shoe\n")
+        assert [b.name for b in sink.wait_count(Button, 1)] == ["new_shoe"]
+        assert driver.running
+        driver.set_leds({"start_round": True, "reveal": True})
+        line.expect(b"led reveal on\nled start_round on\n", timeout=10)
+    finally:
+        driver.stop()
+    assert not driver.running, "the driver's thread did not end at the stop"
