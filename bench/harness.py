@@ -376,7 +376,7 @@ def start_daemon(work: Path, backends: Receivers, *, extra_config: str = "",
                               mqtt_port=backends.mqtt_port)
                       + priority.config() + extra_config)
     (work / "state").mkdir(mode=0o750, exist_ok=True)
-    shoe = ShoeSimulator(work / "shoe", "beetek", settle_seconds=0.3).start()
+    shoe = ShoeSimulator(work / "shoe", "beetek").start()
     panel = PanelPty(work / "panel")
     log = work / "daemon.log"
     daemon = subprocess.Popen([sys.executable, "-m", "controller", "run", "--config",

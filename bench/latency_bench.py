@@ -218,7 +218,7 @@ class RelayPath:
 
         self.kind, self.backends = kind, backends
         link = work / f"{kind}-relay-shoe"
-        self.shoe = ShoeSimulator(link, "beetek", settle_seconds=0.3).start()
+        self.shoe = ShoeSimulator(link, "beetek").start()
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--relay", kind, str(link), str(backends.mqtt_port),
              str(backends.http_port), str(work / f"{kind}-relay.db"),

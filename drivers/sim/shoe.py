@@ -51,6 +51,7 @@ log = logging.getLogger("pokdeng.sim_shoe")
 
 PROTOCOLS = ("beetek", "rfid", "pdt")
 FAULTS = ("split", "garbage", "badsum", "silence", "unplug")
+TIOCPKT_FLUSHREAD = 0x01  # linux/tty.h: the slave emptied its input queue (packet mode)
 
 
 # -- a shoe's worth of cards ----------------------------------------------------------------
@@ -103,7 +104,7 @@ class ShoeSimulator:
     def __init__(self, link_path: str | os.PathLike[str], protocol: str = "beetek", *,
                  faults: Iterable[str] = (), seed: int = 0, decks: int = 8,
                  registry_path: str | os.PathLike[str] | None = None,
-                 heartbeat_seconds: float = 1.0, settle_seconds: float = 0.3,
+                 heartbeat_seconds: float = 1.0, settle_seconds: float = 5.0,
                  fault_rate: float = 0.3, silence_seconds: float = 1.5,
                  unplug_seconds: float = 1.0, framing: str = "line"):
         if protocol not in PROTOCOLS:
@@ -132,6 +133,7 @@ class ShoeSimulator:
         self._master: int | None = None
         self._slave_name: str | None = None
         self._host_open = False
+        self._host_flushed = False
         self._pending: list[bytes] = []  # frames written while unplugged
         self._unsent_seq: int | None = None  # pdt: number of the frame being sent, if any
         self._quiet_until = 0.0
@@ -398,12 +400,23 @@ class ShoeSimulator:
             return False
         if not self._host_open:
             self._host_open = True
-            time.sleep(self.settle_seconds)  # pyserial flushes input just after opening
+            self._wait_for_the_hosts_flush()
             self._connections += 1
             self._connected_at = time.monotonic()
             if isinstance(self.encoder, PdtEncoder):
                 self._raw_write(self.encoder.hello(next_seq=self._unsent_seq))
         return True
+
+    def _wait_for_the_hosts_flush(self) -> None:
+        """pyserial empties its input queue just after it opened the port (tcflush): a card
+        sent before that is lost. A fixed pause lost the flip card on a busy machine, so the
+        pty's packet mode tells when the flush came; a reader that never flushes is sent to
+        after ``settle_seconds``."""
+        deadline = time.monotonic() + self.settle_seconds
+        while not self._host_flushed and time.monotonic() < deadline:
+            if self._closed.is_set() or self._master is None or not self._host_is_open():
+                return
+            time.sleep(0.005)
 
     def _host_is_open(self) -> bool:
         """Is the slave end open? (The master reports POLLHUP while nobody has it open.)"""
@@ -413,12 +426,14 @@ class ShoeSimulator:
         events = dict(poller.poll(0)).get(self._master, 0)
         if events & select.POLLIN and not events & select.POLLHUP:
             try:
-                os.read(self._master, 4096)  # the host wrote to the shoe: ignore it
+                packet = os.read(self._master, 4096)  # the host wrote to the shoe: ignored
             except OSError:
-                pass
+                packet = b""
+            if packet[:1] and packet[0] & TIOCPKT_FLUSHREAD:  # a status packet: it flushed
+                self._host_flushed = True
         open_now = not events & select.POLLHUP
         if not open_now:
-            self._host_open = False
+            self._host_open = self._host_flushed = False
         return open_now
 
     def _raw_write(self, data: bytes) -> None:
@@ -447,11 +462,14 @@ class ShoeSimulator:
     def _plug_in(self) -> None:
         master, slave = pty.openpty()
         tty.setraw(slave)  # no echo, no line editing: bytes pass as they are
+        # packet mode: what the host sends comes with a status byte first, and its flush of
+        # its input queue comes as a status of its own (_wait_for_the_hosts_flush)
+        fcntl.ioctl(master, termios.TIOCPKT, struct.pack("i", 1))
         self._slave_name = os.ttyname(slave)
         os.close(slave)  # so POLLHUP on the master tells whether the host has it open
         os.set_blocking(master, False)
         self._master = master
-        self._host_open = False
+        self._host_open = self._host_flushed = False
         temp = self.link_path.with_name(self.link_path.name + ".new")
         try:
             temp.unlink(missing_ok=True)

@@ -325,3 +325,31 @@ def test_an_unexpected_read_error_reopens_the_port_and_the_thread_lives(tmp_path
     assert sink.statuses[:3] == [True, False, True]
     assert any("simulated library bug" in (r.exc_text or "") or r.exc_info
                for r in caplog.records)
+
+
+def test_a_reader_slow_to_flush_after_it_opened_still_gets_the_first_card(tmp_path):
+    """pyserial empties the port's input queue just after it opened it. On a busy machine
+    that can come a second after the open: the simulated shoe must send its first card after
+    the flush, not after a fixed pause (the demo's flip card was lost so, and the table waited
+    for it for ever)."""
+    import os
+    import select
+    import termios
+    import time
+
+    link = tmp_path / "shoe"
+    card = shuffled_shoe(seed=3, decks=1)[0]
+    with ShoeSimulator(link, "beetek", decks=1, heartbeat_seconds=3600) as sim:
+        sender = threading.Thread(target=sim.send_card, args=(card,))
+        sender.start()
+        fd = os.open(link, os.O_RDWR | os.O_NOCTTY)
+        try:
+            time.sleep(1.0)  # the reader, descheduled between its open and its flush
+            termios.tcflush(fd, termios.TCIFLUSH)
+            sender.join(10)
+            received = b""
+            while select.select([fd], [], [], 1.0)[0]:
+                received += os.read(fd, 1024)
+        finally:
+            os.close(fd)
+    assert sim.card_frame(parse_card(card)) in received
