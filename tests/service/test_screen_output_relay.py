@@ -109,6 +109,29 @@ def test_lines_nested_beyond_any_stack_are_text_and_the_relay_goes_on(
     assert got[-1]["screen_pid"] == 4343
 
 
+def test_what_json_escapes_decode_to_is_shown_and_the_daemons_line_stays_json(
+        logged: io.StringIO, capfd: pytest.CaptureFixture[str]) -> None:
+    """\\u escapes decode to the very characters the text rule shows as U+FFFD (an 8-bit
+    CSI, bidirectional controls, separators), in values and in keys, and to lone surrogates
+    no encoder writes; NaN, Infinity and 1e999 are no JSON. Each line is still logged, as
+    valid JSON with none of those characters, and nothing spills to stderr."""
+    lines = [b'{"event": "csi\\u009b2J", "x": "\\u009b31m\\u202e\\u2066\\u2028\\u0085"}',
+             b'{"event": "key", "\\u009b31m": "v", "list": ["\\u001b[2J"]}',
+             b'{"event": "surrogate", "x": "\\udc9b31m", "y": "\\ud800"}',
+             b'{"event": "nan", "x": NaN, "y": -Infinity}', b'{"event": "huge", "x": 1e999}']
+    relay(b"\n".join(lines) + b"\n")
+    text = logged.getvalue()
+    got = [json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in the log"))
+           for line in text.splitlines() if line.startswith("{")]
+    assert [r["event"] for r in got] == [
+        "screens: csi\ufffd2J", "screens: key", "screens: surrogate",
+        "screens: a line of its output", "screens: a line of its output"], got
+    shown = set(output_relay.CONTROLS_SHOWN)
+    assert not [c for c in text if ord(c) in shown - {0x0A}], "a control character was logged"
+    assert got[2]["screen"] == {"x": "?31m", "y": "?"}
+    assert "Logging error" not in capfd.readouterr().err
+
+
 def test_a_flood_costs_the_log_a_budget_and_a_count(logged: io.StringIO) -> None:
     """A thousand lines at once with a budget of ten: ten relayed, the rest counted (said at
     the first line held back, then at most every few seconds, and when the pipe ends: nothing

@@ -41,6 +41,8 @@ ATTACKER = textwrap.dedent("""
     from controller.service.screens.child import readable_folders
     from controller.service.screens.sandbox import shut_in
     state, port = sys.argv[1], int(sys.argv[2])
+    import controller
+    controller_file = controller.__file__
     shut_in(readable_folders())
     tried = {}
     def attempt(name, action):
@@ -94,8 +96,16 @@ ATTACKER = textwrap.dedent("""
     listening = socket.socket(fileno=4)  # the daemon's listening socket, handed over
     attempt("a filter locked on the listening socket", lambda: listening.setsockopt(
         socket.SOL_SOCKET, 44, 1))
-    attempt("an ordinary socket option", lambda: listening.setsockopt(
-        socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    # any option stays on the shared socket for every later screen process: a receive
+    # low-water mark no request reaches leaves them serving nothing
+    attempt("a low-water mark on the listening socket", lambda: listening.setsockopt(
+        socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1 << 30))
+    import fcntl
+    own = os.open(os.path.join(os.path.dirname(controller_file), "__init__.py"), os.O_RDONLY)
+    flags = fcntl.ioctl(own, 0x80086601, bytes(8))  # FS_IOC_GETFLAGS: still allowed
+    attempt("inode flags set (chattr)", lambda: fcntl.ioctl(own, 0x40086602, flags))
+    attempt("a lease that holds others back", lambda: fcntl.fcntl(own, 1024, fcntl.F_RDLCK))
+    attempt("supplementary groups", lambda: os.setgroups(os.getgroups()))
     import threading
     ran = []
     worker = threading.Thread(target=lambda: ran.append(1))
@@ -158,9 +168,10 @@ def test_a_screen_process_taken_over_reaches_no_card(tmp_path: Path) -> None:
     assert {"the journal's mode", "the key's owner", "the journal's times",
             "an attribute on the journal", "a ring for io_uring",
             "the parent-death signal turned off", "an identity change",
-            "a filter locked on the listening socket"} <= set(refused), tried
+            "a filter locked on the listening socket", "a low-water mark on the listening socket",
+            "inode flags set (chattr)", "a lease that holds others back",
+            "supplementary groups"} <= set(refused), tried
     assert (state / "journal.sqlite").stat().st_mode & 0o777 == 0o640
-    assert tried["an ordinary socket option"] == "done", tried
     assert tried["a thread of its own"] == "done", tried
     if abi >= 4:
         assert "a connection out" in refused, tried

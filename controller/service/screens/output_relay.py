@@ -89,17 +89,45 @@ def relayed_fields(line: bytes) -> tuple[str, str, dict[str, Any]]:
     text = line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n").translate(CONTROLS_SHOWN)
     fields: dict[str, Any] = {"cut": True} if cut else {}
     try:
-        record = None if cut else json.loads(text)
+        # NaN, Infinity and 1e999 are no JSON: the daemon's own JSON line would not be either
+        record = None if cut else json.loads(text, parse_constant=_no_constant,
+                                             parse_float=_finite)
     except (ValueError, RecursionError):  # "[[[[…": deeper than the parser's stack
         record = None
     if not isinstance(record, dict) or _deeper_than(record, MAX_DEPTH):
         return "info", "screens: a line of its output", {**fields, "text": text}
+    # JSON's \u escapes bring back what the text had shown as U+FFFD (an escape sequence)
+    # and lone surrogates no encoder writes: the decoded strings are shown again
+    record = _shown(record)
     level = _LEVELS.get(str(record.pop("level", "info")).lower(), "info")
-    event = str(record.pop("event", ""))[:200].translate(CONTROLS_SHOWN)
+    event = str(record.pop("event", ""))[:200]
     for own in ("timestamp", "table"):  # the daemon's log line says them itself
         record.pop(own, None)
     return level, f"screens: {event}" if event else "screens: a line of its output", \
         {**fields, "screen": record}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{number} is beyond a double")
+    return value
+
+
+def _shown(value: Any) -> Any:
+    """``value`` with every string in it, keys included, as a log may show it: no lone
+    surrogate, no control character (``value`` nests at most ``MAX_DEPTH`` deep)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8").translate(CONTROLS_SHOWN)
+    if isinstance(value, dict):
+        return {_shown(key): _shown(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_shown(inner) for inner in value]
+    return value
 
 
 def _deeper_than(value: Any, depth: int) -> bool:

@@ -7,8 +7,9 @@ shut what the kernel leaves to a file's owner, which the screen process is: the 
 (made readable to every user), its owner, times and extended attributes. A child it forked
 would outlive the daemon (``PR_SET_PDEATHSIG`` is not handed down) holding the display's port,
 and so would the process itself with its parent-death signal turned off or cleared by a change
-of identity. A packet filter locked on the listening socket the daemon shares would leave every
-later screen process a socket that takes no connection. The screen process needs none of that:
+of identity. An option set on the listening socket the daemon shares (a packet filter locked
+on it, a receive low-water mark no request reaches) would leave every later screen process a
+socket that takes no connection. The screen process needs none of that:
 it serves the listening socket it was handed (``accept`` makes its connections) and runs
 threads. So, for good and for every thread:
 
@@ -17,9 +18,13 @@ threads. So, for good and for every thread:
 * ``fork``, ``vfork``, ``execve``, ``execveat`` and a ``clone`` that is not a thread's fail
   with EPERM; ``clone3`` says ENOSYS, whose flags a filter cannot read, and the C library then
   starts its threads with ``clone``;
-* a file's mode, owner, times and extended attributes, the user and group ids,
-  ``prctl(PR_SET_PDEATHSIG)`` and the socket options that attach, detach or lock a packet
-  filter fail with EPERM;
+* a file's mode, owner, times, extended attributes and inode flags (``chattr``'s ioctls), a
+  lease on a file (``F_SETLEASE``: it holds other processes' opens back), the user and group
+  ids and supplementary groups, and ``prctl(PR_SET_PDEATHSIG)`` fail with EPERM;
+* ``setsockopt`` fails with EPERM, whatever the option: the screen process sets none, and
+  any option set on the listening socket the daemon shares (a packet filter, ``SO_RCVLOWAT``,
+  ``IP_MINTTL``, an MD5 signature, a device binding) would stay on it for every later screen
+  process, which would then serve no page;
 * system calls of another architecture than the process's own (i386's ``socketcall`` on
   x86-64, x32) all fail.
 
@@ -42,13 +47,10 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 PR_SET_PDEATHSIG = 1
 CLONE_THREAD = 0x00010000
 X32_SYSCALL_BIT = 0x40000000
-SOL_SOCKET = 1
-#: socket options that attach, detach or lock a packet filter on a socket: on the listening
-#: socket the daemon shares, a filter that drops everything, locked, outlives this process
-#: and leaves every later screen process a socket that takes no connection
-SOCKET_FILTER_OPTIONS = {"SO_ATTACH_FILTER": 26, "SO_DETACH_FILTER": 27, "SO_LOCK_FILTER": 44,
-                         "SO_ATTACH_BPF": 50, "SO_ATTACH_REUSEPORT_CBPF": 51,
-                         "SO_ATTACH_REUSEPORT_EBPF": 52, "SO_DETACH_REUSEPORT_BPF": 68}
+#: ioctl requests that change a file's inode flags (chattr: append-only, no-dump, …)
+INODE_FLAG_IOCTLS = {"FS_IOC_SETFLAGS": 0x40086602, "FS_IOC32_SETFLAGS": 0x40046602,
+                     "FS_IOC_FSSETXATTR": 0x401C5820}
+F_SETLEASE = 1024  # fcntl: a lease that holds other processes' opens of the file back
 
 # classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h)
 LD_W_ABS, JEQ_K, JSET_K, JGE_K, RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
@@ -75,7 +77,8 @@ class Machine:
     clone: int
     clone3: int
     prctl: int
-    setsockopt: int
+    ioctl: int
+    fcntl: int
 
 
 _IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
@@ -90,16 +93,16 @@ MACHINES = {
          "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "utime": 132,
          "utimes": 235, "futimesat": 261, "utimensat": 280, "setuid": 105, "setgid": 106,
          "setreuid": 113, "setregid": 114, "setresuid": 117, "setresgid": 119,
-         "setfsuid": 122, "setfsgid": 123, **_NEWER},
-        clone=56, clone3=435, prctl=157, setsockopt=54),
+         "setfsuid": 122, "setfsgid": 123, "setgroups": 116, "setsockopt": 54, **_NEWER},
+        clone=56, clone3=435, prctl=157, ioctl=16, fcntl=72),
     "aarch64": Machine(
         0xC00000B7, {"socket": 198, "socketpair": 199, "connect": 203, **_IO_URING},
         {"execve": 221, "execveat": 281, "fchmod": 52, "fchmodat": 53, "fchownat": 54,
          "fchown": 55, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
          "lremovexattr": 15, "fremovexattr": 16, "utimensat": 88, "setregid": 143,
          "setgid": 144, "setreuid": 145, "setuid": 146, "setresuid": 147, "setresgid": 149,
-         "setfsuid": 151, "setfsgid": 152, **_NEWER},
-        clone=220, clone3=435, prctl=167, setsockopt=208),
+         "setfsuid": 151, "setfsgid": 152, "setgroups": 159, "setsockopt": 208, **_NEWER},
+        clone=220, clone3=435, prctl=167, ioctl=29, fcntl=25),
 }
 
 
@@ -134,13 +137,15 @@ def program(machine: str) -> bytes:
     op(JEQ_K, calls.clone3, if_true="nosys")
     op(JEQ_K, calls.clone, if_true="clone")
     op(JEQ_K, calls.prctl, if_true="prctl")
-    op(JEQ_K, calls.setsockopt, if_false="allow")
-    op(LD_W_ABS, _data_arg(1))  # setsockopt's level, then its option
-    op(JEQ_K, SOL_SOCKET, if_false="allow")
-    op(LD_W_ABS, _data_arg(2))
-    for option in SOCKET_FILTER_OPTIONS.values():
-        op(JEQ_K, option, if_true="refuse")
-    op(JEQ_K, 0, if_true="allow", if_false="allow")  # any other option: allowed
+    op(JEQ_K, calls.fcntl, if_true="fcntl")
+    op(JEQ_K, calls.ioctl, if_false="allow")
+    op(LD_W_ABS, _data_arg(1))  # ioctl's request
+    for request in INODE_FLAG_IOCTLS.values():
+        op(JEQ_K, request, if_true="refuse")
+    op(JEQ_K, 0, if_true="allow", if_false="allow")  # any other request: allowed
+    label("fcntl")
+    op(LD_W_ABS, _data_arg(1))  # fcntl's command
+    op(JEQ_K, F_SETLEASE, if_true="refuse", if_false="allow")
     label("clone")
     op(LD_W_ABS, _data_arg(0))  # clone's flags: a thread, or a process
     op(JSET_K, CLONE_THREAD, if_true="allow", if_false="refuse")
