@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -209,15 +209,13 @@ def attach_drop_all_filter(sock: socket.socket, lock: bool) -> None:
         sock.setsockopt(socket.SOL_SOCKET, link_module.SO_LOCK_FILTER, 1)
 
 
-def test_a_display_socket_shut_down_by_a_running_screen_process_is_noticed(
-        linked: tuple[ScreenLink, StatusBoard]) -> None:
-    """A screen process that shuts the shared socket down and lives on, reading its feed,
-    serves nothing: the link notices, starts another, and the pages are back at the address."""
-    link, _ = linked
+def spoiled_then_served_again(link: ScreenLink, spoil: Callable[[socket.socket], None]) -> None:
+    """``spoil`` the display's socket (the same one the running screen process holds) and
+    see the link end that process, and the next one serve the pages at the same address."""
     wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
     first, port = link.pid, link.port
-    assert link._listening is not None
-    link._listening.shutdown(socket.SHUT_RDWR)  # the same socket the process holds
+    assert first is not None and link._listening is not None
+    spoil(link._listening)
     wait_until(lambda: link.pid not in (None, first), SCREENS_S, "the next screen process")
     with pytest.raises(ChildProcessError):
         os.waitpid(first, os.WNOHANG)  # the one that spoiled it was ended, not left serving
@@ -226,19 +224,21 @@ def test_a_display_socket_shut_down_by_a_running_screen_process_is_noticed(
         page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
 
 
+def test_a_display_socket_shut_down_by_a_running_screen_process_is_noticed(
+        linked: tuple[ScreenLink, StatusBoard]) -> None:
+    """A screen process that shuts the shared socket down and lives on, reading its feed,
+    serves nothing: the link notices, starts another, and the pages are back at the address."""
+    spoiled_then_served_again(linked[0], lambda sock: sock.shutdown(socket.SHUT_RDWR))
+
+
 def test_a_packet_filter_locked_on_the_display_socket_is_not_handed_on(
         linked: tuple[ScreenLink, StatusBoard]) -> None:
-    link, _ = linked
-    wait_until(lambda: link.pid is not None, SCREENS_S, "the screen process")
-    first, port = link.pid, link.port
-    assert link._listening is not None
-    attach_drop_all_filter(link._listening, lock=True)
-    with pytest.raises(OSError):  # the filter drops it: no connection is taken
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    wait_until(lambda: link.pid not in (None, first), SCREENS_S, "the next screen process")
-    assert link.port == port
-    with contextlib.closing(SseReader(port)) as page:
-        page.wait_status(lambda v: v.get("table") == "DEMO-1", SCREENS_S)
+    def lock_a_drop_all_filter(sock: socket.socket) -> None:
+        attach_drop_all_filter(sock, lock=True)
+        with pytest.raises(OSError):  # the filter drops it: no connection is taken
+            socket.create_connection(sock.getsockname()[:2], timeout=1).close()
+
+    spoiled_then_served_again(linked[0], lock_a_drop_all_filter)
 
 
 def test_a_packet_filter_not_locked_is_taken_off_and_said(
