@@ -52,8 +52,11 @@ def journaled_cards(journal: Path, after_seq: int) -> int:
 def finish_round(shoe: ShoeSimulator, client: ControlClient, rounds_before: int) -> None:
     """Deal cards one at a time until the round has its result (the cards the killed daemon
     had read but not journaled are gone, as a real shoe's would be)."""
+    # frames the shoe wrote since the restart arrive first: each card sent below must be
+    # the round's next, not one more behind frames the daemon has still to read
+    assert shoe.drain(15), "the daemon did not read what the shoe wrote"
     last_seq = wait_status(client, lambda s: True)["seq"]
-    time.sleep(0.5)  # frames written while the daemon was down arrive first
+    time.sleep(0.5)
     for card in ROUND_CARDS * 2:
         status = wait_status(client, lambda s: True)
         if status["rounds_played"] > rounds_before:
