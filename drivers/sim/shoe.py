@@ -386,25 +386,33 @@ class ShoeSimulator:
         self._last_sent = time.monotonic()
 
     def _wait_for_host(self) -> bool:
-        """Block until a reader has the slave end open (False if closing first); say HELLO
-        when it has just opened."""
+        """Block until a reader has the slave end open and ready (False if closing first); say
+        HELLO when it has just opened. A reader gone again before it was ready (a probe that
+        opens and closes) is not one: the bytes would wait in the pty for the next reader's
+        flush, and be lost to it."""
         announced = False
-        while self._master is not None and not self._host_is_open():
-            if self._closed.is_set():
+        while True:
+            while self._master is not None and not self._host_is_open():
+                if self._closed.is_set():
+                    return False
+                if not announced:
+                    log.info("simulated shoe waiting for a reader on %s", self.link_path)
+                    announced = True
+                time.sleep(0.02)
+            if self._master is None:
                 return False
-            if not announced:
-                log.info("simulated shoe waiting for a reader on %s", self.link_path)
-                announced = True
-            time.sleep(0.02)
-        if self._master is None:
-            return False
-        if not self._host_open:
-            self._host_open = True
+            if self._host_open:
+                return True
             self._wait_for_the_hosts_flush()
-            self._connections += 1
-            self._connected_at = time.monotonic()
-            if isinstance(self.encoder, PdtEncoder):
-                self._raw_write(self.encoder.hello(next_seq=self._unsent_seq))
+            if self._closed.is_set() or self._master is None:
+                return False
+            if self._host_is_open():
+                break
+        self._host_open = True
+        self._connections += 1
+        self._connected_at = time.monotonic()
+        if isinstance(self.encoder, PdtEncoder):
+            self._raw_write(self.encoder.hello(next_seq=self._unsent_seq))
         return True
 
     def _wait_for_the_hosts_flush(self) -> None:

@@ -353,3 +353,35 @@ def test_a_reader_slow_to_flush_after_it_opened_still_gets_the_first_card(tmp_pa
         finally:
             os.close(fd)
     assert sim.card_frame(parse_card(card)) in received
+
+
+def test_a_reader_that_opens_and_closes_again_is_not_sent_the_first_card(tmp_path):
+    """A probe opens the port and closes it again before any flush: bytes written then would
+    wait in the pty and be emptied by the next reader's flush. The card goes to the reader
+    that stays."""
+    import os
+    import select
+    import termios
+    import time
+
+    link = tmp_path / "shoe"
+    card = shuffled_shoe(seed=5, decks=1)[0]
+    with ShoeSimulator(link, "beetek", decks=1, heartbeat_seconds=3600,
+                       settle_seconds=0.5) as sim:
+        sender = threading.Thread(target=sim.send_card, args=(card,))
+        sender.start()
+        probe = os.open(link, os.O_RDWR | os.O_NOCTTY)
+        time.sleep(0.1)  # a probe: gone before the simulator stops waiting for its flush
+        os.close(probe)
+        time.sleep(0.3)
+        fd = os.open(link, os.O_RDWR | os.O_NOCTTY)
+        try:
+            time.sleep(0.2)
+            termios.tcflush(fd, termios.TCIFLUSH)  # as pyserial's open does
+            sender.join(10)
+            received = b""
+            while select.select([fd], [], [], 1.0)[0]:
+                received += os.read(fd, 1024)
+        finally:
+            os.close(fd)
+    assert sim.card_frame(parse_card(card)) in received
