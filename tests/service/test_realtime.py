@@ -112,7 +112,9 @@ def test_the_card_path_takes_the_granted_priority_and_the_rest_of_the_daemon_the
         # the display, the control socket, the checkpoints, the history guard...: every other
         # thread at the lowest real-time priority, handed down to what they start
         rest = {tid: threads[tid] for tid in threads if tid not in card_path}
-        assert len(rest) == raised[0]["rest_of_daemon"]
+        # a thread started after the raise (a journal check, a transport's reconnect) is one
+        # more of the rest: it inherits the lowest priority, as the next line checks of each
+        assert len(rest) >= raised[0]["rest_of_daemon"]
         assert set(rest.values()) == {(SCHED_RR, realtime.REST_PRIORITY)}, rest
         assert {os.sched_getscheduler(tid) for tid in rest} == {SCHED_RR}
         # a page that connects after READY is served by the screen process, at the normal
