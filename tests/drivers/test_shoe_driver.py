@@ -327,31 +327,38 @@ def test_an_unexpected_read_error_reopens_the_port_and_the_thread_lives(tmp_path
                for r in caplog.records)
 
 
-def test_a_reader_slow_to_flush_after_it_opened_still_gets_the_first_card(tmp_path):
-    """pyserial empties the port's input queue just after it opened it. On a busy machine
-    that can come a second after the open: the simulated shoe must send its first card after
-    the flush, not after a fixed pause (the demo's flip card was lost so, and the table waited
-    for it for ever)."""
+def read_after_a_late_flush(link, sender: threading.Thread, flush_after_s: float) -> bytes:
+    """A reader that opens the port, empties its input queue ``flush_after_s`` later (as
+    pyserial's open does), then reads what the shoe's ``sender`` sent."""
     import os
     import select
     import termios
     import time
 
+    fd = os.open(link, os.O_RDWR | os.O_NOCTTY)
+    try:
+        time.sleep(flush_after_s)
+        termios.tcflush(fd, termios.TCIFLUSH)
+        sender.join(10)
+        received = b""
+        while select.select([fd], [], [], 1.0)[0]:
+            received += os.read(fd, 1024)
+        return received
+    finally:
+        os.close(fd)
+
+
+def test_a_reader_slow_to_flush_after_it_opened_still_gets_the_first_card(tmp_path):
+    """pyserial empties the port's input queue just after it opened it. On a busy machine
+    that can come a second after the open: the simulated shoe must send its first card after
+    the flush, not after a fixed pause (the demo's flip card was lost so, and the table waited
+    for it for ever)."""
     link = tmp_path / "shoe"
     card = shuffled_shoe(seed=3, decks=1)[0]
     with ShoeSimulator(link, "beetek", decks=1, heartbeat_seconds=3600) as sim:
         sender = threading.Thread(target=sim.send_card, args=(card,))
         sender.start()
-        fd = os.open(link, os.O_RDWR | os.O_NOCTTY)
-        try:
-            time.sleep(1.0)  # the reader, descheduled between its open and its flush
-            termios.tcflush(fd, termios.TCIFLUSH)
-            sender.join(10)
-            received = b""
-            while select.select([fd], [], [], 1.0)[0]:
-                received += os.read(fd, 1024)
-        finally:
-            os.close(fd)
+        received = read_after_a_late_flush(link, sender, 1.0)  # descheduled between the two
     assert sim.card_frame(parse_card(card)) in received
 
 
@@ -360,8 +367,6 @@ def test_a_reader_that_opens_and_closes_again_is_not_sent_the_first_card(tmp_pat
     wait in the pty and be emptied by the next reader's flush. The card goes to the reader
     that stays."""
     import os
-    import select
-    import termios
     import time
 
     link = tmp_path / "shoe"
@@ -374,14 +379,5 @@ def test_a_reader_that_opens_and_closes_again_is_not_sent_the_first_card(tmp_pat
         time.sleep(0.1)  # a probe: gone before the simulator stops waiting for its flush
         os.close(probe)
         time.sleep(0.3)
-        fd = os.open(link, os.O_RDWR | os.O_NOCTTY)
-        try:
-            time.sleep(0.2)
-            termios.tcflush(fd, termios.TCIFLUSH)  # as pyserial's open does
-            sender.join(10)
-            received = b""
-            while select.select([fd], [], [], 1.0)[0]:
-                received += os.read(fd, 1024)
-        finally:
-            os.close(fd)
+        received = read_after_a_late_flush(link, sender, 0.2)
     assert sim.card_frame(parse_card(card)) in received
