@@ -41,12 +41,12 @@ class _ReadablePort(Protocol):
     def read(self, size: int = 1) -> bytes: ...
 
 
-# termios.error is no OSError: pyserial lets it out of open() and flush() when the device
-# vanishes half-way (EIO from tcflush on a port unplugged while it was being opened)
 #: the longest a write may wait for the device to take it: a panel that stops reading (its
 #: firmware hung, flow control held) must not stop the thread that reads its buttons
 WRITE_TIMEOUT_S = 0.2
 
+# termios.error is no OSError: pyserial lets it out of open() and flush() when the device
+# vanishes half-way (EIO from tcflush on a port unplugged while it was being opened)
 _OPEN_ERRORS = (serial.SerialException, OSError, ValueError, termios.error)
 _READ_ERRORS = (serial.SerialException, OSError, termios.error)
 

@@ -72,7 +72,8 @@ class Machine:
     sockets: dict[str, int]
     #: fail with EPERM: a new process, a file's mode, owner, times or extended attributes
     #: (Landlock leaves those to the owner, and the screen process runs as the journal's
-    #: owner), and a change of identity (which would clear the parent-death signal)
+    #: owner), a change of identity or groups (which would clear the parent-death signal),
+    #: and any socket option (it would stay on the listening socket the daemon shares)
     refused: dict[str, int]
     clone: int
     clone3: int
